@@ -1,0 +1,46 @@
+"""DDPG (Lillicrap et al. 2016) as in Fujimoto's DDPG.py: 400-300 networks, tau 0.001."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from agents.algorithms.base import Action, ActorCritic
+from agents.algorithms.deterministic import greedy, noisy_action
+from agents.networks import DDPGCritic, DeterministicActor
+from agents.replay import Batch
+
+
+class DDPG(ActorCritic):
+    policy_kind = "deterministic"
+
+    def build(self) -> None:
+        hidden = self.config.hidden
+        assert hidden is not None
+        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor)
+        self.critic = DDPGCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic)
+
+    def target(self, batch: Batch) -> Tensor:
+        with torch.no_grad():
+            next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
+            return batch.reward + self.config.gamma * batch.not_terminated * next_q
+
+    def actor_per_sample(self, obs: Tensor) -> Tensor:
+        return -self.critic(obs, self.actor(obs))[0]
+
+    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
+        return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
+
+    def greedy_action(self, obs: Tensor) -> Tensor:
+        return greedy(self.actor, obs)
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {**super().modules(), "actor_target": self.actor_target}
+
+    def target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.critic_target, self.critic), (self.actor_target, self.actor)]

@@ -1,0 +1,60 @@
+"""TD3 (Fujimoto et al. 2018) as in sfujim/TD3: twin critics, target smoothing, delayed actor."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from agents.algorithms.base import Action, ActorCritic
+from agents.algorithms.deterministic import greedy, noisy_action
+from agents.networks import DeterministicActor, TwinCritic
+from agents.replay import Batch
+
+
+class TD3(ActorCritic):
+    policy_kind = "deterministic"
+
+    def build(self) -> None:
+        hidden = self.config.hidden
+        assert hidden is not None
+        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor)
+        self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic)
+
+    def target(self, batch: Batch) -> Tensor:
+        c = self.config
+        with torch.no_grad():
+            # Target policy smoothing: clipped Gaussian noise on the target action.
+            noise = torch.randn(batch.action.shape, generator=self.generator, device=self.device)
+            noise = (noise * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
+            next_action = (self.actor_target(batch.next_obs) + noise).clamp(-1.0, 1.0)
+            # Clipped double Q-learning: the smaller of the twin targets.
+            next_q = self.critic_target(batch.next_obs, next_action).min(0).values
+            return batch.reward + c.gamma * batch.not_terminated * next_q
+
+    def actor_per_sample(self, obs: Tensor) -> Tensor:
+        return -self.critic.q1(obs, self.actor(obs))  # type: ignore[operator]
+
+    def actor_due(self) -> bool:
+        return self.updates % self.config.policy_delay == 0
+
+    def update_targets(self, actor_stepped: bool) -> None:
+        # Delayed: targets move only with the actor.
+        if actor_stepped:
+            super().update_targets(actor_stepped)
+
+    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
+        return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
+
+    def greedy_action(self, obs: Tensor) -> Tensor:
+        return greedy(self.actor, obs)
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {**super().modules(), "actor_target": self.actor_target}
+
+    def target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.critic_target, self.critic), (self.actor_target, self.actor)]

@@ -1,0 +1,239 @@
+"""The run configuration: one frozen dataclass, the single source of defaults.
+
+Fields left ``None`` take the algorithm's default (spec table) when the config
+is resolved; the resolved config is what gets stored with a run. The CLI's
+``--set key=value`` addresses these field names (see :func:`with_overrides`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.corrections.divergences import DIVERGENCES
+
+ALGORITHMS: tuple[str, ...] = ("ddpg", "td3", "sac")
+
+
+class ConfigError(ValueError):
+    """A config value is missing, malformed or out of range; the message says which."""
+
+
+@dataclass(frozen=True)
+class AlgorithmDefaults:
+    """Per-algorithm defaults for the fields a ``TrainConfig`` leaves ``None``."""
+
+    start_steps: int
+    tau: float
+    actor_lr: float
+    critic_lr: float
+    critic_weight_decay: float
+    hidden: tuple[int, ...]
+    correction_delay: int
+    """Correction starts at ``correction_delay × start_steps`` env steps."""
+
+
+ALGORITHM_DEFAULTS: dict[str, AlgorithmDefaults] = {
+    "ddpg": AlgorithmDefaults(1_000, 0.001, 1e-4, 1e-3, 1e-2, (400, 300), 1),
+    "td3": AlgorithmDefaults(25_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 1),
+    "sac": AlgorithmDefaults(10_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 5),
+}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run."""
+
+    algo: str = "td3"
+    """Algorithm: ddpg, td3 or sac."""
+    env_id: str = "Hopper-v4"
+    """Any gymnasium id with a Box action space."""
+    correction: str = "none"
+    """Registered correction name: none or acoffpoc."""
+    divergence: str = "jsd"
+    """AC-Off-POC divergence: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
+    ref_std: float | None = None
+    """Reference std on the covariance diagonal (deterministic variant); None = exploration_std."""
+    correction_start: int | None = None
+    """Env step at which the correction starts; None = start_steps (DDPG/TD3), 5 × start_steps (SAC)."""
+    seed: int = 0
+    """Seeds torch, numpy and the env; the evaluation env uses seed + 100."""
+    total_steps: int = 1_000_000
+    """Environment steps to train for."""
+    start_steps: int | None = None
+    """Uniform-random steps before learning; None = the algorithm's default."""
+    batch_size: int = 256
+    """Transitions per update."""
+    buffer_size: int = 1_000_000
+    """Replay capacity in slots (≈ transitions)."""
+    eval_freq: int = 1000
+    """Env steps between evaluations (plus one before training)."""
+    eval_episodes: int = 10
+    """Episodes per evaluation."""
+    exploration_std: float = 0.1
+    """Gaussian exploration noise std in normalised action units (DDPG, TD3)."""
+    gamma: float = 0.99
+    """Discount."""
+    tau: float | None = None
+    """Soft target update rate; None = the algorithm's default."""
+    actor_lr: float | None = None
+    """Actor Adam learning rate; None = the algorithm's default."""
+    critic_lr: float | None = None
+    """Critic Adam learning rate; None = the algorithm's default."""
+    critic_weight_decay: float | None = None
+    """Critic Adam L2 weight decay; None = the algorithm's default (DDPG 1e-2)."""
+    hidden: tuple[int, ...] | None = None
+    """Hidden layer sizes of every network; None = the algorithm's default."""
+    policy_delay: int = 2
+    """TD3: critic updates per actor and target update."""
+    target_noise: float = 0.2
+    """TD3: target policy smoothing noise std."""
+    noise_clip: float = 0.5
+    """TD3: target policy smoothing noise clip."""
+    stats_every: int = 1000
+    """Env steps between training statistics reports."""
+    weights_block: int = 1000
+    """Updates per reported block of per-batch weights."""
+    histogram_bins: int = 50
+    """Bins of the λ histogram reported with each evaluation."""
+    checkpoint_every: int = 50_000
+    """Env steps between checkpoints when a checkpoint path is given; 0 = only on stop."""
+    checkpoint_buffer: bool = True
+    """Include the replay buffer in checkpoints (exact resume; large for big envs)."""
+    threads: int = 1
+    """torch intra-op threads."""
+    device: str = "cpu"
+    """torch device for the networks."""
+    _resolved: bool = field(default=False, repr=False)
+
+    def resolved(self) -> TrainConfig:
+        """Validated copy with every algorithm default filled in."""
+        if self.algo not in ALGORITHM_DEFAULTS:
+            raise ConfigError(f"unknown algorithm {self.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+        d = ALGORITHM_DEFAULTS[self.algo]
+        start_steps = d.start_steps if self.start_steps is None else self.start_steps
+        config = dataclasses.replace(
+            self,
+            start_steps=start_steps,
+            tau=d.tau if self.tau is None else self.tau,
+            actor_lr=d.actor_lr if self.actor_lr is None else self.actor_lr,
+            critic_lr=d.critic_lr if self.critic_lr is None else self.critic_lr,
+            critic_weight_decay=d.critic_weight_decay if self.critic_weight_decay is None else self.critic_weight_decay,
+            hidden=d.hidden if self.hidden is None else tuple(self.hidden),
+            ref_std=self.exploration_std if self.ref_std is None else self.ref_std,
+            correction_start=d.correction_delay * start_steps
+            if self.correction_start is None
+            else self.correction_start,
+            _resolved=True,
+        )
+        config._validate()
+        return config
+
+    def _validate(self) -> None:
+        from agents.corrections import names as correction_names
+
+        if self.correction not in correction_names():
+            raise ConfigError(f"unknown correction {self.correction!r}: choose one of {', '.join(correction_names())}")
+        if self.divergence not in DIVERGENCES:
+            raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
+        positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
+        positive += ["histogram_bins", "threads", "policy_delay"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ["start_steps", "checkpoint_every", "correction_start"]:
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be at least 0, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise ConfigError(f"batch_size must be at least 2 (a covariance needs two samples), got {self.batch_size}")
+        if self.buffer_size < self.batch_size:
+            raise ConfigError(f"buffer_size ({self.buffer_size}) must be at least batch_size ({self.batch_size})")
+        for name in ["ref_std", "actor_lr", "critic_lr", "tau"]:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number, got {value}")
+        for name in ["exploration_std", "target_noise", "noise_clip", "critic_weight_decay"]:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be a non-negative number, got {value}")
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.tau is not None and self.tau > 1:
+            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ConfigError(f"hidden must be positive layer sizes, got {self.hidden}")
+        if self.algo == "ddpg" and len(self.hidden) != 2:
+            raise ConfigError(f"ddpg needs exactly two hidden sizes, got {self.hidden}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of the public fields."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        unknown = set(data) - set(field_names())
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
+        values = dict(data)
+        if values.get("hidden") is not None:
+            values["hidden"] = tuple(values["hidden"])
+        return cls(**values)
+
+
+def field_names() -> tuple[str, ...]:
+    """Config fields that ``--set`` accepts."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if not f.name.startswith("_"))
+
+
+def _parse_int(text: str) -> int:
+    """Accepts 1000, 1_000 and integral scientific notation such as 1e6."""
+    cleaned = text.strip().replace("_", "")
+    try:
+        return int(cleaned)
+    except ValueError:
+        value = float(cleaned)
+        if not value.is_integer():
+            raise
+        return int(value)
+
+
+def _parse(name: str, annotation: Any, text: str) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
+        annotation
+    )
+    if optional and text.strip().lower() in ("none", "default", ""):
+        return None
+    target = args[0] if optional else annotation
+    try:
+        if target is bool:
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if target is int:
+            return _parse_int(text)
+        if target is float:
+            return float(text)
+        if typing.get_origin(target) is tuple:
+            return tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+        return text
+    except ValueError:
+        kind = getattr(target, "__name__", str(target))
+        raise ConfigError(f"{name} expects {kind}, got {text!r}") from None
+
+
+def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfig:
+    """Apply ``{"field": "text"}`` overrides (the CLI's ``--set``), parsing each by its field type."""
+    hints = typing.get_type_hints(TrainConfig)
+    values: dict[str, Any] = {}
+    for name, text in overrides.items():
+        if name not in field_names():
+            raise ConfigError(f"unknown config field {name!r}: see agents.config.TrainConfig for the fields")
+        values[name] = _parse(name, hints[name], text)
+    return dataclasses.replace(config, **values)

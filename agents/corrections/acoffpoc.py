@@ -1,0 +1,196 @@
+"""AC-Off-POC similarity weights (Saglam et al., TMLR), as specified in spec/method.md.
+
+Public math, reusable in any actor-critic code:
+
+- :func:`gaussian_kl`: closed-form KL between full-covariance Gaussians.
+- :func:`batch_similarity`: the deterministic variant's λ for a batch of action
+  differences a − π(s) (DDPG, TD3).
+- :func:`transition_similarity`: the stochastic variant's λ_i per transition (SAC).
+
+Both similarities are ``exp(-ρ)`` with ρ clamped to [0, ``RHO_MAX``], so λ is
+finite, in [exp(-RHO_MAX), 1], and never NaN whatever the input; a degenerate
+input (non-finite values, a covariance that cannot be factorised) counts as
+maximally off-policy, never as λ = 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from agents.corrections.base import CorrectionSettings
+from agents.corrections.divergences import (
+    DIVERGENCES,
+    diag_gaussian_jsd,
+    diag_gaussian_kl,
+    gaussian_jsd,
+    gaussian_kl,
+)
+from agents.replay import Batch
+
+__all__ = [
+    "RIDGE",
+    "RHO_MAX",
+    "batch_similarity",
+    "gaussian_kl",
+    "transition_similarity",
+    "DeterministicACOffPOC",
+    "StochasticACOffPOC",
+]
+
+RIDGE = 1e-6
+"""ε added to the batch covariance's diagonal so it is always positive definite."""
+
+RHO_MAX = 80.0
+"""Largest divergence used; exp(-80) ≈ 1.8e-35 is still a normal float32."""
+
+ACTION_CLAMP = 1.0 - 1e-6
+"""Stored tanh actions are clamped to ±ACTION_CLAMP before atanh."""
+
+
+def _check_divergence(divergence: str) -> None:
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"unknown divergence {divergence!r}: choose one of {', '.join(DIVERGENCES)}")
+
+
+def _similarity(rho: Tensor) -> tuple[Tensor, Tensor]:
+    rho = torch.nan_to_num(rho, nan=RHO_MAX, posinf=RHO_MAX).clamp(0.0, RHO_MAX)
+    return torch.exp(-rho), rho
+
+
+def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
+    diff = action_diff.detach().to(torch.float64)
+    n, d = diff.shape
+    mean = diff.mean(0)
+    centred = diff - mean
+    # Unbiased 1/(B-1) as printed in the paper; a single sample has no spread.
+    cov = centred.T @ centred / max(n - 1, 1)
+    eye = torch.eye(d, dtype=torch.float64, device=diff.device)
+    cov = cov + RIDGE * eye
+    # The published method puts the exploration std on the covariance diagonal.
+    ref_cov = ref_std * eye
+    ref_mean = torch.zeros_like(mean)
+    if divergence == "jsd":
+        return gaussian_jsd(mean, cov, ref_mean, ref_cov)
+    forward = gaussian_kl(mean, cov, ref_mean, ref_cov)
+    if divergence == "kl":
+        return forward
+    return 0.5 * (forward + gaussian_kl(ref_mean, ref_cov, mean, cov))
+
+
+def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str = "jsd") -> Tensor:
+    """The deterministic variant's similarity λ for one batch.
+
+    Fits N(μ̇, Σ̇) to the action differences (unbiased covariance plus a ridge
+    ``RIDGE``·I) and compares it with the reference N(0, ref_std·I):
+    λ = exp(-D(N(μ̇, Σ̇) ‖ N(0, ref_std·I))), computed in float64.
+
+    Args:
+        action_diff: (B, d) differences a − π(s) between stored and current actions.
+        ref_std: the exploration noise std, placed on the reference covariance's
+            diagonal as paper and code do.
+        divergence: ``jsd`` (Monte Carlo, λ ∈ [0.5, 1]), ``symkl`` or ``kl``.
+
+    Returns:
+        0-d float32 tensor λ ∈ (0, 1], detached.
+    """
+    _check_divergence(divergence)
+    lam, _ = _similarity(_batch_rho(action_diff, ref_std, divergence))
+    return lam.to(torch.float32)
+
+
+def _diag_log_density_ratio(u: Tensor, mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
+    """log p(u) − log q(u) for diagonal Gaussians, summed over the last dim, (B, 1)."""
+    zp = (u - mean_p) * torch.exp(-log_std_p)
+    zq = (u - mean_q) * torch.exp(-log_std_q)
+    return (0.5 * (zq.square() - zp.square()) + log_std_q - log_std_p).sum(-1, keepdim=True)
+
+
+def transition_similarity(
+    mean: Tensor,
+    log_std: Tensor,
+    behaviour_mean: Tensor,
+    behaviour_log_std: Tensor,
+    log_ratio: Tensor,
+    divergence: str = "jsd",
+) -> Tensor:
+    """The stochastic variant's similarity λ_i for each transition.
+
+    λ_i = exp(min(log π(a_i|s_i) − log η(a_i|s_i), −ρ_i)) with
+    ρ_i = D(π(·|s_i) ‖ η_i) between the pre-tanh diagonal Gaussians, jointly over
+    all d action dimensions (divergences are invariant under the tanh bijection).
+
+    Args:
+        mean, log_std: (B, d) current policy's pre-tanh Gaussian at s_i.
+        behaviour_mean, behaviour_log_std: (B, d) the behaviour policy's, stored
+            when the transition was collected.
+        log_ratio: (B, 1) log π(a_i|s_i) − log η(a_i|s_i) at the stored action.
+        divergence: ``jsd`` (default), ``symkl`` or ``kl``.
+
+    Returns:
+        (B, 1) float32 λ_i ∈ (0, 1], detached.
+    """
+    _check_divergence(divergence)
+    p = (mean.detach().double(), log_std.detach().double())
+    q = (behaviour_mean.detach().double(), behaviour_log_std.detach().double())
+    if divergence == "jsd":
+        rho = diag_gaussian_jsd(*p, *q)
+    elif divergence == "kl":
+        rho = diag_gaussian_kl(*p, *q)
+    else:
+        rho = 0.5 * (diag_gaussian_kl(*p, *q) + diag_gaussian_kl(*q, *p))
+    _, rho = _similarity(rho.unsqueeze(-1))
+    ratio = torch.nan_to_num(log_ratio.detach().double(), nan=-RHO_MAX, posinf=0.0, neginf=-RHO_MAX)
+    log_lam = torch.minimum(ratio, -rho).clamp(-RHO_MAX, 0.0)
+    return torch.exp(log_lam).to(torch.float32)
+
+
+class DeterministicACOffPOC:
+    """One λ per batch from the action differences a − π(s) (DDPG, TD3)."""
+
+    name = "acoffpoc"
+    needs_behaviour_params = False
+
+    def __init__(self, settings: CorrectionSettings) -> None:
+        _check_divergence(settings.divergence)
+        if not (settings.ref_std > 0 and math.isfinite(settings.ref_std)):
+            raise ValueError(f"ref_std must be a positive number, got {settings.ref_std}")
+        self.divergence = settings.divergence
+        self.ref_std = settings.ref_std
+        self.start_step = settings.start_step
+
+    def active(self, step: int) -> bool:
+        return step >= self.start_step
+
+    def __call__(self, batch: Batch, policy: object) -> Tensor:
+        current = policy.greedy_action(batch.obs)  # type: ignore[attr-defined]
+        return batch_similarity(batch.action - current, self.ref_std, self.divergence)
+
+
+class StochasticACOffPOC:
+    """One λ_i per transition from the stored behaviour Gaussian (SAC)."""
+
+    name = "acoffpoc"
+    needs_behaviour_params = True
+
+    def __init__(self, settings: CorrectionSettings) -> None:
+        _check_divergence(settings.divergence)
+        self.divergence = settings.divergence
+        self.start_step = settings.start_step
+
+    def active(self, step: int) -> bool:
+        return step >= self.start_step
+
+    def __call__(self, batch: Batch, policy: object) -> Tensor:
+        if batch.behaviour_mean is None or batch.behaviour_log_std is None:
+            raise ValueError("stochastic AC-Off-POC needs the behaviour policy's parameters in the batch")
+        mean, log_std = policy.policy_distribution(batch.obs)  # type: ignore[attr-defined]
+        # Both densities are evaluated at the same pre-tanh point, so the tanh
+        # Jacobian cancels in the ratio and log η need not be stored.
+        u = torch.atanh(batch.action.clamp(-ACTION_CLAMP, ACTION_CLAMP))
+        log_ratio = _diag_log_density_ratio(u, mean, log_std, batch.behaviour_mean, batch.behaviour_log_std)
+        return transition_similarity(
+            mean, log_std, batch.behaviour_mean, batch.behaviour_log_std, log_ratio, self.divergence
+        )

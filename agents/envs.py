@@ -1,0 +1,49 @@
+"""Environments: any registered gymnasium id with a Box action space, in normalised actions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import RescaleAction
+
+
+class EnvError(ValueError):
+    """The environment id is unknown or unsuitable; the message says why."""
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise :class:`EnvError` unless ``env_id`` is a registered gymnasium id."""
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        raise EnvError(f"unknown environment {env_id!r}: {error}") from None
+
+
+def make_env(env_id: str) -> gym.Env:
+    """A new environment acting in [-1, 1]^d, rescaled to the env's own bounds.
+
+    Raises :class:`EnvError` for an unknown id, a non-Box or unbounded action
+    space, or a non-flat observation space.
+    """
+    check_env_id(env_id)
+    try:
+        env = gym.make(env_id)
+    except Exception as error:  # a registered env whose dependencies are missing, etc.
+        raise EnvError(f"cannot create environment {env_id!r}: {error}") from None
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Box):
+        env.close()
+        raise EnvError(f"{env_id!r} has a {type(space).__name__} action space; offpoc needs continuous (Box) actions")
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        env.close()
+        raise EnvError(f"{env_id!r} has unbounded actions; offpoc needs finite action bounds")
+    obs_space = env.observation_space
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        env.close()
+        raise EnvError(f"{env_id!r} has a non-flat observation space; offpoc needs a 1-D Box observation")
+    return RescaleAction(env, -1.0, 1.0)
+
+
+def env_dims(env: gym.Env) -> tuple[int, int]:
+    """(obs_dim, action_dim)."""
+    return int(env.observation_space.shape[0]), int(env.action_space.shape[0])  # type: ignore[index]

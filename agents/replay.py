@@ -1,0 +1,194 @@
+"""A preallocated float32 FIFO replay buffer with uniform sampling.
+
+Memory layout: the buffer is a ring of *slots*, each holding one observation.
+A slot that starts a transition also holds its action, reward and flags; the
+transition's next observation is simply the next slot's observation, so it is
+derived, not stored twice. When an episode ends, its final observation takes one
+extra slot that starts no transition (it is never sampled). For Humanoid this
+halves the memory of the usual (obs, next_obs) layout.
+
+For stochastic policies the buffer also keeps the behaviour policy's pre-tanh
+Gaussian (mean, log_std) per transition; log η(a|s) is derived from them and the
+stored action when needed, so it is not stored.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class Batch(NamedTuple):
+    """A sampled batch, every tensor with leading dimension B."""
+
+    obs: Tensor
+    """(B, obs_dim)"""
+    action: Tensor
+    """(B, d), normalised to [-1, 1]"""
+    reward: Tensor
+    """(B, 1)"""
+    next_obs: Tensor
+    """(B, obs_dim)"""
+    not_terminated: Tensor
+    """(B, 1), 0.0 where the episode terminated (bootstrap on termination only)"""
+    behaviour_mean: Tensor | None = None
+    """(B, d) behaviour pre-tanh mean (stochastic policies only)"""
+    behaviour_log_std: Tensor | None = None
+    """(B, d) behaviour pre-tanh log-std (stochastic policies only)"""
+
+
+class ReplayBuffer:
+    """Ring buffer of ``capacity`` slots (observations); see the module docstring.
+
+    Args:
+        capacity: number of slots. Each stored transition uses one slot, and each
+            finished episode one more for its final observation.
+        obs_dim, action_dim: sizes of the flat observation and action vectors.
+        behaviour_params: also store the behaviour policy's (mean, log_std).
+        device: where sampled batches are placed.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_dim: int,
+        action_dim: int,
+        behaviour_params: bool = False,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if capacity < 2:
+            raise ValueError(f"replay capacity must be at least 2 slots, got {capacity}")
+        self.capacity = capacity
+        self.device = torch.device(device)
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.action = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.reward = np.zeros((capacity, 1), dtype=np.float32)
+        self.not_terminated = np.zeros((capacity, 1), dtype=np.float32)
+        self.starts_transition = np.zeros(capacity, dtype=bool)
+        """True where a slot starts a transition whose next slot holds its next_obs."""
+        self.random_phase = np.zeros(capacity, dtype=bool)
+        """True for transitions collected by the uniform-random start phase."""
+        self.behaviour_mean = np.zeros((capacity, action_dim), dtype=np.float32) if behaviour_params else None
+        self.behaviour_log_std = np.zeros((capacity, action_dim), dtype=np.float32) if behaviour_params else None
+        self.ptr = 0
+        """Next slot to write."""
+        self.filled = 0
+        """Slots [0, filled) may start a transition: ptr until the first wrap, then capacity."""
+        self._views = {name: torch.from_numpy(array) for name, array in self._arrays().items()}
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        arrays = {
+            "obs": self.obs,
+            "action": self.action,
+            "reward": self.reward,
+            "not_terminated": self.not_terminated,
+            "starts_transition": self.starts_transition,
+            "random_phase": self.random_phase,
+        }
+        if self.behaviour_mean is not None and self.behaviour_log_std is not None:
+            arrays["behaviour_mean"] = self.behaviour_mean
+            arrays["behaviour_log_std"] = self.behaviour_log_std
+        return arrays
+
+    @property
+    def bytes_per_slot(self) -> int:
+        """Bytes one slot (≈ one transition) occupies."""
+        return sum(array.itemsize * int(np.prod(array.shape[1:])) for array in self._arrays().values())
+
+    def __len__(self) -> int:
+        """Number of transitions that can be sampled (random phase included)."""
+        return int(self.starts_transition[: self.filled].sum())
+
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: float,
+        next_obs: np.ndarray,
+        terminated: bool,
+        episode_end: bool,
+        random_phase: bool = False,
+        behaviour: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """Store one transition (obs, action, reward, next_obs).
+
+        ``episode_end`` is terminated or truncated: the next transition starts a
+        new episode, so ``next_obs`` keeps a slot of its own.
+        """
+        i, j = self.ptr, (self.ptr + 1) % self.capacity
+        self.obs[i] = obs
+        self.action[i] = action
+        self.reward[i, 0] = reward
+        self.not_terminated[i, 0] = 0.0 if terminated else 1.0
+        self.starts_transition[i] = True
+        self.random_phase[i] = random_phase
+        if self.behaviour_mean is not None and self.behaviour_log_std is not None:
+            if behaviour is None:
+                self.behaviour_mean[i] = 0.0
+                self.behaviour_log_std[i] = 0.0
+            else:
+                self.behaviour_mean[i], self.behaviour_log_std[i] = behaviour
+        # The next slot holds next_obs; whatever transition it started is now gone.
+        self.obs[j] = next_obs
+        self.starts_transition[j] = False
+        self.ptr = (j + 1) % self.capacity if episode_end else j
+        if self.ptr <= i:
+            self.filled = self.capacity
+        elif self.filled < self.capacity:
+            self.filled = self.ptr
+
+    def sample(self, batch_size: int, generator: torch.Generator, exclude_random_phase: bool = False) -> Batch:
+        """A uniform sample, with replacement, of stored transitions.
+
+        Slots that start no transition (and, with ``exclude_random_phase``, the
+        random-phase transitions) are rejected and redrawn, so the sample is
+        exactly uniform over the eligible transitions.
+        """
+        eligible = self._views["starts_transition"]
+        if exclude_random_phase:
+            eligible = eligible & ~self._views["random_phase"]
+        idx = torch.randint(self.filled, (batch_size,), generator=generator)
+        bad = ~eligible[idx]
+        tries = 0
+        while bool(bad.any()):
+            tries += 1
+            if tries > 1000:
+                raise RuntimeError("replay buffer has no eligible transition to sample")
+            redraw = torch.randint(self.filled, (int(bad.sum()),), generator=generator)
+            idx[bad] = redraw
+            bad = ~eligible[idx]
+        next_idx = (idx + 1) % self.capacity
+        v = self._views
+        batch = Batch(
+            obs=v["obs"][idx],
+            action=v["action"][idx],
+            reward=v["reward"][idx],
+            next_obs=v["obs"][next_idx],
+            not_terminated=v["not_terminated"][idx],
+            behaviour_mean=v["behaviour_mean"][idx] if "behaviour_mean" in v else None,
+            behaviour_log_std=v["behaviour_log_std"][idx] if "behaviour_log_std" in v else None,
+        )
+        if self.device.type != "cpu":
+            batch = Batch(*(t.to(self.device, non_blocking=True) if t is not None else None for t in batch))
+        return batch
+
+    def state_dict(self) -> dict[str, object]:
+        """The stored contents (only the written slots) and the write position."""
+        return {
+            "ptr": self.ptr,
+            "filled": self.filled,
+            "arrays": {name: array[: self.filled].copy() for name, array in self._arrays().items()},
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        filled = int(state["filled"])  # type: ignore[arg-type]
+        if filled > self.capacity:
+            raise ValueError(f"checkpointed buffer holds {filled} slots, more than the capacity {self.capacity}")
+        arrays = self._arrays()
+        for name, array in state["arrays"].items():  # type: ignore[attr-defined]
+            arrays[name][:filled] = array
+        self.ptr = int(state["ptr"])  # type: ignore[arg-type]
+        self.filled = filled

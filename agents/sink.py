@@ -1,0 +1,152 @@
+"""How training reports: typed records handed to a sink.
+
+A sink is any object with some of the ``on_*`` methods below (missing ones are
+skipped), or a plain callable, which receives every record. :class:`Sink` is a
+convenient no-op base and :class:`RecordingSink` keeps everything in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluation of the deterministic policy."""
+
+    step: int
+    """Environment steps trained so far."""
+    wall_time: float
+    """Seconds since training started (resumed runs continue the clock)."""
+    return_mean: float
+    return_std: float
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+    """Episode lengths in steps."""
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One finished training episode."""
+
+    step: int
+    """Environment step at which it ended."""
+    episode: int
+    """Episode index, from 0."""
+    ret: float
+    """Undiscounted return."""
+    length: int
+    """Steps."""
+
+
+@dataclass(frozen=True)
+class TrainStatsRecord:
+    """Training statistics averaged over the updates of one interval."""
+
+    step: int
+    updates: int
+    """Updates done so far."""
+    critic_loss: float | None
+    """None when no update happened in the interval (random start phase)."""
+    actor_loss: float | None
+    """None when no actor step happened in the interval."""
+    q_mean: float | None
+    alpha: float | None
+    """SAC's temperature."""
+    sps: float
+    """Environment steps per second over the interval, updates included."""
+
+
+@dataclass(frozen=True)
+class WeightBlock:
+    """The similarity weight of every batch in a run of consecutive updates.
+
+    Deterministic corrections: one column ``lambda``. Per-transition corrections:
+    a summary of the batch's λ_i per row (mean, min, max and quantiles).
+    """
+
+    columns: tuple[str, ...]
+    updates: np.ndarray
+    """(n,) int64 update indices, counting from 1."""
+    steps: np.ndarray
+    """(n,) int64 environment step of each update."""
+    values: np.ndarray
+    """(n, len(columns)) float32."""
+
+
+@dataclass(frozen=True)
+class WeightHistogram:
+    """Histogram of λ over one evaluation interval (per-batch λ or all λ_i)."""
+
+    step: int
+    """The evaluation step closing the interval."""
+    edges: np.ndarray
+    """(bins + 1,) bin edges on [0, 1]."""
+    counts: np.ndarray
+    """(bins,) int64."""
+
+
+Record = EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram
+
+_METHODS: dict[type, str] = {
+    EvalRecord: "on_eval",
+    EpisodeRecord: "on_episode",
+    TrainStatsRecord: "on_train_stats",
+    WeightBlock: "on_weights",
+    WeightHistogram: "on_weight_histogram",
+}
+
+
+class Sink:
+    """No-op base; override what you need."""
+
+    def on_eval(self, record: EvalRecord) -> None: ...
+    def on_episode(self, record: EpisodeRecord) -> None: ...
+    def on_train_stats(self, record: TrainStatsRecord) -> None: ...
+    def on_weights(self, record: WeightBlock) -> None: ...
+    def on_weight_histogram(self, record: WeightHistogram) -> None: ...
+
+
+@dataclass
+class RecordingSink(Sink):
+    """Keeps every record, by kind (tests, notebooks)."""
+
+    evals: list[EvalRecord] = field(default_factory=list)
+    episodes: list[EpisodeRecord] = field(default_factory=list)
+    stats: list[TrainStatsRecord] = field(default_factory=list)
+    weights: list[WeightBlock] = field(default_factory=list)
+    histograms: list[WeightHistogram] = field(default_factory=list)
+
+    def on_eval(self, record: EvalRecord) -> None:
+        self.evals.append(record)
+
+    def on_episode(self, record: EpisodeRecord) -> None:
+        self.episodes.append(record)
+
+    def on_train_stats(self, record: TrainStatsRecord) -> None:
+        self.stats.append(record)
+
+    def on_weights(self, record: WeightBlock) -> None:
+        self.weights.append(record)
+
+    def on_weight_histogram(self, record: WeightHistogram) -> None:
+        self.histograms.append(record)
+
+    def weight_values(self) -> np.ndarray:
+        """All blocks' values stacked, (n_updates, columns)."""
+        return np.concatenate([b.values for b in self.weights]) if self.weights else np.zeros((0, 1), np.float32)
+
+
+def emit(sink: Any, record: Record) -> None:
+    """Deliver a record to a sink object (its ``on_*`` method, if any) or a callable."""
+    if sink is None:
+        return
+    method: Callable[[Any], None] | None = getattr(sink, _METHODS[type(record)], None)
+    if method is not None:
+        method(record)
+    elif callable(sink) and not isinstance(sink, Sink):
+        sink(record)

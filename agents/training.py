@@ -1,0 +1,219 @@
+"""The training loop, usable without any UI: build, seed, explore, update, evaluate, report.
+
+    trainer = Trainer(TrainConfig(algo="td3", env_id="Hopper-v4", correction="acoffpoc"), sink)
+    result = trainer.run()
+
+Reports go to a sink (see :mod:`agents.sink`). ``should_stop`` (a callable or a
+``threading.Event``) asks the loop to stop at the next step; it then checkpoints
+(when a path is set) and returns with status ``stopped``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from agents.algorithms import make_algorithm
+from agents.config import TrainConfig
+from agents.corrections import CorrectionSettings, make_correction
+from agents.envs import env_dims, make_env
+from agents.evaluation import evaluate
+from agents.recorder import StatsAccumulator, WeightRecorder
+from agents.replay import ReplayBuffer
+from agents.sink import EpisodeRecord, EvalRecord, Record, emit
+
+EVAL_SEED_OFFSET = 100
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    status: Literal["finished", "stopped"]
+    step: int
+    updates: int
+    episodes: int
+    wall_time: float
+    """Seconds of training, across resumes."""
+    checkpoint: Path | None
+
+
+class Trainer:
+    """One run: environment, agent, buffer, correction and the loop around them."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        sink: Any = None,
+        checkpoint_path: str | Path | None = None,
+        should_stop: Callable[[], bool] | Any = None,
+    ) -> None:
+        self.config = c = config.resolved()
+        self.sink = sink
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None
+        self._should_stop = getattr(should_stop, "is_set", should_stop) or (lambda: False)
+        torch.set_num_threads(c.threads)
+        self.device = torch.device(c.device)
+
+        self.env = make_env(c.env_id)
+        self.eval_env = make_env(c.env_id)
+        obs_dim, action_dim = env_dims(self.env)
+
+        # Seeding: networks from a forked global RNG (the caller's stays untouched),
+        # everything else from generators this run owns.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(c.seed)
+            self.generator = torch.Generator(device=self.device).manual_seed(c.seed)
+            self.agent = make_algorithm(c, obs_dim, action_dim, self.generator)
+        self.rng = np.random.default_rng(c.seed)
+
+        assert c.start_steps is not None and c.correction_start is not None
+        self.correction = make_correction(
+            c.correction,
+            CorrectionSettings(
+                policy_kind=self.agent.policy_kind,
+                divergence=c.divergence,
+                ref_std=c.ref_std or c.exploration_std,
+                start_step=max(c.correction_start, c.start_steps),
+            ),
+        )
+        self.buffer = ReplayBuffer(
+            c.buffer_size,
+            obs_dim,
+            action_dim,
+            behaviour_params=self.correction.needs_behaviour_params,
+            device=self.device,
+        )
+        self.weights = WeightRecorder(
+            per_transition=self.agent.policy_kind == "stochastic",
+            block=c.weights_block,
+            bins=c.histogram_bins,
+            device=self.device,
+        )
+        self.stats = StatsAccumulator(self.device)
+
+        self.step = 0
+        self.episode = 0
+        self.episode_return = 0.0
+        self.episode_length = 0
+        self.elapsed = 0.0
+        self.last_eval_step = -1
+        self.obs, _ = self.env.reset(seed=c.seed)
+
+    # ---- reporting -------------------------------------------------------------------
+    def _emit(self, record: Record | None) -> None:
+        if record is not None:
+            emit(self.sink, record)
+
+    def _evaluate(self, clock: float) -> None:
+        c = self.config
+        returns, lengths = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
+        self._emit(self.weights.histogram(self.step))
+        self._emit(
+            EvalRecord(
+                step=self.step,
+                wall_time=self.elapsed + time.perf_counter() - clock,
+                return_mean=float(np.mean(returns)),
+                return_std=float(np.std(returns)),
+                returns=tuple(returns),
+                lengths=tuple(lengths),
+            )
+        )
+        self.last_eval_step = self.step
+
+    # ---- the loop --------------------------------------------------------------------
+    def _env_step(self) -> None:
+        c = self.config
+        random_phase = self.step < c.start_steps  # type: ignore[operator]
+        if random_phase:
+            action = self.rng.uniform(-1.0, 1.0, self.agent.action_dim).astype(np.float32)
+            behaviour = None
+        else:
+            action, behaviour = self.agent.act(self.obs, explore=True, rng=self.rng)
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        episode_end = terminated or truncated
+        self.buffer.add(self.obs, action, float(reward), next_obs, terminated, episode_end, random_phase, behaviour)
+        self.episode_return += float(reward)
+        self.episode_length += 1
+        self.step += 1
+        if episode_end:
+            self._emit(EpisodeRecord(self.step, self.episode, self.episode_return, self.episode_length))
+            self.episode += 1
+            self.episode_return, self.episode_length = 0.0, 0
+            self.obs, _ = self.env.reset()
+        else:
+            self.obs = next_obs
+
+    def _update(self) -> None:
+        correction = self.correction if self.correction.active(self.step) else None
+        exclude_random = correction is not None and self.correction.needs_behaviour_params
+        batch = self.buffer.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
+        stats = self.agent.update(batch, correction)
+        self.stats.add(stats)
+        if stats.weight is not None:
+            self._emit(self.weights.add(self.agent.updates, self.step, stats.weight))
+
+    def run(self) -> TrainResult:
+        """Train to ``total_steps`` (or until asked to stop)."""
+        c = self.config
+        clock = time.perf_counter()
+        interval_clock, interval_step = clock, self.step
+        if self.last_eval_step < 0:
+            self._evaluate(clock)
+        while self.step < c.total_steps:
+            if self._should_stop():
+                return self._finish("stopped", clock)
+            learning = self.step >= c.start_steps  # type: ignore[operator]
+            self._env_step()
+            if learning:
+                self._update()
+            if self.step % c.eval_freq == 0:
+                self._evaluate(clock)
+            if self.step % c.stats_every == 0:
+                now = time.perf_counter()
+                sps = (self.step - interval_step) / max(now - interval_clock, 1e-9)
+                self._emit(
+                    self.stats.record(self.step, self.agent.updates, sps, self.agent.policy_kind == "stochastic")
+                )
+                interval_clock, interval_step = now, self.step
+            if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.checkpoint_path is not None:
+                self.save_checkpoint(clock=clock)
+        if self.last_eval_step != self.step:
+            self._evaluate(clock)
+        return self._finish("finished", clock)
+
+    def _finish(self, status: Literal["finished", "stopped"], clock: float) -> TrainResult:
+        path = self.save_checkpoint(clock=clock) if self.checkpoint_path is not None else None
+        self._emit(self.weights.flush())
+        self.elapsed += time.perf_counter() - clock
+        return TrainResult(status, self.step, self.agent.updates, self.episode, self.elapsed, path)
+
+    # ---- checkpoints -----------------------------------------------------------------
+    def save_checkpoint(self, path: str | Path | None = None, clock: float | None = None) -> Path:
+        """Write the full state (see :mod:`agents.checkpoint`); pending weights are reported first."""
+        from agents.checkpoint import save
+
+        self._emit(self.weights.flush())
+        target = Path(path) if path is not None else self.checkpoint_path
+        if target is None:
+            raise ValueError("no checkpoint path given")
+        elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
+        save(self, target, elapsed)
+        return target
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        sink: Any = None,
+        should_stop: Callable[[], bool] | Any = None,
+        total_steps: int | None = None,
+    ) -> Trainer:
+        """A trainer restored from a checkpoint, continuing at its step (optionally longer)."""
+        from agents.checkpoint import load
+
+        return load(cls, Path(path), sink, should_stop, total_steps)

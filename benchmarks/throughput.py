@@ -1,0 +1,135 @@
+"""Training throughput: offpoc vs Stable-Baselines3, and AC-Off-POC's overhead.
+
+    pip install -c constraints.txt -e ".[bench]"
+    python benchmarks/throughput.py                 # TD3 and SAC on Hopper-v4
+    python benchmarks/throughput.py --steps 4000 --repeats 3
+
+SPS = environment steps per second including one gradient update per step,
+measured after the uniform-random start phase, one torch thread, same
+hyperparameters for both libraries (256-256 networks, batch 256, Adam 3e-4,
+TD3 policy delay 2 with target smoothing 0.2/0.5, SAC automatic entropy).
+Every case runs in this one process, interleaved across repeats, and the
+median over repeats is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
+
+warnings.filterwarnings("ignore")
+
+
+class _Clock(Sink):
+    """Timestamps the training-statistics records that bound the timed window."""
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start, self.end = start, end
+        self.times: dict[int, float] = {}
+
+    def on_train_stats(self, record: TrainStatsRecord) -> None:
+        if record.step in (self.start, self.end):
+            self.times[record.step] = time.perf_counter()
+
+
+def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd") -> float:
+    config = TrainConfig(
+        algo=algo,
+        env_id=env_id,
+        correction=correction,
+        divergence=divergence,
+        start_steps=start,
+        correction_start=start,
+        total_steps=start + steps,
+        eval_freq=10**9,
+        eval_episodes=1,
+        stats_every=start,
+        threads=1,
+    )
+    clock = _Clock(start, start + steps)
+    Trainer(config, clock).run()
+    return steps / (clock.times[start + steps] - clock.times[start])
+
+
+def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
+    import gymnasium as gym
+    from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    env = gym.make(env_id)
+    common = dict(learning_starts=start, batch_size=256, learning_rate=3e-4, buffer_size=1_000_000, gamma=0.99)
+    common |= dict(tau=0.005, policy_kwargs=dict(net_arch=[256, 256]), device="cpu", seed=0, verbose=0)
+    if algo == "td3":
+        d = env.action_space.shape[0]
+        noise = NormalActionNoise(np.zeros(d), 0.1 * np.ones(d))
+        model = TD3("MlpPolicy", env, action_noise=noise, policy_delay=2, target_policy_noise=0.2, **common)
+    else:
+        model = SAC("MlpPolicy", env, ent_coef="auto", **common)
+    model.learn(start)
+    began = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    return steps / (time.perf_counter() - began)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="Hopper-v4")
+    parser.add_argument("--start", type=int, default=1000, help="random start steps before timing")
+    parser.add_argument("--steps", type=int, default=2000, help="timed learning steps (a multiple of --start)")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--algos", default="td3,sac")
+    parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 peer")
+    args = parser.parse_args()
+    if args.steps % args.start:
+        parser.error("--steps must be a multiple of --start")
+    torch.set_num_threads(1)
+
+    cases: dict[tuple[str, str], Callable[[], float]] = {}
+    for algo in args.algos.split(","):
+        if not args.no_sb3:
+            cases[(algo, "SB3")] = lambda a=algo: sb3(a, args.env, args.start, args.steps)
+        cases[(algo, "ours none")] = lambda a=algo: ours(a, args.env, args.start, args.steps)
+        for div in ("jsd", "symkl", "kl"):
+            cases[(algo, f"ours acoffpoc {div}")] = lambda a=algo, d=div: ours(
+                a, args.env, args.start, args.steps, "acoffpoc", d
+            )
+
+    results: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
+    with Progress() as progress:
+        task = progress.add_task("benchmarking", total=len(cases) * args.repeats)
+        for repeat in range(args.repeats):
+            for key, run in cases.items():
+                progress.update(task, description=f"{key[0]} {key[1]} ({repeat + 1}/{args.repeats})")
+                results[key].append(run())
+                progress.advance(task)
+
+    console = Console()
+    table = Table(title=f"Throughput on {args.env}: env steps/s with one update per step, 1 torch thread")
+    for column in ("algo", "implementation", "SPS (median)", "runs", "vs SB3", "overhead vs none"):
+        table.add_column(column, justify="right" if column not in ("algo", "implementation") else "left")
+    for (algo, name), values in results.items():
+        sps = statistics.median(values)
+        peer = results.get((algo, "SB3"))
+        base = statistics.median(results[(algo, "ours none")])
+        ratio = f"{sps / statistics.median(peer):.2f}×" if peer and name != "SB3" else ""
+        overhead = f"{(base / sps - 1) * 100:+.1f}%" if name.startswith("ours acoffpoc") else ""
+        runs = ", ".join(f"{v:.1f}" for v in values)
+        table.add_row(algo.upper(), name, f"{sps:.1f}", runs, ratio, overhead)
+    console.print(table)
+    console.print("overhead = extra wall time per step relative to 'ours none' (time ratio − 1)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""AC-Off-POC similarity weights: the spec's invariants for both variants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from agents.corrections.acoffpoc import RHO_MAX, batch_similarity, transition_similarity
+
+DIVERGENCES = ["jsd", "symkl", "kl"]
+LAMBDA_MIN = math.exp(-RHO_MAX)
+
+
+def whitened(batch: int, d: int, std_on_diagonal: float, seed: int = 0) -> torch.Tensor:
+    """Differences whose sample mean is exactly 0 and sample covariance exactly std·I."""
+    x = torch.randn(batch, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    x = x - x.mean(0)
+    cov = x.T @ x / (batch - 1)
+    x = x @ torch.linalg.inv(torch.linalg.cholesky(cov)).T
+    return (x * math.sqrt(std_on_diagonal)).float()
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_lambda_is_one_when_differences_match_the_reference(divergence: str) -> None:
+    lam = batch_similarity(whitened(256, 3, 0.1), ref_std=0.1, divergence=divergence)
+    assert lam.ndim == 0
+    assert float(lam) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_lambda_decreases_as_the_mean_shift_grows(divergence: str) -> None:
+    base = whitened(256, 3, 0.1)
+    lams = [float(batch_similarity(base + shift, 0.1, divergence)) for shift in (0.0, 0.1, 0.3, 1.0, 3.0)]
+    assert all(a > b for a, b in zip(lams, lams[1:])), lams
+    assert lams[-1] < 0.6
+
+
+def test_jsd_lambda_lies_in_half_to_one_and_kl_can_go_lower() -> None:
+    far = whitened(256, 6, 0.1) + 2.0
+    assert 0.5 <= float(batch_similarity(far, 0.1, "jsd")) < 0.51
+    assert float(batch_similarity(far, 0.1, "kl")) < 1e-6
+
+
+def degenerate_inputs() -> dict[str, torch.Tensor]:
+    saturated = torch.randn(256, 4, generator=torch.Generator().manual_seed(1)) * 0.3
+    saturated[:, 2] = 0.7  # a dimension pinned at the bound: zero variance
+    return {
+        "fewer samples than dimensions": torch.randn(3, 17, generator=torch.Generator().manual_seed(2)),
+        "single sample": torch.full((1, 3), 0.2),
+        "all zero": torch.zeros(256, 6),
+        "saturated dimension": saturated,
+        "huge": torch.full((256, 3), 1e30) * torch.randn(256, 3, generator=torch.Generator().manual_seed(3)),
+        "infinite": torch.full((8, 2), float("inf")),
+        "nan": torch.full((8, 2), float("nan")),
+    }
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+@pytest.mark.parametrize("case", list(degenerate_inputs()))
+def test_lambda_is_finite_and_in_range_on_degenerate_inputs(case: str, divergence: str) -> None:
+    lam = batch_similarity(degenerate_inputs()[case], ref_std=0.1, divergence=divergence)
+    assert torch.isfinite(lam)
+    assert 0.0 <= float(lam) <= 1.0
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+@pytest.mark.parametrize("case", ["huge", "infinite", "nan"])
+def test_broken_inputs_never_fall_back_to_one(case: str, divergence: str) -> None:
+    lam = float(batch_similarity(degenerate_inputs()[case], ref_std=0.1, divergence=divergence))
+    floor = 0.5 if divergence == "jsd" else LAMBDA_MIN
+    assert lam == pytest.approx(floor, rel=1e-3)
+
+
+def test_all_zero_differences_are_close_but_not_identical_to_the_reference() -> None:
+    # Zero spread against N(0, 0.1 I): a real divergence, so λ < 1 for every measure.
+    for divergence in DIVERGENCES:
+        assert float(batch_similarity(torch.zeros(256, 3), 0.1, divergence)) < 0.999
+
+
+def test_unknown_divergence_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown divergence 'tv'"):
+        batch_similarity(torch.zeros(4, 2), divergence="tv")
+
+
+def policy(batch: int = 64, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, d, generator=g), torch.randn(batch, d, generator=g).clamp(-3, 1)
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_transition_lambda_is_one_for_the_policy_itself(divergence: str) -> None:
+    mean, log_std = policy()
+    lam = transition_similarity(mean, log_std, mean, log_std, torch.zeros(64, 1), divergence)
+    assert lam.shape == (64, 1)
+    torch.testing.assert_close(lam, torch.ones(64, 1), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_transition_lambda_is_the_smaller_of_ratio_and_similarity(divergence: str) -> None:
+    mean, log_std = policy(seed=1)
+    b_mean, b_log_std = policy(seed=2)
+    log_ratio = torch.randn(64, 1, generator=torch.Generator().manual_seed(3))
+    lam = transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, divergence)
+    unclipped = transition_similarity(mean, log_std, b_mean, b_log_std, torch.full((64, 1), 1e9), divergence)
+    assert ((lam >= 0) & (lam <= 1)).all()
+    torch.testing.assert_close(lam, torch.minimum(log_ratio.exp(), unclipped).clamp_max(1.0))
+    # The divergence is joint over dimensions: more differing dimensions, smaller λ.
+    if divergence != "jsd":
+        one_dim = b_mean.clone()
+        one_dim[:, 1:] = mean[:, 1:]
+        one_std = b_log_std.clone()
+        one_std[:, 1:] = log_std[:, 1:]
+        joint = transition_similarity(mean, log_std, one_dim, one_std, torch.zeros(64, 1), divergence)
+        assert (joint >= unclipped - 1e-6).all()
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+def test_transition_lambda_survives_extreme_inputs(divergence: str) -> None:
+    mean = torch.tensor([[0.0, 1e30], [float("nan"), 0.0], [0.0, 0.0]])
+    log_std = torch.tensor([[-20.0, 2.0], [0.0, 0.0], [-20.0, -20.0]])
+    b_mean = torch.tensor([[1e3, -1e30], [0.0, 0.0], [5.0, 5.0]])
+    b_log_std = torch.tensor([[2.0, -20.0], [0.0, float("inf")], [-20.0, -20.0]])
+    log_ratio = torch.tensor([[float("inf")], [float("nan")], [-1e4]])
+    lam = transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, divergence)
+    assert torch.isfinite(lam).all()
+    assert ((lam >= 0) & (lam <= 1)).all()
+    assert (lam < 0.51).all(), "broken inputs must not fall back to λ = 1"
