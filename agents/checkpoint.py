@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,7 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
 def load(cls: type[Trainer], path: Path, sink: Any, should_stop: Any, total_steps: int | None) -> Trainer:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as error:
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
         raise ValueError(f"cannot read checkpoint {path}: {error}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
         raise ValueError(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION})")

@@ -41,7 +41,8 @@ def make_env(env_id: str) -> gym.Env:
     if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
         env.close()
         raise EnvError(f"{env_id!r} has a non-flat observation space; offpoc needs a 1-D Box observation")
-    return RescaleAction(env, -1.0, 1.0)
+    ones = np.ones(space.shape, dtype=np.float32)
+    return RescaleAction(env, -ones, ones)
 
 
 def env_dims(env: gym.Env) -> tuple[int, int]:

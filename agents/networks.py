@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -14,7 +15,7 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 def mlp(sizes: list[int], output_activation: nn.Module | None = None) -> nn.Sequential:
     """Linear layers of the given sizes with ReLU between them."""
     layers: list[nn.Module] = []
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(fan_in, fan_out))
         if i < len(sizes) - 2:
             # In place is safe: Linear's backward needs its input, not its output.

@@ -20,6 +20,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+_REJECTION_ROUNDS = 4
+"""Redraw rounds for ineligible slots before falling back to the eligible list."""
+
 
 class Batch(NamedTuple):
     """A sampled batch, every tensor with leading dimension B."""
@@ -152,14 +155,19 @@ class ReplayBuffer:
             eligible = eligible & ~self._views["random_phase"]
         idx = torch.randint(self.filled, (batch_size,), generator=generator)
         bad = ~eligible[idx]
-        tries = 0
-        while bool(bad.any()):
-            tries += 1
-            if tries > 1000:
-                raise RuntimeError("replay buffer has no eligible transition to sample")
-            redraw = torch.randint(self.filled, (int(bad.sum()),), generator=generator)
-            idx[bad] = redraw
+        for _ in range(_REJECTION_ROUNDS):
+            if not bool(bad.any()):
+                break
+            idx[bad] = torch.randint(self.filled, (int(bad.sum()),), generator=generator)
             bad = ~eligible[idx]
+        else:
+            # Few eligible slots (e.g. right after the random phase is excluded): draw
+            # the rest from the explicit list, still uniformly.
+            candidates = eligible[: self.filled].nonzero().squeeze(1)
+            if candidates.numel() == 0:
+                raise RuntimeError("replay buffer has no eligible transition to sample")
+            pick = torch.randint(candidates.numel(), (int(bad.sum()),), generator=generator)
+            idx[bad] = candidates[pick]
         next_idx = (idx + 1) % self.capacity
         v = self._views
         batch = Batch(

@@ -8,17 +8,21 @@ SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
 hyperparameters for both libraries (256-256 networks, batch 256, Adam 3e-4,
 TD3 policy delay 2 with target smoothing 0.2/0.5, SAC automatic entropy).
-Every case runs in this one process, interleaved across repeats, and the
-median over repeats is reported.
+Every case runs in a fresh subprocess, cases are interleaved across repeats,
+and the median over repeats is reported. offpoc's Trainer tunes glibc malloc
+(agents/runtime.py); the extra row "SB3 + malloc tuning" gives the peer the
+same setting, so the table shows what that tuning alone is worth.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import time
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -62,11 +66,15 @@ def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
-def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
+def sb3(algo: str, env_id: str, start: int, steps: int, tuned: bool = False) -> float:
     import gymnasium as gym
     from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.noise import NormalActionNoise
 
+    from agents.runtime import tune_allocator
+
+    if tuned:
+        tune_allocator()
     torch.set_num_threads(1)
     env = gym.make(env_id)
     common = dict(learning_starts=start, batch_size=256, learning_rate=3e-4, buffer_size=1_000_000, gamma=0.99)
@@ -83,50 +91,68 @@ def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
     return steps / (time.perf_counter() - began)
 
 
+def run_case(case: str, env_id: str, start: int, steps: int) -> float:
+    """One measurement, in this process: ``algo:impl[:divergence]``."""
+    algo, impl, *rest = case.split(":")
+    if impl == "sb3":
+        return sb3(algo, env_id, start, steps)
+    if impl == "sb3-tuned":
+        return sb3(algo, env_id, start, steps, tuned=True)
+    if impl == "none":
+        return ours(algo, env_id, start, steps)
+    return ours(algo, env_id, start, steps, "acoffpoc", rest[0])
+
+
+LABELS = {"sb3": "SB3", "sb3-tuned": "SB3 + malloc tuning", "none": "ours none"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v4")
     parser.add_argument("--start", type=int, default=1000, help="random start steps before timing")
     parser.add_argument("--steps", type=int, default=2000, help="timed learning steps (a multiple of --start)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--algos", default="td3,sac")
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 peer")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
         parser.error("--steps must be a multiple of --start")
-    torch.set_num_threads(1)
+    if args.case:
+        print(json.dumps({"sps": run_case(args.case, args.env, args.start, args.steps)}))
+        return
 
-    cases: dict[tuple[str, str], Callable[[], float]] = {}
+    cases: list[str] = []
     for algo in args.algos.split(","):
         if not args.no_sb3:
-            cases[(algo, "SB3")] = lambda a=algo: sb3(a, args.env, args.start, args.steps)
-        cases[(algo, "ours none")] = lambda a=algo: ours(a, args.env, args.start, args.steps)
-        for div in ("jsd", "symkl", "kl"):
-            cases[(algo, f"ours acoffpoc {div}")] = lambda a=algo, d=div: ours(
-                a, args.env, args.start, args.steps, "acoffpoc", d
-            )
+            cases += [f"{algo}:sb3", f"{algo}:sb3-tuned"]
+        cases += [f"{algo}:none"] + [f"{algo}:acoffpoc:{d}" for d in ("jsd", "symkl", "kl")]
 
-    results: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
+    results: dict[str, list[float]] = {case: [] for case in cases}
     with Progress() as progress:
         task = progress.add_task("benchmarking", total=len(cases) * args.repeats)
         for repeat in range(args.repeats):
-            for key, run in cases.items():
-                progress.update(task, description=f"{key[0]} {key[1]} ({repeat + 1}/{args.repeats})")
-                results[key].append(run())
+            for case in cases:
+                progress.update(task, description=f"{case} ({repeat + 1}/{args.repeats})")
+                command = [sys.executable, __file__, "--case", case, "--env", args.env]
+                command += ["--start", str(args.start), "--steps", str(args.steps)]
+                out = subprocess.run(command, capture_output=True, text=True, check=True)
+                results[case].append(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
                 progress.advance(task)
 
     console = Console()
     table = Table(title=f"Throughput on {args.env}: env steps/s with one update per step, 1 torch thread")
-    for column in ("algo", "implementation", "SPS (median)", "runs", "vs SB3", "overhead vs none"):
-        table.add_column(column, justify="right" if column not in ("algo", "implementation") else "left")
-    for (algo, name), values in results.items():
-        sps = statistics.median(values)
-        peer = results.get((algo, "SB3"))
-        base = statistics.median(results[(algo, "ours none")])
-        ratio = f"{sps / statistics.median(peer):.2f}×" if peer and name != "SB3" else ""
-        overhead = f"{(base / sps - 1) * 100:+.1f}%" if name.startswith("ours acoffpoc") else ""
+    for column in ("algo", "implementation", "SPS (median)", "runs", "ours / SB3", "overhead vs none"):
+        table.add_column(column, justify="left" if column in ("algo", "implementation") else "right")
+    median = {case: statistics.median(values) for case, values in results.items()}
+    for case, values in results.items():
+        algo, impl, *rest = case.split(":")
+        label = LABELS.get(impl, f"ours acoffpoc {rest[0] if rest else ''}")
+        peer = median.get(f"{algo}:sb3")
+        ratio = f"{median[case] / peer:.2f}" if peer and not impl.startswith("sb3") else ""
+        overhead = f"{(median[f'{algo}:none'] / median[case] - 1) * 100:+.1f}%" if impl == "acoffpoc" else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
-        table.add_row(algo.upper(), name, f"{sps:.1f}", runs, ratio, overhead)
+        table.add_row(algo.upper(), label, f"{median[case]:.1f}", runs, ratio, overhead)
     console.print(table)
     console.print("overhead = extra wall time per step relative to 'ours none' (time ratio − 1)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -33,7 +34,7 @@ def test_lambda_is_one_when_differences_match_the_reference(divergence: str) -> 
 def test_lambda_decreases_as_the_mean_shift_grows(divergence: str) -> None:
     base = whitened(256, 3, 0.1)
     lams = [float(batch_similarity(base + shift, 0.1, divergence)) for shift in (0.0, 0.1, 0.3, 1.0, 3.0)]
-    assert all(a > b for a, b in zip(lams, lams[1:])), lams
+    assert all(a > b for a, b in itertools.pairwise(lams)), lams
     assert lams[-1] < 0.6
 
 

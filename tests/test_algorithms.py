@@ -151,7 +151,9 @@ def test_sac_temperature_moves_towards_the_target_entropy() -> None:
     assert log_pi is not None
     # d/dlogα of −logα·(log π + H̄) is −mean(log π + H̄); Adam's first step is lr·sign(grad).
     gradient = -float((log_pi + a.target_entropy).mean())
-    torch.testing.assert_close(a.log_alpha.detach(), torch.tensor(-3e-4 * float(np.sign(gradient))), rtol=1e-3, atol=1e-7)
+    torch.testing.assert_close(
+        a.log_alpha.detach(), torch.tensor(-3e-4 * float(np.sign(gradient))), rtol=1e-3, atol=1e-7
+    )
 
 
 # ---- where the correction enters -------------------------------------------------------

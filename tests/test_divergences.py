@@ -90,7 +90,9 @@ def numerical_jsd_1d(m1: float, s1: float, m2: float, s2: float) -> float:
     return integrate.quad(integrand, lo, hi, limit=500, points=[m1, m2])[0]
 
 
-@pytest.mark.parametrize(("m1", "s1", "m2", "s2"), [(0, 1, 0.5, 1), (0, 1, 2, 0.5), (0.3, 0.2, -0.1, 0.31), (0, 1, 0, 3)])
+@pytest.mark.parametrize(
+    ("m1", "s1", "m2", "s2"), [(0, 1, 0.5, 1), (0, 1, 2, 0.5), (0.3, 0.2, -0.1, 0.31), (0, 1, 0, 3)]
+)
 def test_jsd_agrees_with_numerical_integral_in_1d(m1: float, s1: float, m2: float, s2: float) -> None:
     expected = numerical_jsd_1d(m1, s1, m2, s2)
     t = lambda v: torch.tensor([[float(v)]], dtype=torch.float64)  # noqa: E731

@@ -114,3 +114,11 @@ def test_bytes_per_transition_store_no_next_obs() -> None:
     assert hopper.bytes_per_slot == 4 * (11 + 3 + 1 + 1) + 2
     humanoid_sac = ReplayBuffer(2, 376, 17, behaviour_params=True)
     assert humanoid_sac.bytes_per_slot == 4 * (376 + 17 + 1 + 1 + 2 * 17) + 2
+
+
+def test_sampling_stays_uniform_when_almost_nothing_is_eligible() -> None:
+    buffer = ReplayBuffer(4096, 3, 1, behaviour_params=True)
+    fill(buffer, 3000, episode_length=1000, random_until=2997)  # 3 policy transitions left
+    sample = buffer.sample(30_000, torch.Generator().manual_seed(4), exclude_random_phase=True)
+    counts = np.bincount(sample.obs[:, 0].int().numpy() - 2997, minlength=3)
+    assert counts.sum() == 30_000 and counts.min() > 9_000

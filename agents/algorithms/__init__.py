@@ -20,4 +20,4 @@ def make_algorithm(config: TrainConfig, obs_dim: int, action_dim: int, generator
     return ALGORITHM_CLASSES[config.algo](config, obs_dim, action_dim, generator)
 
 
-__all__ = ["ActorCritic", "DDPG", "SAC", "TD3", "UpdateStats", "SoftUpdate", "make_algorithm", "reduce_loss"]
+__all__ = ["DDPG", "SAC", "TD3", "ActorCritic", "SoftUpdate", "UpdateStats", "make_algorithm", "reduce_loss"]

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import greedy, noisy_action
+from agents.algorithms.deterministic import PolicyMemo, noisy_action
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
@@ -22,6 +22,7 @@ class DDPG(ActorCritic):
         assert hidden is not None
         self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
+        self.pi = PolicyMemo(self.actor)
         self.critic = DDPGCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
 
@@ -31,13 +32,13 @@ class DDPG(ActorCritic):
             return batch.reward + self.config.gamma * batch.not_terminated * next_q
 
     def actor_per_sample(self, obs: Tensor) -> Tensor:
-        return -self.critic(obs, self.actor(obs))[0]
+        return -self.critic(obs, self.pi.for_actor_loss(obs))[0]
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
-        return greedy(self.actor, obs)
+        return self.pi.for_correction(obs, self.actor_due())
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {**super().modules(), "actor_target": self.actor_target}

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import greedy, noisy_action
+from agents.algorithms.deterministic import PolicyMemo, noisy_action
 from agents.networks import DeterministicActor, TwinCritic
 from agents.replay import Batch
 
@@ -22,6 +22,7 @@ class TD3(ActorCritic):
         assert hidden is not None
         self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
+        self.pi = PolicyMemo(self.actor)
         self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
 
@@ -37,7 +38,7 @@ class TD3(ActorCritic):
             return batch.reward + c.gamma * batch.not_terminated * next_q
 
     def actor_per_sample(self, obs: Tensor) -> Tensor:
-        return -self.critic.q1(obs, self.actor(obs))  # type: ignore[operator]
+        return -self.critic.q1(obs, self.pi.for_actor_loss(obs))  # type: ignore[operator]
 
     def actor_due(self) -> bool:
         return self.updates % self.config.policy_delay == 0
@@ -51,7 +52,7 @@ class TD3(ActorCritic):
         return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
-        return greedy(self.actor, obs)
+        return self.pi.for_correction(obs, self.actor_due())
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {**super().modules(), "actor_target": self.actor_target}

@@ -1,0 +1,119 @@
+"""The training loop on real MuJoCo environments, in-process: smoke runs, stop, checkpoint/resume."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agents import RecordingSink, TrainConfig, Trainer
+from agents.checkpoint import load
+
+# Small networks keep these runs to seconds; the loop, env and algorithms are the real ones.
+FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000, eval_episodes=2, stats_every=500)
+
+
+@pytest.mark.parametrize("correction", ["none", "acoffpoc"])
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
+    sink = RecordingSink()
+    config = TrainConfig(algo=algo, correction=correction, total_steps=2000, correction_start=1000, **FAST)
+    result = Trainer(config, sink).run()
+
+    assert result.status == "finished" and result.step == 2000
+    assert result.updates == 1500  # one update per step after the 500 random steps
+    assert [e.step for e in sink.evals] == [0, 1000, 2000]
+    assert all(len(e.returns) == 2 and np.isfinite(e.return_mean) for e in sink.evals)
+    assert sum(ep.length for ep in sink.episodes) <= 2000 and len(sink.episodes) > 5
+    stats = [s for s in sink.stats if s.critic_loss is not None]
+    assert [s.step for s in stats] == [1000, 1500, 2000] and all(np.isfinite(s.critic_loss) for s in stats)
+    assert all(s.sps > 0 for s in sink.stats)
+    weights = sink.weight_values()
+    if correction == "none":
+        assert weights.shape[0] == 0 and not sink.histograms
+        return
+    # Every batch from the correction's start (the update in step 1000) has its weight recorded.
+    active = 1001
+    assert weights.shape[0] == active
+    assert np.all((weights >= 0) & (weights <= 1)) and np.isfinite(weights).all()
+    steps = np.concatenate([block.steps for block in sink.weights])
+    assert steps[-1] == 2000 and np.all(np.diff(steps) == 1)
+    assert sum(int(h.counts.sum()) for h in sink.histograms) == active * (256 if algo == "sac" else 1)
+
+
+def test_same_seed_same_run_and_a_different_seed_differs() -> None:
+    def returns(seed: int) -> list[float]:
+        sink = RecordingSink()
+        Trainer(TrainConfig(algo="td3", total_steps=1000, seed=seed, **FAST), sink).run()
+        return [e.return_mean for e in sink.evals]
+
+    assert returns(3) == returns(3)
+    assert returns(3) != returns(4)
+
+
+def test_stop_checkpoints_and_resume_continues_from_the_same_step(tmp_path: Path) -> None:
+    path = tmp_path / "run.pt"
+    stop = threading.Event()
+
+    class StopAt(RecordingSink):
+        def on_episode(self, record) -> None:  # type: ignore[no-untyped-def]
+            super().on_episode(record)
+            if record.step >= 1200:
+                stop.set()
+
+    config = TrainConfig(algo="sac", correction="acoffpoc", total_steps=2000, correction_start=1000, **FAST)
+    first = Trainer(config, StopAt(), checkpoint_path=path, should_stop=stop)
+    result = first.run()
+    assert result.status == "stopped" and path.exists()
+    stopped_at = result.step
+    assert 1200 <= stopped_at < 2000
+
+    saved = torch.load(path, weights_only=False)
+    resumed = Trainer.resume(path, RecordingSink())
+    assert resumed.step == stopped_at and resumed.agent.updates == result.updates
+    # The same RNG streams pick up where they left off.
+    assert torch.equal(resumed.generator.get_state(), first.generator.get_state())
+    assert resumed.rng.bit_generator.state == first.rng.bit_generator.state
+    assert saved["rng"]["env"] == first.env.np_random.bit_generator.state
+    for name, module in first.agent.modules().items():
+        for x, y in zip(module.parameters(), resumed.agent.modules()[name].parameters()):
+            assert torch.equal(x, y), name
+    assert torch.equal(resumed.agent.log_alpha, first.agent.log_alpha)  # type: ignore[attr-defined]
+    assert resumed.buffer.filled == first.buffer.filled
+    np.testing.assert_array_equal(resumed.buffer.obs, first.buffer.obs)
+
+    # Resuming twice from one checkpoint gives the same continuation, and it finishes the run.
+    # (A resumed trainer keeps checkpointing to its file, so each resume gets its own copy.)
+    copies = [tmp_path / "a.pt", tmp_path / "b.pt"]
+    for copy in copies:
+        shutil.copy(path, copy)
+    sinks = [RecordingSink(), RecordingSink()]
+    results = [Trainer.resume(copy, sink).run() for copy, sink in zip(copies, sinks)]
+    assert all(r.status == "finished" and r.step == 2000 for r in results)
+    assert [e.return_mean for e in sinks[0].evals] == [e.return_mean for e in sinks[1].evals]
+    assert [e.step for e in sinks[0].evals] == [2000]  # no evaluation step is repeated
+    np.testing.assert_array_equal(sinks[0].weight_values(), sinks[1].weight_values())
+    first_update = sinks[0].weights[0].updates[0]
+    assert first_update == result.updates + 1
+
+
+def test_periodic_checkpoints_and_resume_to_a_longer_total(tmp_path: Path) -> None:
+    path = tmp_path / "run.pt"
+    config = TrainConfig(algo="td3", total_steps=1000, checkpoint_every=500, checkpoint_buffer=False, **FAST)
+    assert Trainer(config, checkpoint_path=path).run().checkpoint == path
+    sink = RecordingSink()
+    resumed = Trainer.resume(path, sink, total_steps=1500)
+    assert resumed.buffer.filled == 0  # buffer left out of this checkpoint
+    result = resumed.run()
+    assert result.step == 1500 and [e.step for e in sink.evals] == [1500]
+
+
+def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load(Trainer, bad, None, None, None)
