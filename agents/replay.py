@@ -150,19 +150,24 @@ class ReplayBuffer:
         random-phase transitions) are rejected and redrawn, so the sample is
         exactly uniform over the eligible transitions.
         """
-        eligible = self._views["starts_transition"]
-        if exclude_random_phase:
-            eligible = eligible & ~self._views["random_phase"]
+        starts, random_phase = self._views["starts_transition"], self._views["random_phase"]
+
+        def ineligible(idx: Tensor) -> Tensor:
+            # Look up only the sampled slots: a whole-buffer mask would cost O(capacity).
+            bad = ~starts[idx]
+            return bad | random_phase[idx] if exclude_random_phase else bad
+
         idx = torch.randint(self.filled, (batch_size,), generator=generator)
-        bad = ~eligible[idx]
+        bad = ineligible(idx)
         for _ in range(_REJECTION_ROUNDS):
             if not bool(bad.any()):
                 break
             idx[bad] = torch.randint(self.filled, (int(bad.sum()),), generator=generator)
-            bad = ~eligible[idx]
+            bad = ineligible(idx)
         else:
             # Few eligible slots (e.g. right after the random phase is excluded): draw
             # the rest from the explicit list, still uniformly.
+            eligible = starts[: self.filled] & ~random_phase[: self.filled] if exclude_random_phase else starts
             candidates = eligible[: self.filled].nonzero().squeeze(1)
             if candidates.numel() == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")

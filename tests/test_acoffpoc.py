@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from agents.corrections.acoffpoc import RHO_MAX, batch_similarity, transition_similarity
+from agents.corrections.acoffpoc import RHO_MAX, RIDGE, batch_similarity, gaussian_kl, transition_similarity
+from agents.corrections.divergences import gaussian_jsd
 
 DIVERGENCES = ["jsd", "symkl", "kl"]
 LAMBDA_MIN = math.exp(-RHO_MAX)
@@ -28,6 +29,22 @@ def test_lambda_is_one_when_differences_match_the_reference(divergence: str) -> 
     lam = batch_similarity(whitened(256, 3, 0.1), ref_std=0.1, divergence=divergence)
     assert lam.ndim == 0
     assert float(lam) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+@pytest.mark.parametrize(("batch", "d", "shift"), [(256, 3, 0.0), (256, 6, 0.2), (64, 17, -0.05), (5, 2, 0.5)])
+def test_batch_similarity_equals_the_general_divergences(divergence: str, batch: int, d: int, shift: float) -> None:
+    diff = torch.randn(batch, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64) * 0.4 + shift
+    mean = diff.mean(0)
+    cov = torch.cov(diff.T, correction=1).reshape(d, d) + RIDGE * torch.eye(d, dtype=torch.float64)
+    ref_mean, ref_cov = torch.zeros(d, dtype=torch.float64), 0.1 * torch.eye(d, dtype=torch.float64)
+    rho = {
+        "kl": gaussian_kl(mean, cov, ref_mean, ref_cov),
+        "symkl": 0.5 * (gaussian_kl(mean, cov, ref_mean, ref_cov) + gaussian_kl(ref_mean, ref_cov, mean, cov)),
+        "jsd": gaussian_jsd(mean, cov, ref_mean, ref_cov),
+    }[divergence]
+    expected = torch.exp(-rho.clamp(0, RHO_MAX)).float()
+    torch.testing.assert_close(batch_similarity(diff.float(), 0.1, divergence), expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("divergence", DIVERGENCES)

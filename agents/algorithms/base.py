@@ -115,7 +115,7 @@ class ActorCritic(ABC):
 
     @abstractmethod
     def target(self, batch: Batch) -> Tensor:
-        """The critic target y, (B, 1), computed without gradient."""
+        """The critic target y, (B, 1), computed under inference mode (no autograd bookkeeping)."""
 
     @abstractmethod
     def actor_per_sample(self, obs: Tensor) -> Tensor:

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import PolicyMemo, noisy_action
+from agents.algorithms.deterministic import noisy_action
+from agents.algorithms.memo import PolicyMemo
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
@@ -27,9 +28,10 @@ class DDPG(ActorCritic):
         self.critic_target = copy.deepcopy(self.critic)
 
     def target(self, batch: Batch) -> Tensor:
-        with torch.no_grad():
+        with torch.inference_mode():
             next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
-            return batch.reward + self.config.gamma * batch.not_terminated * next_q
+            y = batch.reward + self.config.gamma * batch.not_terminated * next_q
+        return y.clone()  # an ordinary tensor, usable in any autograd expression
 
     def actor_per_sample(self, obs: Tensor) -> Tensor:
         return -self.critic(obs, self.pi.for_actor_loss(obs))[0]

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic, adam
+from agents.algorithms.memo import PolicyMemo
 from agents.networks import GaussianPolicy, TwinCritic, squashed_sample
 from agents.replay import Batch
 
@@ -22,6 +23,7 @@ class SAC(ActorCritic):
         self.actor = GaussianPolicy(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
+        self.pi = PolicyMemo(self.actor)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]
         self.target_entropy = -float(self.action_dim)
@@ -34,15 +36,16 @@ class SAC(ActorCritic):
         return self.log_alpha.detach().exp()
 
     def target(self, batch: Batch) -> Tensor:
-        with torch.no_grad():
+        with torch.inference_mode():
             mean, log_std = self.actor(batch.next_obs)
             next_action, next_log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
             next_q = self.critic_target(batch.next_obs, next_action).min(0).values
             soft_value = next_q - self.alpha_value() * next_log_pi
-            return batch.reward + self.config.gamma * batch.not_terminated * soft_value
+            y = batch.reward + self.config.gamma * batch.not_terminated * soft_value
+        return y.clone()  # an ordinary tensor, usable in any autograd expression
 
     def actor_per_sample(self, obs: Tensor) -> Tensor:
-        mean, log_std = self.actor(obs)
+        mean, log_std = self.pi.for_actor_loss(obs)
         action, log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
         self._log_pi = log_pi.detach()
         return self.alpha_value() * log_pi - self.critic(obs, action).min(0).values
@@ -64,8 +67,7 @@ class SAC(ActorCritic):
         return Action(action[0].cpu().numpy(), (mean[0].cpu().numpy(), log_std[0].cpu().numpy()))
 
     def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        with torch.no_grad():
-            return self.actor(obs)
+        return self.pi.for_correction(obs, self.actor_due())
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "alpha": self.alpha_optimizer}

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import PolicyMemo, noisy_action
+from agents.algorithms.deterministic import noisy_action
+from agents.algorithms.memo import PolicyMemo
 from agents.networks import DeterministicActor, TwinCritic
 from agents.replay import Batch
 
@@ -28,14 +29,15 @@ class TD3(ActorCritic):
 
     def target(self, batch: Batch) -> Tensor:
         c = self.config
-        with torch.no_grad():
+        with torch.inference_mode():
             # Target policy smoothing: clipped Gaussian noise on the target action.
             noise = torch.randn(batch.action.shape, generator=self.generator, device=self.device)
             noise = (noise * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
             next_action = (self.actor_target(batch.next_obs) + noise).clamp(-1.0, 1.0)
             # Clipped double Q-learning: the smaller of the twin targets.
             next_q = self.critic_target(batch.next_obs, next_action).min(0).values
-            return batch.reward + c.gamma * batch.not_terminated * next_q
+            y = batch.reward + c.gamma * batch.not_terminated * next_q
+        return y.clone()  # an ordinary tensor, usable in any autograd expression
 
     def actor_per_sample(self, obs: Tensor) -> Tensor:
         return -self.critic.q1(obs, self.pi.for_actor_loss(obs))  # type: ignore[operator]

@@ -23,10 +23,12 @@ from torch import Tensor
 from agents.corrections.base import CorrectionSettings
 from agents.corrections.divergences import (
     DIVERGENCES,
+    JSD_SAMPLES,
+    base_normals,
     diag_gaussian_jsd,
     diag_gaussian_kl,
-    gaussian_jsd,
     gaussian_kl,
+    jsd_from_log_ratios,
 )
 from agents.replay import Batch
 
@@ -61,23 +63,51 @@ def _similarity(rho: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
+    """ρ between N(μ̇, Σ̇) fitted to the differences and the reference N(0, s·I), s = ref_std.
+
+    Specialised to the isotropic reference: one Cholesky factor L of Σ̇ serves
+    every divergence (tests pin it to the general :func:`gaussian_kl` and
+    :func:`~agents.corrections.divergences.gaussian_jsd`).
+    """
     diff = action_diff.detach().to(torch.float64)
     n, d = diff.shape
     mean = diff.mean(0)
     centred = diff - mean
     # Unbiased 1/(B-1) as printed in the paper; a single sample has no spread.
     cov = centred.T @ centred / max(n - 1, 1)
-    eye = torch.eye(d, dtype=torch.float64, device=diff.device)
-    cov = cov + RIDGE * eye
-    # The published method puts the exploration std on the covariance diagonal.
-    ref_cov = ref_std * eye
-    ref_mean = torch.zeros_like(mean)
+    cov.diagonal().add_(RIDGE)
+    chol, info = torch.linalg.cholesky_ex(cov)
+    if int(info) != 0 or not bool(torch.isfinite(chol).all()):
+        # Cannot be factorised (non-finite input): maximally off-policy for every measure.
+        return torch.tensor(math.log(2.0) if divergence == "jsd" else math.inf, dtype=torch.float64)
+    s = float(ref_std)  # the published method puts the exploration std on the diagonal
+    log_s = math.log(s)
+    half_logdet = chol.diagonal().log().sum()
     if divergence == "jsd":
-        return gaussian_jsd(mean, cov, ref_mean, ref_cov)
-    forward = gaussian_kl(mean, cov, ref_mean, ref_cov)
+        return _batch_jsd(mean, chol, half_logdet, s)
+    # KL(P‖Q) = ½[tr Σ̇/s + |μ̇|²/s − d + d ln s − ln det Σ̇]
+    forward = 0.5 * ((cov.diagonal().sum() + mean.square().sum()) / s - d + d * log_s) - half_logdet
     if divergence == "kl":
         return forward
-    return 0.5 * (forward + gaussian_kl(ref_mean, ref_cov, mean, cov))
+    # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇]
+    inv_chol = torch.linalg.solve_triangular(chol, torch.eye(d, dtype=torch.float64), upper=False)
+    backward = 0.5 * (s * inv_chol.square().sum() + (inv_chol @ mean).square().sum() - d - d * log_s) + half_logdet
+    return 0.5 * (forward + backward)
+
+
+def _batch_jsd(mean: Tensor, chol: Tensor, half_logdet: Tensor, s: float) -> Tensor:
+    """Monte Carlo JSD(N(μ̇, LLᵀ) ‖ N(0, s·I)) with the shared base samples."""
+    d = mean.shape[0]
+    z = base_normals(d, JSD_SAMPLES, str(mean.device), mean.dtype)  # (K, d)
+    half_zz = 0.5 * z.square().sum(-1)
+    half_log_det_q = 0.5 * d * math.log(s)
+    # At P's samples x = μ̇ + L z:   log q − log p = ½|z|² − |x|²/(2s) + ½ln det Σ̇ − ½ln det(sI)
+    x = mean + z @ chol.T
+    at_p = half_zz - 0.5 * x.square().sum(-1) / s + (half_logdet - half_log_det_q)
+    # At Q's samples y = √s z:       log p − log q = ½|z|² − ½|L⁻¹(y − μ̇)|² − ½ln det Σ̇ + ½ln det(sI)
+    w = torch.linalg.solve_triangular(chol, (math.sqrt(s) * z - mean).T, upper=False)
+    at_q = half_zz - 0.5 * w.square().sum(0) + (half_log_det_q - half_logdet)
+    return jsd_from_log_ratios(torch.stack([at_p, at_q]))
 
 
 def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str = "jsd") -> Tensor:

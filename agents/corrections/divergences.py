@@ -112,11 +112,11 @@ def gaussian_jsd(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor, n
     log_ratios = torch.stack(
         [log_ratio_at(mean_p, chol_p, mean_q, chol_q), log_ratio_at(mean_q, chol_q, mean_p, chol_p)]
     )
-    jsd = _jsd_from_log_ratios(log_ratios)
+    jsd = jsd_from_log_ratios(log_ratios)
     return torch.where(ok_p & ok_q, jsd, torch.full_like(jsd, _LOG2))
 
 
-def _jsd_from_log_ratios(log_ratios: Tensor) -> Tensor:
+def jsd_from_log_ratios(log_ratios: Tensor) -> Tensor:
     """JSD from stacked log ratios, shape (2, ..., K): log q/p at P's samples, log p/q at Q's.
 
     KL(P‖M) = ln 2 − E_P softplus(log q − log p), and symmetrically for Q.
@@ -183,4 +183,4 @@ def diag_gaussian_jsd(
     # One 2-D product (a batched matmul with an 8-wide inner dimension is several times slower).
     flat = coeffs.to(dtype).reshape(-1, coeffs.shape[-1]) @ basis
     log_ratios = flat.reshape(*coeffs.shape[:-1], basis.shape[-1])  # (2, ..., K)
-    return _jsd_from_log_ratios(log_ratios).to(mean_p.dtype)
+    return jsd_from_log_ratios(log_ratios).to(mean_p.dtype)
