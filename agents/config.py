@@ -11,7 +11,7 @@ import dataclasses
 import math
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agents.corrections.divergences import DIVERGENCES
@@ -108,7 +108,6 @@ class TrainConfig:
     """torch intra-op threads."""
     device: str = "cpu"
     """torch device for the networks."""
-    _resolved: bool = field(default=False, repr=False)
 
     def resolved(self) -> TrainConfig:
         """Validated copy with every algorithm default filled in."""
@@ -128,7 +127,6 @@ class TrainConfig:
             correction_start=d.correction_delay * start_steps
             if self.correction_start is None
             else self.correction_start,
-            _resolved=True,
         )
         config._validate()
         return config
@@ -171,7 +169,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of the public fields."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -187,7 +185,7 @@ class TrainConfig:
 
 def field_names() -> tuple[str, ...]:
     """Config fields that ``--set`` accepts."""
-    return tuple(f.name for f in dataclasses.fields(TrainConfig) if not f.name.startswith("_"))
+    return tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def _parse_int(text: str) -> int:

@@ -167,8 +167,10 @@ class ReplayBuffer:
         else:
             # Few eligible slots (e.g. right after the random phase is excluded): draw
             # the rest from the explicit list, still uniformly.
-            eligible = starts[: self.filled] & ~random_phase[: self.filled] if exclude_random_phase else starts
-            candidates = eligible[: self.filled].nonzero().squeeze(1)
+            eligible = starts[: self.filled]
+            if exclude_random_phase:
+                eligible = eligible & ~random_phase[: self.filled]
+            candidates = eligible.nonzero().squeeze(1)
             if candidates.numel() == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")
             pick = torch.randint(candidates.numel(), (int(bad.sum()),), generator=generator)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from agents.algorithms.memo import PolicyMemo
 from agents.config import TrainConfig
 from agents.corrections.base import Correction, PolicyKind
 from agents.replay import Batch
@@ -91,6 +92,8 @@ class ActorCritic(ABC):
     actor: nn.Module
     critic: nn.Module
     critic_target: nn.Module
+    actor_target: nn.Module | None = None
+    """DDPG and TD3 keep a target actor; SAC has none."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> None:
         self.config = config
@@ -100,6 +103,7 @@ class ActorCritic(ABC):
         self.generator = generator
         self.updates = 0
         self.build()
+        self.pi = PolicyMemo(self.actor)
         self.actor_params = list(self.actor.parameters())
         self.soft_updates = [
             SoftUpdate(target, source, config.tau)  # type: ignore[arg-type]
@@ -139,7 +143,8 @@ class ActorCritic(ABC):
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """(target, online) network pairs that soft updates track."""
-        return [(self.critic_target, self.critic)]
+        pairs = [(self.critic_target, self.critic)]
+        return [*pairs, (self.actor_target, self.actor)] if self.actor_target is not None else pairs
 
     def alpha_value(self) -> Tensor | None:
         """The entropy temperature, for stochastic policies."""
@@ -147,7 +152,8 @@ class ActorCritic(ABC):
 
     def modules(self) -> dict[str, nn.Module]:
         """Every network, by name (checkpoints)."""
-        return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
+        modules = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
+        return modules | {"actor_target": self.actor_target} if self.actor_target is not None else modules
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimiser, by name (checkpoints)."""

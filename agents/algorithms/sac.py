@@ -9,7 +9,6 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic, adam
-from agents.algorithms.memo import PolicyMemo
 from agents.networks import GaussianPolicy, TwinCritic, squashed_sample
 from agents.replay import Batch
 
@@ -23,7 +22,6 @@ class SAC(ActorCritic):
         self.actor = GaussianPolicy(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
-        self.pi = PolicyMemo(self.actor)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]
         self.target_entropy = -float(self.action_dim)

@@ -10,7 +10,6 @@ from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.deterministic import noisy_action
-from agents.algorithms.memo import PolicyMemo
 from agents.networks import DeterministicActor, TwinCritic
 from agents.replay import Batch
 
@@ -23,7 +22,6 @@ class TD3(ActorCritic):
         assert hidden is not None
         self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
-        self.pi = PolicyMemo(self.actor)
         self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
 
@@ -55,9 +53,3 @@ class TD3(ActorCritic):
 
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())
-
-    def modules(self) -> dict[str, torch.nn.Module]:
-        return {**super().modules(), "actor_target": self.actor_target}
-
-    def target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
-        return [(self.critic_target, self.critic), (self.actor_target, self.actor)]
