@@ -26,7 +26,6 @@ from agents.envs import env_dims, make_env
 from agents.evaluation import evaluate
 from agents.recorder import StatsAccumulator, WeightRecorder
 from agents.replay import ReplayBuffer
-from agents.runtime import tune_allocator
 from agents.sink import EpisodeRecord, EvalRecord, Record, emit
 
 EVAL_SEED_OFFSET = 100
@@ -58,7 +57,6 @@ class Trainer:
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None
         self._should_stop = getattr(should_stop, "is_set", should_stop) or (lambda: False)
         torch.set_num_threads(c.threads)
-        tune_allocator()
         self.device = torch.device(c.device)
 
         self.env = make_env(c.env_id)

