@@ -1,0 +1,79 @@
+"""Cost of one similarity weight, against one plain update of the same algorithm (the peer).
+
+    python benchmarks/weights.py
+
+Times batch_similarity (deterministic variant, a (256, d) batch) and
+transition_similarity (stochastic variant, 256 transitions) for each
+divergence on one torch thread, and prints each as a share of one plain TD3 or
+SAC update on Hopper-sized networks measured in the same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from agents.algorithms import make_algorithm
+from agents.config import TrainConfig
+from agents.corrections.acoffpoc import batch_similarity, transition_similarity
+from agents.replay import Batch
+
+OBS, ACT, B = 11, 3, 256
+
+
+def per_call(fn: Callable[[], object], repeats: int = 7, calls: int = 50) -> float:
+    """Median over repeats of the mean seconds per call."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times)
+
+
+def plain_update(algo: str) -> float:
+    config = TrainConfig(algo=algo).resolved()
+    agent = make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(1)
+    batch = Batch(
+        obs=torch.randn(B, OBS, generator=g),
+        action=torch.rand(B, ACT, generator=g) * 2 - 1,
+        reward=torch.randn(B, 1, generator=g),
+        next_obs=torch.randn(B, OBS, generator=g),
+        not_terminated=torch.ones(B, 1),
+    )
+    return per_call(lambda: agent.update(batch), repeats=5, calls=20)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    diff = torch.randn(B, ACT, generator=g) * 0.3
+    mean, log_std = torch.randn(B, ACT, generator=g), torch.randn(B, ACT, generator=g).clamp(-2, 0)
+    b_mean, b_log_std = torch.randn(B, ACT, generator=g), torch.randn(B, ACT, generator=g).clamp(-2, 0)
+    log_ratio = torch.randn(B, 1, generator=g)
+    updates = {"td3": plain_update("td3"), "sac": plain_update("sac")}
+    table = Table(title=f"One similarity weight vs one plain update (batch {B}, action dim {ACT}, 1 thread)")
+    for column in ("function", "divergence", "µs per call", "share of a plain update"):
+        table.add_column(column, justify="left" if column in ("function", "divergence") else "right")
+    for divergence in ("jsd", "symkl", "kl"):
+        cost = per_call(lambda d=divergence: batch_similarity(diff, 0.1, d))
+        table.add_row("batch_similarity", divergence, f"{cost * 1e6:.0f}", f"{cost / updates['td3']:.1%} of TD3")
+    for divergence in ("jsd", "symkl", "kl"):
+        cost = per_call(lambda d=divergence: transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, d))
+        table.add_row("transition_similarity", divergence, f"{cost * 1e6:.0f}", f"{cost / updates['sac']:.1%} of SAC")
+    console = Console()
+    console.print(table)
+    console.print(f"plain update: TD3 {updates['td3'] * 1e3:.2f} ms, SAC {updates['sac'] * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
