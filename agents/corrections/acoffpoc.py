@@ -29,6 +29,7 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
     jsd_from_log_ratios,
+    safe_cholesky,
 )
 from agents.replay import Batch
 
@@ -57,9 +58,9 @@ def _check_divergence(divergence: str) -> None:
         raise ValueError(f"unknown divergence {divergence!r}: choose one of {', '.join(DIVERGENCES)}")
 
 
-def _similarity(rho: Tensor) -> tuple[Tensor, Tensor]:
-    rho = torch.nan_to_num(rho, nan=RHO_MAX, posinf=RHO_MAX).clamp(0.0, RHO_MAX)
-    return torch.exp(-rho), rho
+def _clamp_rho(rho: Tensor) -> Tensor:
+    """ρ in [0, RHO_MAX]; NaN and +inf (degenerate input) become RHO_MAX."""
+    return torch.nan_to_num(rho, nan=RHO_MAX, posinf=RHO_MAX).clamp(0.0, RHO_MAX)
 
 
 def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
@@ -70,16 +71,21 @@ def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
     :func:`~agents.corrections.divergences.gaussian_jsd`).
     """
     diff = action_diff.detach().to(torch.float64)
-    n, d = diff.shape
+    n = diff.shape[0]
     mean = diff.mean(0)
     centred = diff - mean
     # Unbiased 1/(B-1) as printed in the paper; a single sample has no spread.
     cov = centred.T @ centred / max(n - 1, 1)
     cov.diagonal().add_(RIDGE)
-    chol, info = torch.linalg.cholesky_ex(cov)
-    if int(info) != 0 or not bool(torch.isfinite(chol).all()):
-        # Cannot be factorised (non-finite input): maximally off-policy for every measure.
-        return torch.tensor(math.log(2.0) if divergence == "jsd" else math.inf, dtype=torch.float64)
+    chol, ok = safe_cholesky(cov)
+    rho = _batch_rho_from_factor(mean, cov, chol, ref_std, divergence)
+    # Cannot be factorised (non-finite input): maximally off-policy for every measure.
+    worst = torch.full_like(rho, math.log(2.0) if divergence == "jsd" else math.inf)
+    return torch.where(ok, rho, worst)
+
+
+def _batch_rho_from_factor(mean: Tensor, cov: Tensor, chol: Tensor, ref_std: float, divergence: str) -> Tensor:
+    d = mean.shape[0]
     s = float(ref_std)  # the published method puts the exploration std on the diagonal
     log_s = math.log(s)
     half_logdet = chol.diagonal().log().sum()
@@ -127,8 +133,7 @@ def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str 
         0-d float32 tensor λ ∈ (0, 1], detached.
     """
     _check_divergence(divergence)
-    lam, _ = _similarity(_batch_rho(action_diff, ref_std, divergence))
-    return lam.to(torch.float32)
+    return torch.exp(-_clamp_rho(_batch_rho(action_diff, ref_std, divergence))).to(torch.float32)
 
 
 def _diag_log_density_ratio(u: Tensor, mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
@@ -172,7 +177,7 @@ def transition_similarity(
         rho = diag_gaussian_kl(*p, *q)
     else:
         rho = 0.5 * (diag_gaussian_kl(*p, *q) + diag_gaussian_kl(*q, *p))
-    _, rho = _similarity(rho.unsqueeze(-1))
+    rho = _clamp_rho(rho.unsqueeze(-1))
     ratio = torch.nan_to_num(log_ratio.detach().double(), nan=-RHO_MAX, posinf=0.0, neginf=-RHO_MAX)
     log_lam = torch.minimum(ratio, -rho).clamp(-RHO_MAX, 0.0)
     return torch.exp(log_lam).to(torch.float32)

@@ -42,8 +42,12 @@ def base_normals(dim: int, n: int = JSD_SAMPLES, device: str = "cpu", dtype: tor
     return z.to(device=device, dtype=dtype)
 
 
-def _cholesky(cov: Tensor) -> tuple[Tensor, Tensor]:
-    """Lower Cholesky factor and a mask of the batch entries that factorised."""
+def safe_cholesky(cov: Tensor) -> tuple[Tensor, Tensor]:
+    """Lower Cholesky factor and a mask of the batch entries that factorised.
+
+    Never raises and never synchronises with the host: failed entries get the
+    identity as factor, so later arithmetic stays finite, and the mask says which.
+    """
     chol, info = torch.linalg.cholesky_ex(cov)
     ok = (info == 0) & torch.isfinite(chol).all(dim=-1).all(dim=-1)
     # Replace failed factors by the identity so later solves stay finite; the
@@ -67,8 +71,8 @@ def gaussian_kl(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor) ->
     Returns:
         (...) divergences; ``inf`` where a covariance is not positive definite.
     """
-    chol_p, ok_p = _cholesky(cov_p)
-    chol_q, ok_q = _cholesky(cov_q)
+    chol_p, ok_p = safe_cholesky(cov_p)
+    chol_q, ok_q = safe_cholesky(cov_q)
     d = mean_p.shape[-1]
     # tr(cov_q^-1 cov_p) = ||L_q^-1 L_p||_F^2
     m = torch.linalg.solve_triangular(chol_q, chol_p, upper=False)
@@ -97,8 +101,8 @@ def gaussian_jsd(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor, n
     """
     d = mean_p.shape[-1]
     z = base_normals(d, n_samples, str(mean_p.device), mean_p.dtype)  # (K, d)
-    chol_p, ok_p = _cholesky(cov_p)
-    chol_q, ok_q = _cholesky(cov_q)
+    chol_p, ok_p = safe_cholesky(cov_p)
+    chol_q, ok_q = safe_cholesky(cov_q)
     half_zz = 0.5 * z.square().sum(-1)  # (K,)
 
     def log_ratio_at(mean_a: Tensor, chol_a: Tensor, mean_b: Tensor, chol_b: Tensor) -> Tensor:
