@@ -1,0 +1,135 @@
+"""Where a TD3 update's time goes, and what the optimiser choice is worth.
+
+    python benchmarks/update_profile.py              # about 30 s
+    python benchmarks/update_profile.py --compile    # also eager vs torch.compile on a critic step (+ ~30 s)
+
+Prints, on one torch thread:
+- the single-core throughput of a 256×256×256 float32 matrix product;
+- the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler);
+- one twin-critic optimiser step: fused Adam (ours) vs the per-tensor loop (torch's
+  ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
+- with ``--compile``: one critic step eager vs ``torch.compile``d, as a ratio, and the compile time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from rich.console import Console
+from torch.profiler import ProfilerActivity, profile
+
+from agents.algorithms import make_algorithm
+from agents.config import TrainConfig
+from agents.networks import TwinCritic
+from agents.replay import Batch
+
+OBS, ACT, B = 11, 3, 256
+
+
+def seconds(fn: Callable[[], object], repeats: int = 7, calls: int = 30) -> float:
+    """Median over repeats of the mean seconds per call."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times)
+
+
+def batch(seed: int = 0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    return Batch(
+        obs=torch.randn(B, OBS, generator=g),
+        action=torch.rand(B, ACT, generator=g) * 2 - 1,
+        reward=torch.randn(B, 1, generator=g),
+        next_obs=torch.randn(B, OBS, generator=g),
+        not_terminated=torch.ones(B, 1),
+    )
+
+
+def matmul_share() -> tuple[float, float]:
+    """(ms per TD3 update, fraction of profiled CPU time in mm/addmm/bmm)."""
+    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    b = batch()
+    per_update = seconds(lambda: agent.update(b), repeats=5, calls=20)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(40):
+            agent.update(b)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    matmul = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
+    return per_update * 1e3, matmul / total
+
+
+def optimiser_steps() -> tuple[float, float]:
+    """(fused, per-tensor) seconds per Adam step on the twin critic's parameters."""
+    results = []
+    for kwargs in ({"fused": True}, {"foreach": False}):
+        critic = TwinCritic(OBS, ACT, (256, 256))
+        for p in critic.parameters():
+            p.grad = torch.randn_like(p)
+        optimiser = torch.optim.Adam(critic.parameters(), lr=3e-4, **kwargs)
+        results.append(seconds(optimiser.step, calls=100))
+    return results[0], results[1]
+
+
+def compiled_critic_step() -> tuple[float, float, float]:
+    """(eager, compiled, compile seconds) for one critic forward + backward + fused Adam step."""
+    critic = TwinCritic(OBS, ACT, (256, 256))
+    optimiser = torch.optim.Adam(critic.parameters(), lr=3e-4, fused=True)
+    b, y = batch(), torch.randn(B, 1)
+
+    def loss() -> torch.Tensor:
+        return (critic(b.obs, b.action) - y).square().sum(0).mean()
+
+    compiled = torch.compile(loss)
+
+    def step(fn: Callable[[], torch.Tensor]) -> None:
+        value = fn()
+        optimiser.zero_grad(set_to_none=True)
+        value.backward()
+        optimiser.step()
+
+    start = time.perf_counter()
+    step(compiled)
+    compile_seconds = time.perf_counter() - start
+    return seconds(lambda: step(loss)), seconds(lambda: step(compiled)), compile_seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compile", action="store_true", help="also measure torch.compile on a critic step")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    console = Console()
+
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    gemm = seconds(lambda: a @ b, calls=200)
+    console.print(f"256×256×256 float32 matmul: {2 * 256**3 / gemm / 1e9:.0f} GFLOP/s on one core")
+
+    ms, share = matmul_share()
+    console.print(f"plain TD3 update: {ms:.2f} ms, of which matrix products {share:.0%} of profiled CPU time")
+
+    fused, loop = optimiser_steps()
+    console.print(
+        f"twin-critic Adam step: fused {fused * 1e6:.0f} µs, per-tensor loop {loop * 1e6:.0f} µs "
+        f"(per-tensor / fused = {loop / fused:.2f}, {(loop - fused) * 1e3:.2f} ms more per step)"
+    )
+
+    if args.compile:
+        eager, compiled, compile_seconds = compiled_critic_step()
+        console.print(
+            f"critic step: eager {eager * 1e3:.2f} ms, torch.compile {compiled * 1e3:.2f} ms "
+            f"(compiled / eager = {compiled / eager:.2f}; first call incl. compilation {compile_seconds:.0f} s)"
+        )
+
+
+if __name__ == "__main__":
+    main()
