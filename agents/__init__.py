@@ -10,6 +10,7 @@ Plain PyTorch, no UI and no storage: training reports through a sink.
 from agents.config import ConfigError, TrainConfig, with_overrides
 from agents.envs import EnvError, make_env
 from agents.sink import (
+    CheckpointRecord,
     EpisodeRecord,
     EvalRecord,
     RecordingSink,
@@ -21,6 +22,7 @@ from agents.sink import (
 from agents.training import Trainer, TrainResult
 
 __all__ = [
+    "CheckpointRecord",
     "ConfigError",
     "EnvError",
     "EpisodeRecord",

@@ -90,7 +90,15 @@ class WeightHistogram:
     """(bins,) int64."""
 
 
-Record = EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """A checkpoint was written: resuming from ``path`` continues at ``step``."""
+
+    step: int
+    path: str
+
+
+Record = EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram | CheckpointRecord
 
 _METHODS: dict[type, str] = {
     EvalRecord: "on_eval",
@@ -98,6 +106,7 @@ _METHODS: dict[type, str] = {
     TrainStatsRecord: "on_train_stats",
     WeightBlock: "on_weights",
     WeightHistogram: "on_weight_histogram",
+    CheckpointRecord: "on_checkpoint",
 }
 
 
@@ -109,6 +118,7 @@ class Sink:
     def on_train_stats(self, record: TrainStatsRecord) -> None: ...
     def on_weights(self, record: WeightBlock) -> None: ...
     def on_weight_histogram(self, record: WeightHistogram) -> None: ...
+    def on_checkpoint(self, record: CheckpointRecord) -> None: ...
 
 
 @dataclass

@@ -26,7 +26,7 @@ from agents.envs import env_dims, make_env
 from agents.evaluation import evaluate
 from agents.recorder import StatsAccumulator, WeightRecorder
 from agents.replay import ReplayBuffer
-from agents.sink import EpisodeRecord, EvalRecord, Record, emit
+from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, emit
 
 EVAL_SEED_OFFSET = 100
 
@@ -203,6 +203,7 @@ class Trainer:
             raise ValueError("no checkpoint path given")
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
         save(self, target, elapsed)
+        self._emit(CheckpointRecord(self.step, str(target)))
         return target
 
     @classmethod

@@ -1,0 +1,398 @@
+"""The ``offpoc`` command line: launch background training runs, watch, control and export them.
+
+    offpoc run td3 Hopper-v4 --correction acoffpoc --compare --seeds 0-4
+    offpoc ps            offpoc show 3          offpoc follow
+    offpoc stop 3        offpoc resume 3        offpoc rm 3
+    offpoc export --table evaluations --format csv -o returns.csv
+
+Bad input prints one line and exits with status 2, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+from typer.exceptions import Abort
+
+try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click import ClickException  # type: ignore[assignment]
+
+from store import TERMINAL, StoreError, open_store
+from store.db import check_writable
+from store.reader import PS_COLUMNS, list_runs, run_detail
+from store.runs import RESUMABLE, create_runs, delete_runs, finish, get_run, hostname, pid_alive, reap_lost, requeue
+
+USAGE = 2
+STOP_WAIT_S = 300.0
+
+
+class OneLineErrors(TyperGroup):
+    """Click's usage errors as one ``error: ...`` line with exit status 2."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except ClickException as error:
+            typer.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    cls=OneLineErrors,
+    help="AC-Off-POC experiments: background training runs in SQLite, and the tools to watch them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+DbOption = Annotated[Path, typer.Option("--db", envvar="OFFPOC_DB", help="The store (SQLite file).", show_default=True)]
+DEFAULT_DB = Path("offpoc.db")
+
+
+def fail(message: str, code: int = USAGE) -> NoReturn:
+    """One line on stderr, then exit (2 = usage error)."""
+    err.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def _open(db_path: Path, create: bool = False) -> Any:
+    try:
+        return open_store(db_path, create=create)
+    except StoreError as error:
+        fail(str(error))
+
+
+def _resolve(db: Any, tokens: list[str]) -> list[int]:
+    from store.runs import resolve
+
+    try:
+        return resolve(db, tokens)
+    except LookupError as error:
+        fail(str(error))
+
+
+# ---- run -----------------------------------------------------------------------------------
+@app.command()
+def run(
+    algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
+    env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
+    correction: Annotated[str, typer.Option(help="none or acoffpoc.")] = "none",
+    divergence: Annotated[str | None, typer.Option(help="jsd (default), symkl or kl.")] = None,
+    ref_std: Annotated[float | None, typer.Option(help="Reference std (default: exploration std, 0.1).")] = None,
+    seed: Annotated[int | None, typer.Option(help="One seed (default 0).")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Several seeds: 0-4, 1,3,7 or 0-2,10.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Environment steps per run [default: 1000000].")] = None,
+    eval_freq: Annotated[int | None, typer.Option(help="Steps between evaluations [default: 1000].")] = None,
+    eval_episodes: Annotated[int | None, typer.Option(help="Episodes per evaluation [default: 10].")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Transitions per update [default: 256].")] = None,
+    buffer_size: Annotated[int | None, typer.Option(help="Replay capacity [default: 1000000].")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=VALUE for any config field (repeatable).")
+    ] = None,
+    compare: Annotated[bool, typer.Option(help="Also launch the baseline (none), same seeds and settings.")] = False,
+    jobs: Annotated[int | None, typer.Option(help="Concurrent workers [default: CPU cores].")] = None,
+    threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
+    name: Annotated[str | None, typer.Option(help="A name for these runs.")] = None,
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Queue training runs and start them in the background (at most --jobs at a time)."""
+    from offpoc_tui.specs import RunRequest, UsageError, build_specs, parse_seeds, parse_sets
+
+    jobs = jobs if jobs is not None else os.cpu_count() or 1
+    try:
+        if seed is not None and seeds is not None:
+            raise UsageError("use --seed or --seeds, not both")
+        if seed is not None and seed < 0:
+            raise UsageError(f"--seed must be at least 0, got {seed}")
+        if jobs < 1 or threads < 1:
+            raise UsageError(f"--{'jobs' if jobs < 1 else 'threads'} must be at least 1")
+        if name is not None and (not name.strip() or name.isdigit()):
+            raise UsageError("--name must be non-empty text that is not a number (numbers are run ids)")
+        flags = {
+            "total_steps": steps,
+            "eval_freq": eval_freq,
+            "eval_episodes": eval_episodes,
+            "batch_size": batch_size,
+            "buffer_size": buffer_size,
+            "divergence": divergence,
+            "ref_std": ref_std,
+            "threads": threads if threads != 1 else None,
+        }
+        request = RunRequest(
+            algo=algo.lower(),
+            env=env,
+            correction=correction.lower(),
+            seeds=parse_seeds(seeds) if seeds is not None else [seed or 0],
+            flags=flags,
+            sets=parse_sets(set_ or []),
+            compare=compare,
+            name=name,
+        )
+        specs = build_specs(request)
+        check_writable(db)
+    except (UsageError, StoreError) as error:
+        fail(str(error))
+
+    from offpoc_tui.launcher import start_launcher
+
+    store = _open(db, create=True)
+    ids = create_runs(store, specs)
+    store.close()
+    launcher = start_launcher(db, ids, jobs)
+    listed = ", ".join(str(i) for i in ids)
+    out.print(
+        f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; "
+        f"launcher pid {launcher} runs at most {min(jobs, len(ids))} at a time"
+    )
+    if follow_:
+        _follow(db, ids)
+    else:
+        out.print(f"watch: offpoc follow {listed}  ·  offpoc ps  ·  offpoc show {ids[0]}")
+
+
+def _follow(db_path: Path, ids: list[int]) -> None:
+    from offpoc_tui.follow import follow as show_progress
+
+    try:
+        statuses = show_progress(db_path, ids, out)
+    except KeyboardInterrupt:
+        out.print("detached: the runs keep going in the background (offpoc ps, offpoc follow)")
+        return
+    except StoreError as error:
+        fail(str(error))
+    summary = ", ".join(f"{n} {s}" for s in sorted(set(statuses.values())) for n in [list(statuses.values()).count(s)])
+    out.print(f"done: {summary}")
+    if any(s in ("failed", "lost") for s in statuses.values()):
+        raise typer.Exit(1)
+
+
+@app.command()
+def follow(
+    runs: Annotated[list[str] | None, typer.Argument(help="Run ids or names [default: all active runs].")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Progress bars for runs until they end (Ctrl-C detaches; the runs keep going)."""
+    store = _open(db)
+    reap_lost(store)
+    ids = _resolve(store, runs) if runs else [r["id"] for r in list_runs(store, statuses=["queued", "running"])]
+    store.close()
+    if not ids:
+        out.print("no active runs")
+        return
+    _follow(db, ids)
+
+
+# ---- ps / show -----------------------------------------------------------------------------
+@app.command()
+def ps(
+    json_: Annotated[bool, typer.Option("--json", help="A JSON list instead of a table.")] = False,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Also finished, stopped and failed runs.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """List runs: queued, running and lost ones (--all: every run)."""
+    if not db.exists():
+        print("[]") if json_ else out.print(f"no runs yet ({db} does not exist)")
+        return
+    store = _open(db)
+    reap_lost(store)
+    runs = list_runs(store)
+    shown = runs if all_ else [r for r in runs if r["status"] in ("queued", "running", "lost")]
+    if json_:
+        print(json.dumps([{key: run[key] for key in PS_COLUMNS} for run in shown], indent=1))
+        return
+    from offpoc_tui.views import runs_table
+
+    if shown:
+        # Piped output has no width to fit: keep every column whole rather than truncate to 80.
+        (out if out.is_terminal else Console(width=240)).print(runs_table(shown))
+    hidden = len(runs) - len(shown)
+    if not shown:
+        out.print("no active runs" + (f"; {hidden} ended (offpoc ps --all)" if hidden else ""))
+    elif hidden:
+        out.print(f"[dim]{hidden} ended run{'s' if hidden > 1 else ''} not shown: offpoc ps --all[/dim]")
+
+
+@app.command()
+def show(
+    run: Annotated[str, typer.Argument(help="Run id (or a name that matches one run).")],
+    json_: Annotated[bool, typer.Option("--json", help="JSON instead of panels.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """One run: resolved config, status, timings, summary; the traceback of a failed run."""
+    store = _open(db)
+    reap_lost(store)
+    ids = _resolve(store, [run])
+    if len(ids) > 1:
+        fail(f"{run!r} names {len(ids)} runs ({', '.join(map(str, ids))}): pass an id")
+    detail = run_detail(store, ids[0])
+    assert detail is not None
+    if json_:
+        print(json.dumps(detail, indent=1))
+        return
+    from offpoc_tui.views import run_view
+
+    out.print(run_view(detail))
+
+
+# ---- stop / resume / rm --------------------------------------------------------------------
+@app.command()
+def stop(
+    runs: Annotated[list[str] | None, typer.Argument(help="Run ids or names.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every queued or running run.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Stop runs gracefully: each checkpoints, then becomes `stopped` (resume continues it)."""
+    if bool(runs) == all_:
+        fail("name the runs to stop, or pass --all")
+    store = _open(db)
+    reap_lost(store)
+    ids = [r["id"] for r in list_runs(store, statuses=["queued", "running"])] if all_ else _resolve(store, runs or [])
+    waiting = []
+    for run_id in ids:
+        run = get_run(store, run_id)
+        assert run is not None
+        if run["status"] == "queued":
+            finish(store, run_id, "stopped", only_from=("queued",))
+            out.print(f"run {run_id}: stopped before it started")
+        elif run["status"] == "running":
+            if run["host"] != hostname():
+                fail(f"run {run_id} runs on host {run['host']}: stop it there")
+            os.kill(run["pid"], signal.SIGTERM)
+            waiting.append(run_id)
+        else:
+            out.print(f"run {run_id}: already {run['status']}")
+    if waiting:
+        _wait_stopped(store, waiting)
+
+
+def _wait_stopped(store: Any, ids: list[int]) -> None:
+    deadline = time.monotonic() + STOP_WAIT_S
+    with out.status(f"checkpointing {len(ids)} run{'s' if len(ids) > 1 else ''}…"):
+        while ids and time.monotonic() < deadline:
+            for run_id in list(ids):
+                run = get_run(store, run_id)
+                if run is None or run["status"] in TERMINAL or not pid_alive(run["pid"]):
+                    reap_lost(store)
+                    run = get_run(store, run_id)
+                    status = run["status"] if run else "deleted"
+                    step = f" at step {run['steps']:,}" if run else ""
+                    out.print(f"run {run_id}: {status}{step}")
+                    ids.remove(run_id)
+            time.sleep(0.2)
+    for run_id in ids:
+        out.print(f"run {run_id}: still stopping (a large checkpoint); see offpoc ps")
+
+
+@app.command()
+def resume(
+    run: Annotated[str, typer.Argument(help="Run id (a stopped or lost run).")],
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress until it ends.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Continue a stopped or lost run from its last checkpoint to its configured length."""
+    from offpoc_tui.launcher import start_launcher
+    from offpoc_tui.worker import CHECKPOINT
+    from store.runs import run_dir
+
+    store = _open(db)
+    reap_lost(store)
+    ids = _resolve(store, [run])
+    if len(ids) > 1:
+        fail(f"{run!r} names {len(ids)} runs ({', '.join(map(str, ids))}): pass an id")
+    row = get_run(store, ids[0])
+    assert row is not None
+    if row["status"] not in RESUMABLE:
+        fail(f"run {row['id']} is {row['status']}; only stopped or lost runs resume")
+    if row["source"]:
+        fail(f"run {row['id']} was imported; there is nothing to resume")
+    checkpoint = run_dir(db, row["id"]) / CHECKPOINT
+    requeue(store, row["id"])
+    store.close()
+    start_launcher(db, [row["id"]], 1)
+    where = f"from its checkpoint at step {row['checkpoint_step']:,}" if checkpoint.exists() else "from the start"
+    where += "" if checkpoint.exists() else " (no checkpoint yet; steps already recorded are kept)"
+    out.print(f"resuming run {row['id']} {where}")
+    if follow_:
+        _follow(db, [row["id"]])
+
+
+@app.command()
+def rm(
+    runs: Annotated[list[str], typer.Argument(help="Run ids or names.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Delete runs, everything they recorded and their files (asks first)."""
+    store = _open(db)
+    reap_lost(store)
+    ids = _resolve(store, runs)
+    busy = [i for i in ids if (get_run(store, i) or {}).get("status") == "running"]
+    if busy:
+        fail(f"run {busy[0]} is running: stop it first (offpoc stop {busy[0]})")
+    if not yes and not typer.confirm(f"delete run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}?"):
+        out.print("nothing deleted")
+        raise typer.Exit(1)
+    delete_runs(store, db, ids)
+    out.print(f"deleted {len(ids)} run{'s' if len(ids) > 1 else ''}")
+
+
+# ---- export --------------------------------------------------------------------------------
+@app.command()
+def export(
+    table: Annotated[str, typer.Option(help="evaluations, episodes, train, weights or runs.")] = "evaluations",
+    format_: Annotated[str, typer.Option("--format", "-f", help="csv, json or md.")] = "csv",
+    algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="Only these environments (repeatable).")] = None,
+    correction: Annotated[list[str] | None, typer.Option(help="Only these corrections (repeatable).")] = None,
+    run: Annotated[list[str] | None, typer.Option(help="Only these runs, ids or names (repeatable).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Tidy long tables, one row per observation, each row led by its run's metadata."""
+    from store.export import FORMATS, TABLES, columns, rows, write_rows
+
+    if table not in TABLES:
+        fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+    if format_ not in FORMATS:
+        fail(f"unknown format {format_!r}: choose one of {', '.join(FORMATS)}")
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        fail(f"cannot write {output}: not a file in an existing directory")
+    store = _open(db)
+    run_ids = _resolve(store, run) if run else None
+    data = rows(store, table, run_ids=run_ids, algos=algo, envs=env, corrections=correction)
+    if output is None:
+        count = write_rows(sys.stdout, format_, columns(table), data)
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        count = write_rows(f, format_, columns(table), data)
+    tmp.replace(output)
+    err.print(f"wrote {count:,} rows to {output}", highlight=False)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

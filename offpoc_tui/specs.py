@@ -1,0 +1,116 @@
+"""From ``offpoc run``'s flags to validated run specs: every check before anything is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from typing import Any
+
+from store import RunSpec
+
+MAX_SEEDS = 1000
+
+
+class UsageError(ValueError):
+    """Bad command-line input; the message is one line."""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"``, ``"1,3,7"`` or a mix (``"0-2,10"``) → sorted distinct seeds."""
+    seeds: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match:
+            raise UsageError(f"--seeds takes ranges and lists such as 0-4 or 1,3,7, got {text!r}")
+        low, high = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        if high < low:
+            raise UsageError(f"--seeds range {part!r} runs backwards")
+        if high - low + 1 + len(seeds) > MAX_SEEDS:
+            raise UsageError(f"--seeds {text!r} asks for more than {MAX_SEEDS} seeds")
+        seeds.update(range(low, high + 1))
+    return sorted(seeds)
+
+
+def parse_sets(items: list[str]) -> dict[str, str]:
+    """``["key=value", ...]`` → dict; a malformed item or a repeated key is an error."""
+    overrides: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set takes KEY=VALUE, got {item!r}")
+        if key in overrides and overrides[key] != value:
+            raise UsageError(f"--set {key} given twice with different values")
+        overrides[key] = value
+    return overrides
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What ``offpoc run`` was asked for, before validation."""
+
+    algo: str
+    env: str
+    correction: str
+    seeds: list[int]
+    flags: dict[str, Any]
+    """Config fields set by dedicated flags (--steps → total_steps, ...); None = not given."""
+    sets: dict[str, str]
+    compare: bool
+    name: str | None
+
+
+def build_specs(request: RunRequest) -> list[RunSpec]:
+    """Validated specs, one per (correction, seed); raises :class:`UsageError`.
+
+    Checks the algorithm, correction, divergence, every number and ``--set`` key,
+    and that the environment exists and has Box actions (it is built once).
+    """
+    from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
+    from agents.corrections import names as correction_names
+    from agents.envs import EnvError, make_env
+
+    if request.algo not in ALGORITHMS:
+        raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+    if request.correction not in correction_names():
+        raise UsageError(f"unknown correction {request.correction!r}: choose one of {', '.join(correction_names())}")
+    if request.compare and request.correction == "none":
+        raise UsageError("--compare launches the baseline beside a correction: pass --correction acoffpoc")
+    flags = {k: v for k, v in request.flags.items() if v is not None}
+    clash = sorted(set(flags) & set(request.sets))
+    if clash:
+        raise UsageError(f"{clash[0]} given both as a flag and with --set")
+    if "seed" in request.sets:
+        raise UsageError("use --seed or --seeds, not --set seed=...")
+    for key in ("algo", "env_id", "correction"):
+        if key in request.sets:
+            raise UsageError(f"{key} is an argument of offpoc run, not a --set field")
+
+    corrections = ["none", request.correction] if request.compare else [request.correction]
+    specs = []
+    try:
+        for correction in corrections:
+            for seed in request.seeds:
+                base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
+                config = with_overrides(base, request.sets).resolved()
+                divergence = config.divergence if correction != "none" else None
+                label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
+                specs.append(
+                    RunSpec(
+                        name=request.name or label,
+                        algo=config.algo,
+                        env=config.env_id,
+                        correction=correction,
+                        divergence=divergence,
+                        seed=seed,
+                        total_steps=config.total_steps,
+                        config=config.to_dict(),
+                    )
+                )
+        with warnings.catch_warnings():  # gymnasium's "v4 is out of date" is noise here: v4 is the paper's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            make_env(request.env).close()
+    except (ConfigError, EnvError, TypeError) as error:
+        raise UsageError(str(error)) from None
+    return specs

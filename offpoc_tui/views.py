@@ -1,0 +1,104 @@
+"""Rich renderings of runs for ``offpoc ps`` and ``offpoc show``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+STATUS_STYLE = {
+    "queued": "cyan",
+    "running": "green",
+    "finished": "bold",
+    "failed": "red",
+    "stopped": "yellow",
+    "lost": "magenta",
+}
+
+
+def _num(value: float | None, spec: str = ",.0f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _when(timestamp: float | None) -> str:
+    return "–" if timestamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours} h {rest // 60:02d} min" if hours else f"{rest // 60} min {rest % 60:02d} s"
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for header, justify in [
+        ("id", "right"), ("name", "left"), ("algo", "left"), ("env", "left"), ("correction", "left"),
+        ("div", "left"), ("seed", "right"), ("status", "left"), ("steps", "right"), ("progress", "right"),
+        ("SPS", "right"), ("return", "right"), ("pid", "right"),
+    ]:  # fmt: skip
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for run in runs:
+        progress = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
+        table.add_row(
+            str(run["id"]),
+            run["name"],
+            run["algo"],
+            run["env"],
+            run["correction"],
+            run["divergence"] or "–",
+            str(run["seed"]),
+            Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
+            f"{run['steps']:,}/{run['total_steps']:,}",
+            f"{100 * progress:.0f}%",
+            _num(run["sps"]),
+            _num(run["last_return"], ",.1f"),
+            str(run["pid"]) if run["status"] == "running" and run["pid"] else "–",
+        )
+    return table
+
+
+def run_view(run: dict[str, Any]) -> RenderableType:
+    """``offpoc show``: status, timings, summary, config, and the error of a failed run."""
+    status = Text(run["status"], style=STATUS_STYLE.get(run["status"], ""))
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    counts = run["counts"]
+    first, last = run["evaluated_steps"]
+    rows: list[tuple[str, Any]] = [
+        ("status", status),
+        ("steps", f"{run['steps']:,} of {run['total_steps']:,} ({run['updates']:,} updates)"),
+        ("created", _when(run["created"])),
+        ("started", _when(run["started"])),
+        ("ended", _when(run["finished"])),
+        ("training time", _duration(run["wall_time"])),
+        ("speed", f"{_num(run['sps'])} steps/s"),
+        ("last heartbeat", _when(run["heartbeat"])),
+        ("worker", f"pid {run['pid']} on {run['host']}" if run["pid"] else "–"),
+        ("evaluations", f"{counts['evaluations']} (steps {_num(first)}–{_num(last)})" if first is not None else "0"),
+        ("return", f"last {_num(run['last_return'], ',.1f')}, best {_num(run['best_return'], ',.1f')}"),
+        ("mean λ (last block)", _num(run["mean_lambda"], ".4f")),
+        ("weights stored", f"{counts['weights']:,} updates, {counts['histograms']} histograms"),
+        ("training episodes", f"{counts['episodes']:,}"),
+        ("checkpoint", f"step {run['checkpoint_step']:,}" if run["checkpoint_step"] is not None else "none yet"),
+    ]
+    if run.get("source"):
+        rows.append(("imported from", run["source"]))
+    for key, value in rows:
+        facts.add_row(key, value)
+    config = Table.grid(padding=(0, 2))
+    config.add_column(style="cyan")
+    config.add_column()
+    for key, value in run["config"].items():
+        config.add_row(key, str(value))
+    title = f"run {run['id']} · {run['name']} · {run['algo']} {run['env']} {run['correction']} seed {run['seed']}"
+    parts: list[RenderableType] = [Panel(facts, title=title, title_align="left"), Panel(config, title="config")]
+    if run["error"]:
+        parts.append(Panel(Text(run["traceback"] or run["error"]), title=f"error: {run['error']}", style="red"))
+    return Group(*parts)

@@ -1,0 +1,224 @@
+"""Opening a store: WAL, a busy timeout, schema versions and migrations, clear errors.
+
+A store is an SQLite file whose ``meta`` table says ``app = offpoc``. Its schema
+version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` brings an older
+file up to :data:`SCHEMA_VERSION` in one transaction. Every problem with the
+file (not SQLite, someone else's database, a newer offpoc) is a
+:class:`StoreError` whose message is one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+APP = "offpoc"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+"""How long a writer waits for another one before giving up (workers write for milliseconds)."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    algo TEXT NOT NULL,
+    env TEXT NOT NULL,
+    correction TEXT NOT NULL,
+    divergence TEXT,
+    seed INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL,
+    total_steps INTEGER NOT NULL,
+    steps INTEGER NOT NULL DEFAULT 0,
+    updates INTEGER NOT NULL DEFAULT 0,
+    sps REAL,
+    last_return REAL,
+    best_return REAL,
+    mean_lambda REAL,
+    pid INTEGER,
+    launcher_pid INTEGER,
+    host TEXT,
+    source TEXT,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    heartbeat REAL,
+    wall_time REAL,
+    checkpoint_step INTEGER,
+    error TEXT,
+    traceback TEXT
+);
+CREATE INDEX runs_status ON runs (status);
+CREATE TABLE evaluations (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    wall_time REAL NOT NULL,
+    return_mean REAL NOT NULL,
+    return_std REAL NOT NULL,
+    length_mean REAL NOT NULL,
+    returns TEXT NOT NULL,
+    lengths TEXT NOT NULL,
+    UNIQUE (run_id, step)
+);
+CREATE TABLE episodes (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    episode INTEGER NOT NULL,
+    return REAL NOT NULL,
+    length INTEGER NOT NULL,
+    UNIQUE (run_id, step)
+);
+CREATE TABLE train (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    updates INTEGER NOT NULL,
+    critic_loss REAL,
+    actor_loss REAL,
+    q_mean REAL,
+    alpha REAL,
+    sps REAL NOT NULL,
+    UNIQUE (run_id, step)
+);
+CREATE TABLE weights (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    first_update INTEGER NOT NULL,
+    first_step INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    columns TEXT NOT NULL,
+    mean REAL NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (run_id, first_step)
+);
+CREATE TABLE histograms (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    counts TEXT NOT NULL,
+    UNIQUE (run_id, step)
+);
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1}
+"""Version → the SQL that brings version − 1 to it (0 = an empty file)."""
+
+DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms")
+"""Tables holding a run's observations, keyed by (run_id, step)."""
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message (one line) says why and where."""
+
+
+def _check_file(path: Path) -> None:
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not an offpoc store")
+    with contextlib.suppress(FileNotFoundError), path.open("rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            raise StoreError(f"{path} is not an SQLite database (corrupt, or some other file)")
+
+
+def _connect(path: Path) -> sqlite_utils.Database:
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    db = sqlite_utils.Database(conn, execute_plugins=False)
+    db.enable_wal()
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = set(db.table_names())
+    if version == 0 and tables:
+        raise StoreError(f"{path} is an SQLite database but not an offpoc store (it has tables {sorted(tables)[:3]})")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has store schema {version}, newer than this offpoc ({SCHEMA_VERSION}): upgrade offpoc"
+        )
+    if version == SCHEMA_VERSION:
+        app = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone() if "meta" in tables else None
+        if app is None or app[0] != APP:
+            raise StoreError(f"{path} is an SQLite database but not an offpoc store")
+        return
+    with write(db):
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {target}")
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('app', ?)", [APP])
+
+
+def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_utils.Database:
+    """Open (and with ``create``, create) the store at ``path``, migrated to the current schema.
+
+    Raises :class:`StoreError` when the file is missing (and ``create`` is false),
+    not SQLite, another application's database, from a newer offpoc, or not writable.
+    """
+    path = Path(path)
+    _check_file(path)
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no offpoc store at {path} (start a run with `offpoc run`, or pass --db)")
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise StoreError(f"cannot create the store {path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise StoreError(f"cannot create the store {path}: directory {parent} is not writable")
+    try:
+        db = _connect(path)
+        _migrate(db, path)
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"cannot use the store {path}: {error}") from None
+    return db
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`StoreError` unless a store at ``path`` exists and is usable, or could be created.
+
+    Writes nothing: the CLI validates before it records anything.
+    """
+    path = Path(path)
+    _check_file(path)
+    if path.exists():
+        if not os.access(path, os.W_OK) or not os.access(path.parent if str(path.parent) else ".", os.W_OK):
+            raise StoreError(f"the store {path} is not writable")
+        db = open_store(path)
+        db.close()
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise StoreError(f"cannot create the store {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise StoreError(f"cannot create the store {path}: directory {parent} is not writable")
+
+
+@contextlib.contextmanager
+def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One write transaction, taking the write lock up front (``BEGIN IMMEDIATE``).
+
+    Taking it up front means a concurrent writer waits on the busy timeout
+    instead of failing on a read-to-write upgrade.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    else:
+        db.execute("COMMIT")

@@ -1,0 +1,113 @@
+"""Export: tidy long tables (one row per observation, run metadata first) as CSV, JSON or Markdown.
+
+Rows are streamed, so exporting millions of per-batch weights holds one block in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from typing import IO, Any
+
+import sqlite_utils
+
+from store.codec import decode_weights
+from store.reader import META_COLUMNS, where_runs
+
+TABLES = ("evaluations", "episodes", "train", "weights", "runs")
+FORMATS = ("csv", "json", "md")
+
+WEIGHT_COLUMNS = (
+    "lambda", "lambda_min", "lambda_max", "lambda_p10", "lambda_p25", "lambda_p50", "lambda_p75", "lambda_p90",
+)  # fmt: skip
+"""Deterministic corrections fill ``lambda`` (the batch's λ); per-transition ones the mean and summary of the λ_i."""
+_WEIGHT_SOURCE = {"lambda": "lambda", "mean": "lambda", "min": "lambda_min", "max": "lambda_max"}
+
+_OBSERVATIONS = {
+    "evaluations": ("step", "wall_time", "return_mean", "return_std", "length_mean"),
+    "episodes": ("step", "episode", "return", "length"),
+    "train": ("step", "updates", "critic_loss", "actor_loss", "q_mean", "alpha", "sps"),
+}
+RUN_COLUMNS = (
+    "status", "steps", "total_steps", "sps", "last_return", "best_return", "mean_lambda", "created", "started",
+    "finished", "wall_time", "source", "config",
+)  # fmt: skip
+_META_SQL = "runs.id AS run_id, runs.name, runs.algo, runs.env, runs.correction, runs.divergence, runs.seed"
+
+
+def columns(table: str) -> tuple[str, ...]:
+    if table == "runs":
+        return (*META_COLUMNS, *RUN_COLUMNS)
+    if table == "weights":
+        return (*META_COLUMNS, "update", "step", *WEIGHT_COLUMNS)
+    return (*META_COLUMNS, *_OBSERVATIONS[table])
+
+
+def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``table`` for the runs matching ``filters`` (see :func:`store.reader.where_runs`)."""
+    where, params = where_runs(**filters)
+    if table == "runs":
+        yield from db.execute(f"SELECT {_META_SQL}, {', '.join(RUN_COLUMNS)} FROM runs{where} ORDER BY runs.id", params)
+    elif table == "weights":
+        yield from _weight_rows(db, where, params)
+    else:
+        observed = ", ".join(f"t.{c}" for c in _OBSERVATIONS[table])
+        yield from db.execute(
+            f"SELECT {_META_SQL}, {observed} FROM {table} t JOIN runs ON runs.id = t.run_id{where}"
+            " ORDER BY runs.id, t.step",
+            params,
+        )
+
+
+def _weight_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
+    index = {name: i for i, name in enumerate(WEIGHT_COLUMNS)}
+    cursor = db.execute(
+        f"SELECT {_META_SQL}, w.first_update, w.first_step, w.count, w.columns, w.data"
+        f" FROM weights w JOIN runs ON runs.id = w.run_id{where} ORDER BY runs.id, w.first_step",
+        params,
+    )
+    for *meta, first_update, first_step, count, names, data in cursor:
+        names = names.split(",")
+        values = decode_weights(data, len(names))
+        slots = [index[_WEIGHT_SOURCE.get(name, f"lambda_{name}")] for name in names]
+        for i in range(count):
+            row: list[Any] = [None] * len(WEIGHT_COLUMNS)
+            for slot, value in zip(slots, values[i]):
+                row[slot] = round(float(value), 6)
+            yield (*meta, first_update + i, first_step + i, *row)
+
+
+def _md_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def write_rows(out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[tuple[Any, ...]]) -> int:
+    """Write rows in ``fmt``; returns how many."""
+    n = 0
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(header)
+        for row in data:
+            writer.writerow(["" if v is None else v for v in row])
+            n += 1
+    elif fmt == "json":
+        out.write("[")
+        for row in data:
+            out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(dict(zip(header, row))))
+            n += 1
+        out.write("\n]\n" if n else "]\n")
+    elif fmt == "md":
+        out.write("| " + " | ".join(header) + " |\n")
+        out.write("|" + "|".join("---" for _ in header) + "|\n")
+        for row in data:
+            out.write("| " + " | ".join(_md_cell(v) for v in row) + " |\n")
+            n += 1
+    else:
+        raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    return n

@@ -1,0 +1,102 @@
+"""Read-only queries over a store: run listings, one run's summary, observations.
+
+Everything the CLI and the dashboard show comes through here, as plain dicts
+and lists; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from store.codec import decode_weights
+
+META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "seed")
+"""The run metadata that leads every exported row."""
+
+PS_COLUMNS = (
+    "id", "name", "algo", "env", "correction", "divergence", "seed", "status", "steps", "total_steps", "sps",
+    "last_return", "pid",
+)  # fmt: skip
+
+
+def _dicts(cursor: Any) -> list[dict[str, Any]]:
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def where_runs(
+    run_ids: list[int] | None = None,
+    algos: list[str] | None = None,
+    envs: list[str] | None = None,
+    corrections: list[str] | None = None,
+    statuses: list[str] | None = None,
+) -> tuple[str, list[Any]]:
+    """A WHERE clause (possibly empty) over ``runs`` and its parameters."""
+    clauses, params = [], []
+    for column, values in (
+        ("id", run_ids),
+        ("algo", algos),
+        ("env", envs),
+        ("correction", corrections),
+        ("status", statuses),
+    ):
+        if values:
+            clauses.append(f"runs.{column} IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **filters: Any) -> list[dict[str, Any]]:
+    """Runs (every column but the config and traceback), oldest first."""
+    where, params = where_runs(statuses=statuses, **filters)
+    columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
+    columns += " last_return, best_return, mean_lambda, pid, host, source, created, started, finished, heartbeat,"
+    columns += " wall_time, checkpoint_step, error"
+    return _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params))
+
+
+def run_detail(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
+    """Everything about one run: its row, config (parsed) and a summary of its observations."""
+    rows = _dicts(db.execute("SELECT * FROM runs WHERE id = ?", [run_id]))
+    if not rows:
+        return None
+    run = rows[0]
+    run["config"] = json.loads(run["config"])
+    counts = {
+        table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
+        for table in ("evaluations", "episodes", "train", "histograms")
+    }
+    counts["weights"] = db.execute("SELECT COALESCE(SUM(count), 0) FROM weights WHERE run_id = ?", [run_id]).fetchone()[
+        0
+    ]
+    run["counts"] = counts
+    first_last = db.execute("SELECT MIN(step), MAX(step) FROM evaluations WHERE run_id = ?", [run_id]).fetchone()
+    run["evaluated_steps"] = list(first_last)
+    return run
+
+
+def evaluations(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
+    return _dicts(
+        db.execute(
+            "SELECT step, wall_time, return_mean, return_std, length_mean FROM evaluations WHERE run_id = ?"
+            " ORDER BY step",
+            [run_id],
+        )
+    )
+
+
+def weight_rows(db: sqlite_utils.Database, run_id: int) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+    """Per update: (update, step, columns, values) decoded from the run's blocks, in order."""
+    for first_update, first_step, count, columns, data in db.execute(
+        "SELECT first_update, first_step, count, columns, data FROM weights WHERE run_id = ? ORDER BY first_step",
+        [run_id],
+    ):
+        names = tuple(columns.split(","))
+        values = decode_weights(data, len(names))
+        for i in range(count):
+            yield first_update + i, first_step + i, names, values[i]

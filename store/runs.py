@@ -1,0 +1,202 @@
+"""Runs and their lifecycle: create, claim, finish, detect lost workers, requeue, delete.
+
+Status moves along::
+
+    queued → running → finished | failed | stopped | lost
+    stopped | lost → queued (resume)          queued → stopped (stopped before it started)
+
+A ``running`` run whose worker process is gone (same host, pid dead) or whose
+heartbeat is older than :data:`LOST_AFTER_S` is ``lost``; so is a ``queued`` run
+whose launcher died. Lost runs keep everything they wrote and can be resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from store.db import DATA_TABLES, write
+
+STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
+TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
+"""Statuses in which no process works on the run."""
+RESUMABLE = frozenset({"stopped", "lost"})
+LOST_AFTER_S = 300.0
+"""A heartbeat older than this marks a running run lost even when its pid looks alive (pid reuse)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a new run is: its metadata columns and its resolved config (JSON-ready)."""
+
+    name: str
+    algo: str
+    env: str
+    correction: str
+    divergence: str | None
+    seed: int
+    total_steps: int
+    config: dict[str, Any]
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid runs here (zombies count as dead)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def run_dir(db_path: str | os.PathLike[str], run_id: int) -> Path:
+    """``offpoc-runs/<id>/`` beside the store: checkpoints and the worker's log."""
+    return Path(db_path).resolve().parent / "offpoc-runs" / str(run_id)
+
+
+def create_runs(db: sqlite_utils.Database, specs: list[RunSpec]) -> list[int]:
+    """Record runs as ``queued`` in one transaction; their ids in order."""
+    now = time.time()
+    ids = []
+    with write(db):
+        for spec in specs:
+            cursor = db.execute(
+                "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                [
+                    spec.name,
+                    spec.algo,
+                    spec.env,
+                    spec.correction,
+                    spec.divergence,
+                    spec.seed,
+                    json.dumps(spec.config),
+                    spec.total_steps,
+                    now,
+                ],
+            )
+            ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
+    return ids
+
+
+def get_run(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
+    row = db.execute("SELECT * FROM runs WHERE id = ?", [run_id]).fetchone()
+    if row is None:
+        return None
+    columns = [d[0] for d in db.execute("SELECT * FROM runs LIMIT 0").description]
+    return dict(zip(columns, row))
+
+
+def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
+    """Run ids for tokens that are ids or names (a name may match several runs).
+
+    Raises ``LookupError`` naming the first token that matches nothing.
+    """
+    ids: list[int] = []
+    for token in tokens:
+        if token.isdigit():
+            found = [r[0] for r in db.execute("SELECT id FROM runs WHERE id = ?", [int(token)])]
+        else:
+            found = [r[0] for r in db.execute("SELECT id FROM runs WHERE name = ? ORDER BY id", [token])]
+        if not found:
+            raise LookupError(f"no run {token!r} in this store (see `offpoc ps --all`)")
+        ids.extend(i for i in found if i not in ids)
+    return ids
+
+
+def set_launcher(db: sqlite_utils.Database, run_ids: list[int], pid: int) -> None:
+    with write(db):
+        for run_id in run_ids:
+            db.execute(
+                "UPDATE runs SET launcher_pid = ?, host = ? WHERE id = ? AND status = 'queued'",
+                [pid, hostname(), run_id],
+            )
+
+
+def claim(db: sqlite_utils.Database, run_id: int, pid: int) -> bool:
+    """queued → running for this process; False when the run is no longer queued."""
+    now = time.time()
+    with write(db):
+        cursor = db.execute(
+            "UPDATE runs SET status = 'running', pid = ?, host = ?, started = COALESCE(started, ?), heartbeat = ?,"
+            " finished = NULL, error = NULL, traceback = NULL WHERE id = ? AND status = 'queued'",
+            [pid, hostname(), now, now, run_id],
+        )
+    return cursor.rowcount == 1
+
+
+def finish(
+    db: sqlite_utils.Database,
+    run_id: int,
+    status: str,
+    *,
+    error: str | None = None,
+    traceback: str | None = None,
+    only_from: tuple[str, ...] = ("running",),
+) -> bool:
+    """Set a terminal status (with the error for ``failed``), if the run is in ``only_from``."""
+    marks = ", ".join("?" for _ in only_from)
+    with write(db):
+        cursor = db.execute(
+            f"UPDATE runs SET status = ?, finished = ?, error = COALESCE(?, error), traceback = COALESCE(?, traceback)"
+            f" WHERE id = ? AND status IN ({marks})",
+            [status, time.time(), error, traceback, run_id, *only_from],
+        )
+    return cursor.rowcount == 1
+
+
+def reap_lost(db: sqlite_utils.Database) -> list[int]:
+    """Mark running runs without a live worker, and queued runs without a live launcher, as lost."""
+    here, now = hostname(), time.time()
+    lost = []
+    for run_id, status, pid, launcher_pid, host, heartbeat in db.execute(
+        "SELECT id, status, pid, launcher_pid, host, heartbeat FROM runs WHERE status IN ('running', 'queued')"
+    ):
+        if status == "running":
+            gone = (host == here and not pid_alive(pid)) or (heartbeat is not None and now - heartbeat > LOST_AFTER_S)
+        else:
+            gone = launcher_pid is not None and host == here and not pid_alive(launcher_pid)
+        if gone:
+            lost.append(run_id)
+    for run_id in lost:
+        finish(db, run_id, "lost", only_from=("running", "queued"))
+    return lost
+
+
+def requeue(db: sqlite_utils.Database, run_id: int) -> None:
+    """A stopped or lost run back to ``queued`` (resume)."""
+    with write(db):
+        db.execute(
+            "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL WHERE id = ?",
+            [run_id],
+        )
+
+
+def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> None:
+    """Delete runs, their observations (one transaction) and then their files."""
+    with write(db):
+        for run_id in run_ids:
+            for table in DATA_TABLES:
+                db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            db.execute("DELETE FROM runs WHERE id = ?", [run_id])
+    for run_id in run_ids:
+        shutil.rmtree(run_dir(db_path, run_id), ignore_errors=True)

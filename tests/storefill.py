@@ -1,0 +1,38 @@
+"""Filling a store through the real writer, without training (store, CLI and export tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from store import RunSpec, open_store
+from store.writer import RunWriter
+
+
+def spec(algo: str = "td3", correction: str = "acoffpoc", seed: int = 0, env: str = "Hopper-v4") -> RunSpec:
+    divergence = "jsd" if correction != "none" else None
+    config = {"algo": algo, "env_id": env, "correction": correction, "seed": seed, "total_steps": 3000}
+    return RunSpec(f"{algo}-{env}-{correction}", algo, env, correction, divergence, seed, 3000, config)
+
+
+def fill(db_path: Path, run_id: int, steps: int = 3000, per_transition: bool = False, offset: float = 0.0) -> None:
+    """Write a run's worth of deterministic records through RunWriter."""
+    db = open_store(db_path)
+    writer = RunWriter(db, run_id)
+    rng = np.random.default_rng(run_id)
+    for step in range(0, steps + 1, 1000):
+        writer.add_eval(step, step / 100, offset + step / 10, 1.0, [offset + step / 10] * 3, [100, 100, 100])
+    for step in range(50, steps + 1, 50):
+        writer.add_episode(step, step // 50 - 1, float(step), 50)
+    for step in range(1000, steps + 1, 1000):
+        writer.add_train_stats(step, step - 500, 0.5, -1.0, 2.0, 0.2 if per_transition else None, 123.0)
+    columns = ("mean", "min", "max", "p10", "p25", "p50", "p75", "p90") if per_transition else ("lambda",)
+    updates = np.arange(1, steps - 500 + 1)
+    values = rng.uniform(0, 1, (len(updates), len(columns))).astype(np.float32)
+    for start in range(0, len(updates), 1000):
+        part = slice(start, start + 1000)
+        writer.add_weights(columns, updates[part], updates[part] + 500, values[part])
+    writer.add_histogram(steps, np.arange(50))
+    writer.flush(steps, steps - 500)
+    db.close()

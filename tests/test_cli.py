@@ -1,0 +1,196 @@
+"""The offpoc CLI in-process (Typer's CliRunner): every command, and the bad-input matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from offpoc_tui.cli import app
+from store import open_store
+from store.runs import claim, finish
+
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None) -> Result:
+    return runner.invoke(app, list(args), input=input)
+
+
+def one_line_error(result: Result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+# ---- bad input: exit 2, one line, nothing written ----------------------------------------------
+BAD_RUNS = [
+    (["run", "foo", "Hopper-v4"], "unknown algorithm"),
+    (["run", "td3", "NoSuchEnv-v0"], "unknown environment"),
+    (["run", "td3", "Hopper-v4", "--correction", "bogus"], "unknown correction"),
+    (["run", "td3", "CartPole-v1"], "Discrete action space"),
+    (["run", "td3", "Hopper-v4", "--steps", "0"], "total_steps must be at least 1"),
+    (["run", "td3", "Hopper-v4", "--steps", "-5"], "total_steps must be at least 1"),
+    (["run", "td3", "Hopper-v4", "--steps", "many"], "Invalid value for '--steps'"),
+    (["run", "td3", "Hopper-v4", "--seeds", "a-b"], "--seeds takes ranges"),
+    (["run", "td3", "Hopper-v4", "--seeds", "4-1"], "runs backwards"),
+    (["run", "td3", "Hopper-v4", "--seed", "1", "--seeds", "0-2"], "not both"),
+    (["run", "td3", "Hopper-v4", "--set", "batch_size"], "--set takes KEY=VALUE"),
+    (["run", "td3", "Hopper-v4", "--set", "nokey=1"], "unknown config field 'nokey'"),
+    (["run", "td3", "Hopper-v4", "--set", "batch_size=abc"], "batch_size expects int"),
+    (["run", "td3", "Hopper-v4", "--set", "gamma=2"], "gamma must be in [0, 1]"),
+    (["run", "td3", "Hopper-v4", "--divergence", "hellinger"], "unknown divergence"),
+    (["run", "td3", "Hopper-v4", "--compare"], "--compare launches the baseline"),
+    (["run", "td3", "Hopper-v4", "--jobs", "0"], "--jobs must be at least 1"),
+    (["run", "td3", "Hopper-v4", "--steps", "10", "--set", "total_steps=20"], "given both as a flag and with --set"),
+    (["run", "td3"], "Missing argument 'env'"),
+    (["run", "td3", "Hopper-v4", "--bogus-flag"], "No such option"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_RUNS, ids=[" ".join(a[1:]) for a, _ in BAD_RUNS])
+def test_bad_run_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    db = tmp_path / "offpoc.db"
+    result = invoke(*args, "--db", str(db))
+    assert result.exit_code == 2, result.output
+    assert message in one_line_error(result)
+    assert not db.exists() and not (tmp_path / "offpoc-runs").exists()
+
+
+def test_bad_input_leaves_an_existing_store_unchanged(filled_store: Path) -> None:
+    before = filled_store.read_bytes()
+    result = invoke("run", "td3", "Hopper-v4", "--set", "nope=1", "--db", str(filled_store))
+    assert result.exit_code == 2
+    assert filled_store.read_bytes() == before
+
+
+def test_corrupt_store_is_a_one_line_error(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    db.write_bytes(b"not sqlite" * 100)
+    for args in (["run", "td3", "Hopper-v4"], ["ps"], ["show", "1"], ["export"]):
+        result = invoke(*args, "--db", str(db))
+        assert result.exit_code == 2, (args, result.output)
+        assert "not an SQLite database" in one_line_error(result)
+    assert db.read_bytes() == b"not sqlite" * 100
+
+
+def test_unwritable_store_directory(tmp_path: Path) -> None:
+    result = invoke("run", "td3", "Hopper-v4", "--db", str(tmp_path / "missing" / "offpoc.db"))
+    assert result.exit_code == 2 and "does not exist" in one_line_error(result)
+    if os.geteuid() == 0:
+        return  # root writes anywhere: the permission case cannot be exercised
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = invoke("run", "td3", "Hopper-v4", "--db", str(locked / "offpoc.db"))
+    assert result.exit_code == 2 and "not writable" in one_line_error(result)
+
+
+# ---- ps / show -------------------------------------------------------------------------------
+def test_ps_json_lists_runs_with_the_contract_keys(filled_store: Path) -> None:
+    result = invoke("ps", "--json", "--all", "--db", str(filled_store))
+    assert result.exit_code == 0
+    runs = json.loads(result.stdout)
+    keys = {"id", "name", "algo", "env", "correction", "divergence", "seed", "status", "steps", "total_steps", "sps"}
+    assert [r["id"] for r in runs] == [1, 2, 3]
+    assert keys | {"last_return", "pid"} <= set(runs[0])
+    assert runs[1]["last_return"] == pytest.approx(302.0) and runs[1]["status"] == "finished"
+    assert json.loads(invoke("ps", "--json", "--db", str(filled_store)).stdout) == []  # none active
+
+
+def test_ps_table_and_hint(filled_store: Path) -> None:
+    result = invoke("ps", "--db", str(filled_store))
+    assert result.exit_code == 0 and "3 ended (offpoc ps --all)" in result.stdout
+    table = invoke("ps", "--all", "--db", str(filled_store)).stdout
+    assert "finished" in table and "acoffpoc" in table and "Hopper-v4" in table
+
+
+def test_ps_without_a_store(tmp_path: Path) -> None:
+    result = invoke("ps", "--json", "--db", str(tmp_path / "none.db"))
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_show_prints_config_and_summary(filled_store: Path) -> None:
+    result = invoke("show", "2", "--db", str(filled_store))
+    assert result.exit_code == 0
+    assert "total_steps" in result.stdout and "finished" in result.stdout and "4 (steps 0–3,000)" in result.stdout
+    detail = json.loads(invoke("show", "3", "--json", "--db", str(filled_store)).stdout)
+    assert detail["config"]["algo"] == "sac" and detail["counts"]["weights"] == 2500
+
+
+def test_show_failed_run_has_its_traceback(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    db.execute("UPDATE runs SET status = 'running' WHERE id = 1")
+    db.conn.commit()
+    finish(db, 1, "failed", error="RuntimeError: boom", traceback="Traceback (most recent call last):\n  boom")
+    result = invoke("show", "1", "--db", str(filled_store))
+    assert "RuntimeError: boom" in result.stdout and "most recent call last" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["show", "42"], ["show", "td3-Hopper-v4-none-x"], ["rm", "42", "--yes"]])
+def test_unknown_runs_are_usage_errors(filled_store: Path, args: list[str]) -> None:
+    result = invoke(*args, "--db", str(filled_store))
+    assert result.exit_code == 2 and "no run" in one_line_error(result)
+
+
+# ---- export ----------------------------------------------------------------------------------
+def test_export_csv_to_stdout_and_file(filled_store: Path, tmp_path: Path) -> None:
+    result = invoke("export", "--correction", "acoffpoc", "--db", str(filled_store))
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and lines[0].startswith("run_id,name,algo,env,correction,divergence,seed,step")
+    assert len(lines) == 1 + 2 * 4 and all(line.split(",")[4] == "acoffpoc" for line in lines[1:])
+    target = tmp_path / "weights.json"
+    result = invoke("export", "--table", "weights", "--format", "json", "--run", "2", "-o", str(target),
+                    "--db", str(filled_store))  # fmt: skip
+    assert result.exit_code == 0 and "wrote 2,500 rows" in result.stderr
+    data = json.loads(target.read_text())
+    assert len(data) == 2500 and {"update", "step", "lambda"} <= set(data[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--table", "nope"], "unknown table"), (["--format", "xml"], "unknown format"), (["--run", "9"], "no run")],
+)
+def test_export_bad_input(filled_store: Path, args: list[str], message: str) -> None:
+    result = invoke("export", *args, "--db", str(filled_store))
+    assert result.exit_code == 2 and message in one_line_error(result)
+
+
+# ---- stop / resume / rm ----------------------------------------------------------------------
+def test_stop_a_queued_run_and_usage(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    db.execute("UPDATE runs SET status = 'queued' WHERE id = 1")
+    db.conn.commit()
+    result = invoke("stop", "1", "--db", str(filled_store))
+    assert result.exit_code == 0 and "stopped before it started" in result.stdout
+    assert invoke("ps", "--json", "--all", "--db", str(filled_store)).stdout.count('"stopped"') == 1
+    assert invoke("stop", "--db", str(filled_store)).exit_code == 2
+    assert "already finished" in invoke("stop", "2", "--db", str(filled_store)).stdout
+
+
+def test_resume_refuses_finished_runs(filled_store: Path) -> None:
+    result = invoke("resume", "2", "--db", str(filled_store))
+    assert result.exit_code == 2 and "only stopped or lost runs resume" in one_line_error(result)
+
+
+def test_rm_asks_then_deletes(filled_store: Path) -> None:
+    result = invoke("rm", "1", "--db", str(filled_store), input="n\n")
+    assert result.exit_code == 1 and "nothing deleted" in result.stdout
+    result = invoke("rm", "1", "td3-Hopper-v4-acoffpoc", "--db", str(filled_store), input="y\n")
+    assert result.exit_code == 0 and "deleted 2 runs" in result.stdout
+    remaining = json.loads(invoke("ps", "--json", "--all", "--db", str(filled_store)).stdout)
+    assert [r["id"] for r in remaining] == [3]
+
+
+def test_rm_refuses_a_running_run(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    db.execute("UPDATE runs SET status = 'queued' WHERE id = 3")
+    db.conn.commit()
+    assert claim(db, 3, os.getpid())  # this test process plays the live worker
+    result = invoke("rm", "3", "--yes", "--db", str(filled_store))
+    assert result.exit_code == 2 and "stop it first" in one_line_error(result)

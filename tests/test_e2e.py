@@ -1,0 +1,131 @@
+"""End to end with real processes: the offpoc CLI, the detached launcher, workers on real MuJoCo, SQLite.
+
+About a minute in all; these are the product's main paths, so they run by default.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from store import open_store
+from store.reader import list_runs
+
+SMALL = ["--set", "hidden=64,64", "--set", "start_steps=500", "--set", "eval_episodes=3"]
+
+
+def offpoc(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=db.parent,
+        timeout=300,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"offpoc {' '.join(args)} → {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def runs(db: Path) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in json.loads(offpoc(db, "ps", "--json", "--all").stdout)}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def export(db: Path, table: str, *args: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(offpoc(db, "export", "--table", table, *args).stdout)))
+
+
+def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
+    """The issue's command, as written."""
+    db = tmp_path / "offpoc.db"
+    result = offpoc(db, "run", "td3", "Hopper-v4", "--correction", "acoffpoc", "--steps", "3000",
+                    "--set", "start_steps=500", "--eval-freq", "1000", "--follow")  # fmt: skip
+    assert "done: 1 finished" in result.stdout
+    evaluations = export(db, "evaluations")
+    assert [int(r["step"]) for r in evaluations] == [0, 1000, 2000, 3000]
+    assert all(r["algo"] == "td3" and r["correction"] == "acoffpoc" and r["divergence"] == "jsd" for r in evaluations)
+    weights = export(db, "weights")
+    assert len(weights) == 2500 and [int(r["step"]) for r in weights] == list(range(501, 3001))
+    assert all(0.0 <= float(r["lambda"]) <= 1.0 for r in weights)
+    run = runs(db)[1]
+    assert run["status"] == "finished" and run["steps"] == 3000
+    assert (tmp_path / "offpoc-runs" / "1" / "checkpoint.pt").exists()
+    assert (tmp_path / "offpoc-runs" / "1" / "worker.log").exists()
+
+
+def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "run", "td3", "Hopper-v4", "--steps", "4000", "--eval-freq", "500", *SMALL,
+           "--set", "checkpoint_every=1000")  # fmt: skip
+    wait_for(lambda: runs(db)[1]["steps"] >= 2300, what="step 2300")
+    os.kill(runs(db)[1]["pid"], signal.SIGKILL)
+    wait_for(lambda: runs(db)[1]["status"] == "lost", timeout=30, what="lost")
+    before = {int(r["step"]): r["return_mean"] for r in export(db, "evaluations")}
+    assert max(before) >= 2000
+
+    offpoc(db, "resume", "1", "--follow")
+    after = export(db, "evaluations")
+    steps = [int(r["step"]) for r in after]
+    assert steps == list(range(0, 4001, 500))  # every step once
+    assert all(before[int(r["step"])] == r["return_mean"] for r in after if int(r["step"]) in before)  # kept
+    assert runs(db)[1]["status"] == "finished"
+    weight_steps = [int(r["step"]) for r in export(db, "weights")]
+    assert weight_steps == sorted(set(weight_steps))
+
+
+def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "run", "td3", "Hopper-v4", "--seeds", "0-1", "--jobs", "2", "--steps", "100000", *SMALL)
+    wait_for(lambda: all(r["status"] == "running" and r["steps"] > 700 for r in runs(db).values()), what="both running")
+
+    result = offpoc(db, "stop", "1")
+    assert "run 1: stopped" in result.stdout
+    checkpoint = tmp_path / "offpoc-runs" / "1" / "checkpoint.pt"
+    assert checkpoint.exists() and runs(db)[1]["status"] == "stopped"
+
+    checkpoint.write_bytes(b"garbage")  # the resumed worker will raise
+    offpoc(db, "resume", "1")
+    wait_for(lambda: runs(db)[1]["status"] == "failed", timeout=120, what="failed")
+    shown = json.loads(offpoc(db, "show", "1", "--json").stdout)
+    assert "cannot read checkpoint" in shown["error"] and "Traceback" in shown["traceback"]
+    assert runs(db)[2]["status"] == "running"  # unaffected
+
+    offpoc(db, "stop", "--all")
+    assert runs(db)[2]["status"] == "stopped"
+    offpoc(db, "rm", "1", "2", "--yes")
+    assert runs(db) == {} and not (tmp_path / "offpoc-runs" / "1").exists()
+
+
+def test_concurrent_runs_with_a_polling_reader(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "run", "ddpg", "Pendulum-v1", "--seeds", "0-3", "--jobs", "4", "--steps", "1500", "--eval-freq", "500",
+           "--set", "hidden=32,32", "--set", "start_steps=500", "--set", "eval_episodes=2")  # fmt: skip
+    reader = open_store(db)
+    polls = 0
+    deadline = time.monotonic() + 240
+    while not all(r["status"] == "finished" for r in list_runs(reader)):
+        assert time.monotonic() < deadline, list_runs(reader)
+        assert not any(r["status"] in ("failed", "lost") for r in list_runs(reader))
+        reader.execute("SELECT COUNT(*), MAX(step) FROM evaluations").fetchone()
+        polls += 1
+        time.sleep(0.05)
+    assert polls > 10
+    per_run = reader.execute("SELECT run_id, COUNT(*) FROM evaluations GROUP BY run_id").fetchall()
+    assert per_run == [(1, 4), (2, 4), (3, 4), (4, 4)]

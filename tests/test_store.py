@@ -1,0 +1,234 @@
+"""The SQLite store: opening and schema, the writer, weights encoding, lifecycle, export, concurrency."""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store import SCHEMA_VERSION, StoreError, open_store
+from store.codec import MAX_ERROR, contiguous_runs, decode_weights, encode_weights
+from store.db import check_writable
+from store.export import columns, rows, write_rows
+from store.reader import list_runs, run_detail, weight_rows
+from store.runs import claim, create_runs, delete_runs, finish, reap_lost, requeue, resolve, run_dir
+from store.writer import RunWriter
+from tests.storefill import fill, spec
+
+
+# ---- opening -------------------------------------------------------------------------------
+def test_new_store_has_schema_wal_and_marker(tmp_path: Path) -> None:
+    db = open_store(tmp_path / "s.db", create=True)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.journal_mode == "wal"
+    assert {"runs", "evaluations", "episodes", "train", "weights", "histograms", "meta"} <= set(db.table_names())
+    db.close()
+    open_store(tmp_path / "s.db").close()  # reopening is fine
+
+
+def test_missing_store_is_not_created_without_create(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no offpoc store"):
+        open_store(tmp_path / "none.db")
+    assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"this is not a database at all" * 10, "not an SQLite database"),
+        (b"SQLite format 3\x00" + b"\xff" * 200, "cannot use the store"),
+    ],
+)
+def test_corrupt_file_is_a_clear_error(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match=message):
+        open_store(path)
+    assert path.read_bytes() == content  # untouched
+
+
+def test_foreign_and_newer_databases_are_refused(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreError, match="not an offpoc store"):
+        open_store(foreign)
+    newer = tmp_path / "newer.db"
+    open_store(newer, create=True).close()
+    with sqlite3.connect(newer) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="newer than this offpoc"):
+        open_store(newer)
+
+
+def test_check_writable_writes_nothing(tmp_path: Path) -> None:
+    check_writable(tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+    with pytest.raises(StoreError, match="does not exist"):
+        check_writable(tmp_path / "missing-dir" / "s.db")
+
+
+# ---- weights encoding ------------------------------------------------------------------------
+def test_weights_round_trip_within_quantisation_error() -> None:
+    values = np.random.default_rng(0).uniform(0, 1, (1000, 8)).astype(np.float32)
+    values[0] = [0, 1, 0.5, 1e-9, 1 - 1e-9, 0.25, 0.75, 0.123456]
+    decoded = decode_weights(encode_weights(values), 8)
+    assert decoded.shape == values.shape
+    assert np.abs(decoded - values).max() <= MAX_ERROR + 1e-7
+    assert decoded[0, 0] == 0.0 and decoded[0, 1] == 1.0
+
+
+def test_contiguous_runs_split_on_gaps() -> None:
+    updates = np.array([1, 2, 3, 7, 8, 10])
+    assert contiguous_runs(updates, updates + 100) == [slice(0, 3), slice(3, 5), slice(5, 6)]
+    assert contiguous_runs(np.array([], dtype=int), np.array([], dtype=int)) == []
+
+
+# ---- writer --------------------------------------------------------------------------------
+def test_writer_buffers_until_flush_and_updates_progress(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    writer = RunWriter(db, run_id, flush_interval=3600)
+    writer.add_eval(0, 0.1, 5.0, 1.0, [4.0, 6.0], [10, 12])
+    writer.tick(0, 0)
+    assert db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 0  # batched, not yet written
+    writer.add_eval(1000, 9.0, 7.5, 1.0, [7.5], [20])
+    writer.add_weights(("lambda",), np.arange(1, 11), np.arange(501, 511), np.full((10, 1), 0.25, np.float32))
+    writer.flush(1000, 500)
+    run = list_runs(db)[0]
+    assert (run["steps"], run["updates"], run["last_return"], run["best_return"]) == (1000, 500, 7.5, 7.5)
+    assert run["mean_lambda"] == pytest.approx(0.25, abs=1e-4)
+    assert [r["step"] for r in db.query("SELECT step FROM evaluations ORDER BY step")] == [0, 1000]
+    decoded = list(weight_rows(db, run_id))
+    assert [(u, s) for u, s, _, _ in decoded] == [(u, u + 500) for u in range(1, 11)]
+
+
+def test_resumed_writer_never_writes_a_step_twice(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    first = RunWriter(db, run_id)
+    for step in (0, 1000, 2000):
+        first.add_eval(step, step, float(step), 0.0, [float(step)], [1])
+    first.add_weights(("lambda",), np.arange(1, 1501), np.arange(501, 2001), np.full((1500, 1), 0.5, np.float32))
+    first.flush(2000, 1500)
+    # The lost worker's checkpoint was at step 1000: the resumed one repeats steps 1001-2000.
+    second = RunWriter(db, run_id)
+    for step in (2000, 3000):
+        second.add_eval(step, step, -1.0, 0.0, [-1.0], [1])
+    second.add_weights(("lambda",), np.arange(501, 2501), np.arange(1001, 3001), np.full((2000, 1), 0.9, np.float32))
+    second.flush(3000, 2500)
+    evals = db.execute("SELECT step, return_mean FROM evaluations ORDER BY step").fetchall()
+    assert evals == [(0, 0.0), (1000, 1000.0), (2000, 2000.0), (3000, -1.0)]  # the first writer's 2000 stays
+    steps = [s for _, s, _, _ in weight_rows(db, run_id)]
+    assert steps == list(range(501, 3001))  # each step once, in order
+
+
+# ---- lifecycle -----------------------------------------------------------------------------
+def test_claim_finish_reap_requeue_delete(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = open_store(path, create=True)
+    a, b = create_runs(db, [spec(), spec(seed=1)])
+    assert claim(db, a, 999_999_999)  # a pid that cannot exist
+    assert not claim(db, a, 1)  # not queued any more
+    assert reap_lost(db) == [a]
+    assert list_runs(db, run_ids=[a])[0]["status"] == "lost"
+    requeue(db, a)
+    assert list_runs(db, run_ids=[a])[0]["status"] == "queued"
+    assert finish(db, b, "stopped", only_from=("queued",))
+    assert not finish(db, b, "failed")  # only from running
+    assert resolve(db, [str(a), "td3-Hopper-v4-acoffpoc"]) == [a, b]
+    with pytest.raises(LookupError):
+        resolve(db, ["nope"])
+    run_dir(path, a).mkdir(parents=True)
+    fill(path, a)
+    delete_runs(db, path, [a])
+    assert not run_dir(path, a).exists()
+    assert [r["id"] for r in list_runs(db)] == [b]
+    assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("evaluations", "weights"))
+
+
+def test_run_detail_counts(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    detail = run_detail(db, 3)
+    assert detail is not None
+    assert detail["counts"] == {"evaluations": 4, "episodes": 60, "train": 3, "histograms": 1, "weights": 2500}
+    assert detail["config"]["algo"] == "sac"
+    assert detail["evaluated_steps"] == [0, 3000]
+
+
+# ---- export --------------------------------------------------------------------------------
+def test_export_evaluations_csv_has_metadata_first(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    out = io.StringIO()
+    n = write_rows(out, "csv", columns("evaluations"), rows(db, "evaluations", algos=["td3"]))
+    lines = out.getvalue().splitlines()
+    assert n == 8 and len(lines) == 9
+    assert (
+        lines[0] == "run_id,name,algo,env,correction,divergence,seed,step,wall_time,return_mean,return_std,length_mean"
+    )
+    assert lines[1].startswith("1,td3-Hopper-v4-none,td3,Hopper-v4,none,,0,0,")
+
+
+def test_export_weights_expands_blocks(filled_store: Path) -> None:
+    db = open_store(filled_store)
+    td3 = list(rows(db, "weights", run_ids=[2]))
+    assert len(td3) == 2500 and td3[0][7:9] == (1, 501)
+    assert td3[0][9] is not None and td3[0][10] is None  # lambda only
+    sac = list(rows(db, "weights", run_ids=[3]))
+    assert all(v is not None for v in sac[0][9:])  # mean and the summary
+    assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[9:])
+
+
+@pytest.mark.parametrize("fmt", ["json", "md"])
+def test_export_json_and_markdown(filled_store: Path, fmt: str) -> None:
+    db = open_store(filled_store)
+    out = io.StringIO()
+    n = write_rows(out, fmt, columns("runs"), rows(db, "runs"))
+    assert n == 3
+    if fmt == "json":
+        data = json.loads(out.getvalue())
+        assert [d["run_id"] for d in data] == [1, 2, 3] and data[2]["algo"] == "sac"
+    else:
+        lines = out.getvalue().splitlines()
+        assert lines[0].startswith("| run_id | name |") and lines[1].startswith("|---|") and len(lines) == 5
+
+
+# ---- concurrency -----------------------------------------------------------------------------
+def _hammer(path: str, run_id: int, flushes: int) -> None:
+    db = open_store(path)
+    writer = RunWriter(db, run_id, flush_interval=0)
+    for i in range(flushes):
+        for j in range(20):
+            writer.add_episode(i * 20 + j + 1, i * 20 + j, 1.0, 1)
+        writer.add_eval(i, float(i), float(i), 0.0, [float(i)], [1])
+        writer.tick(i, i)
+
+
+def test_eight_writers_and_a_reader_never_see_database_locked(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = open_store(path, create=True)
+    ids = create_runs(db, [spec(seed=s) for s in range(8)])
+    ctx = mp.get_context("spawn")
+    workers = [ctx.Process(target=_hammer, args=(str(path), run_id, 60)) for run_id in ids]
+    for w in workers:
+        w.start()
+    reads = 0
+    while any(w.is_alive() for w in workers):
+        list_runs(db)
+        db.execute("SELECT COUNT(*) FROM evaluations").fetchone()
+        reads += 1
+        time.sleep(0.01)
+    for w in workers:
+        w.join()
+    assert [w.exitcode for w in workers] == [0] * 8
+    assert reads > 0
+    assert db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 8 * 60
+    assert db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == 8 * 60 * 20
