@@ -92,7 +92,12 @@ class WeightHistogram:
 
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """A checkpoint was written: resuming from ``path`` continues at ``step``."""
+    """A checkpoint at ``step`` is about to be written to ``path``.
+
+    Sent before the file is replaced, after every record up to ``step``: a sink
+    that persists records makes them durable here, so no checkpoint is ever
+    ahead of what was stored (a resumed run repeats the steps after it).
+    """
 
     step: int
     path: str

@@ -102,6 +102,8 @@ class Trainer:
         self.episode_length = 0
         self.elapsed = 0.0
         self.last_eval_step = -1
+        self.checkpoint_step = -1
+        """The step of the last checkpoint this trainer wrote."""
         self.obs, _ = self.env.reset(seed=c.seed)
 
     # ---- reporting -------------------------------------------------------------------
@@ -187,7 +189,9 @@ class Trainer:
         return self._finish("finished", clock)
 
     def _finish(self, status: Literal["finished", "stopped"], clock: float) -> TrainResult:
-        path = self.save_checkpoint(clock=clock) if self.checkpoint_path is not None else None
+        path = self.checkpoint_path
+        if path is not None and self.checkpoint_step != self.step:  # not twice at the same step
+            self.save_checkpoint(clock=clock)
         self._emit(self.weights.flush())
         self.elapsed += time.perf_counter() - clock
         return TrainResult(status, self.step, self.agent.updates, self.episode, self.elapsed, path)
@@ -202,8 +206,10 @@ class Trainer:
         if target is None:
             raise ValueError("no checkpoint path given")
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
-        save(self, target, elapsed)
         self._emit(CheckpointRecord(self.step, str(target)))
+        save(self, target, elapsed)
+        if target == self.checkpoint_path:
+            self.checkpoint_step = self.step
         return target
 
     @classmethod

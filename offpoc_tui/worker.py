@@ -66,7 +66,10 @@ class StoreSink(Sink):
         self.writer.add_histogram(record.step, record.counts)
 
     def on_checkpoint(self, record: CheckpointRecord) -> None:
+        # Everything up to the checkpoint must be in the store before the checkpoint exists:
+        # a resumed run only repeats what comes after it.
         self.writer.add_checkpoint(record.step)
+        self.writer.flush()
 
 
 class StoreBinding:

@@ -126,19 +126,21 @@ class RunWriter:
         if time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush(step, updates)
 
-    def flush(self, step: int, updates: int) -> None:
-        """Write everything pending, the progress and the heartbeat, in one transaction."""
+    def flush(self, step: int | None = None, updates: int | None = None) -> None:
+        """Write everything pending, the progress and the heartbeat, in one transaction.
+
+        ``step`` and ``updates`` update the run's counters when given.
+        """
         progress = {k: v for k, v in self.progress.items() if k != "best_return" or v is not None}
+        if step is not None and updates is not None:
+            progress |= {"steps": step, "updates": updates}
+        progress["heartbeat"] = time.time()
         assignments = ", ".join(f"{key} = ?" for key in progress)
         with write(self.db):
             for table, rows in self.pending.items():
                 if rows:
                     self.db.conn.executemany(_INSERT[table], rows)
-            self.db.execute(
-                f"UPDATE runs SET steps = ?, updates = ?, heartbeat = ?{', ' if progress else ''}{assignments}"
-                " WHERE id = ?",
-                [step, updates, time.time(), *progress.values(), self.run_id],
-            )
+            self.db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), self.run_id])
         for table, rows in self.pending.items():
             if rows:
                 self.last_step[table] = max(self.last_step[table], max(self._row_step(table, r) for r in rows))
