@@ -48,6 +48,13 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = 
         time.sleep(0.3)
 
 
+def both_running(db: Path, past_step: int) -> bool:
+    if not db.exists():
+        return False
+    current = runs(db)
+    return len(current) == 2 and all(r["status"] == "running" and r["steps"] > past_step for r in current.values())
+
+
 def export(db: Path, table: str, *args: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(offpoc(db, "export", "--table", table, *args).stdout)))
 
@@ -92,8 +99,17 @@ def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Pa
 
 def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_path: Path) -> None:
     db = tmp_path / "offpoc.db"
-    offpoc(db, "run", "td3", "Hopper-v4", "--seeds", "0-1", "--jobs", "2", "--steps", "100000", *SMALL)
-    wait_for(lambda: all(r["status"] == "running" and r["steps"] > 700 for r in runs(db).values()), what="both running")
+    following = subprocess.Popen(
+        [sys.executable, "-m", "offpoc_tui.cli", "run", "td3", "Hopper-v4", "--seeds", "0-1", "--jobs", "2",
+         "--steps", "100000", *SMALL, "--follow", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    wait_for(lambda: both_running(db, 700), what="both running")
+    following.send_signal(signal.SIGINT)  # Ctrl-C detaches; the workers keep going
+    stdout, _ = following.communicate(timeout=30)
+    assert following.returncode == 0 and "detached" in stdout
+    steps = {i: r["steps"] for i, r in runs(db).items()}
+    wait_for(lambda: all(runs(db)[i]["steps"] > steps[i] for i in steps), timeout=60, what="progress after detaching")
 
     result = offpoc(db, "stop", "1")
     assert "run 1: stopped" in result.stdout
