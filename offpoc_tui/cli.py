@@ -277,7 +277,13 @@ def stop(
         elif run["status"] == "running":
             if run["host"] != hostname():
                 fail(f"run {run_id} runs on host {run['host']}: stop it there")
-            os.kill(run["pid"], signal.SIGTERM)
+            try:
+                os.kill(run["pid"], signal.SIGTERM)
+            except ProcessLookupError:  # it ended between the check and the signal
+                reap_lost(store)
+                continue
+            except PermissionError:
+                fail(f"run {run_id}'s worker (pid {run['pid']}) belongs to another user")
             waiting.append(run_id)
         else:
             out.print(f"run {run_id}: already {run['status']}")
@@ -329,7 +335,9 @@ def resume(
     requeue(store, row["id"])
     store.close()
     start_launcher(db, [row["id"]], 1)
-    where = f"from its checkpoint at step {row['checkpoint_step']:,}" if checkpoint.exists() else "from the start"
+    step = row["checkpoint_step"]
+    where = f"from its checkpoint at step {step:,}" if step is not None else "from its checkpoint"
+    where = where if checkpoint.exists() else "from the start"
     where += "" if checkpoint.exists() else " (no checkpoint yet; steps already recorded are kept)"
     out.print(f"resuming run {row['id']} {where}")
     if follow_:
