@@ -14,51 +14,24 @@ Prints, on one torch thread:
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 
 import torch
+from microbench import ACT, OBS, B, random_batch, seconds_per_call
 from rich.console import Console
 from torch.profiler import ProfilerActivity, profile
 
 from agents.algorithms import make_algorithm
 from agents.config import TrainConfig
 from agents.networks import TwinCritic
-from agents.replay import Batch
-
-OBS, ACT, B = 11, 3, 256
-
-
-def seconds(fn: Callable[[], object], repeats: int = 7, calls: int = 30) -> float:
-    """Median over repeats of the mean seconds per call."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times)
-
-
-def batch(seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=g),
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, 1, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g),
-        not_terminated=torch.ones(B, 1),
-    )
 
 
 def matmul_share() -> tuple[float, float]:
     """(ms per TD3 update, fraction of profiled CPU time in mm/addmm/bmm)."""
     agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
-    b = batch()
-    per_update = seconds(lambda: agent.update(b), repeats=5, calls=20)
+    b = random_batch()
+    per_update = seconds_per_call(lambda: agent.update(b), repeats=5, calls=20)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(40):
             agent.update(b)
@@ -76,7 +49,7 @@ def optimiser_steps() -> tuple[float, float]:
         for p in critic.parameters():
             p.grad = torch.randn_like(p)
         optimiser = torch.optim.Adam(critic.parameters(), lr=3e-4, **kwargs)
-        results.append(seconds(optimiser.step, calls=100))
+        results.append(seconds_per_call(optimiser.step, calls=100))
     return results[0], results[1]
 
 
@@ -84,7 +57,7 @@ def compiled_critic_step() -> tuple[float, float, float]:
     """(eager, compiled, compile seconds) for one critic forward + backward + fused Adam step."""
     critic = TwinCritic(OBS, ACT, (256, 256))
     optimiser = torch.optim.Adam(critic.parameters(), lr=3e-4, fused=True)
-    b, y = batch(), torch.randn(B, 1)
+    b, y = random_batch(), torch.randn(B, 1)
 
     def loss() -> torch.Tensor:
         return (critic(b.obs, b.action) - y).square().sum(0).mean()
@@ -100,7 +73,7 @@ def compiled_critic_step() -> tuple[float, float, float]:
     start = time.perf_counter()
     step(compiled)
     compile_seconds = time.perf_counter() - start
-    return seconds(lambda: step(loss)), seconds(lambda: step(compiled)), compile_seconds
+    return seconds_per_call(lambda: step(loss)), seconds_per_call(lambda: step(compiled)), compile_seconds
 
 
 def main() -> None:
@@ -111,7 +84,7 @@ def main() -> None:
     console = Console()
 
     a, b = torch.randn(256, 256), torch.randn(256, 256)
-    gemm = seconds(lambda: a @ b, calls=200)
+    gemm = seconds_per_call(lambda: a @ b, calls=200)
     console.print(f"256×256×256 float32 matmul: {2 * 256**3 / gemm / 1e9:.0f} GFLOP/s on one core")
 
     ms, share = matmul_share()

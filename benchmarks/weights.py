@@ -10,47 +10,21 @@ SAC update on Hopper-sized networks measured in the same run.
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-
 import torch
+from microbench import ACT, OBS, B, random_batch, seconds_per_call
 from rich.console import Console
 from rich.table import Table
 
 from agents.algorithms import make_algorithm
 from agents.config import TrainConfig
 from agents.corrections.acoffpoc import batch_similarity, transition_similarity
-from agents.replay import Batch
-
-OBS, ACT, B = 11, 3, 256
-
-
-def per_call(fn: Callable[[], object], repeats: int = 7, calls: int = 50) -> float:
-    """Median over repeats of the mean seconds per call."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times)
 
 
 def plain_update(algo: str) -> float:
     config = TrainConfig(algo=algo).resolved()
     agent = make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(0))
-    g = torch.Generator().manual_seed(1)
-    batch = Batch(
-        obs=torch.randn(B, OBS, generator=g),
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, 1, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g),
-        not_terminated=torch.ones(B, 1),
-    )
-    return per_call(lambda: agent.update(batch), repeats=5, calls=20)
+    batch = random_batch(seed=1)
+    return seconds_per_call(lambda: agent.update(batch), repeats=5, calls=20)
 
 
 def main() -> None:
@@ -65,10 +39,12 @@ def main() -> None:
     for column in ("function", "divergence", "µs per call", "share of a plain update"):
         table.add_column(column, justify="left" if column in ("function", "divergence") else "right")
     for divergence in ("jsd", "symkl", "kl"):
-        cost = per_call(lambda d=divergence: batch_similarity(diff, 0.1, d))
+        cost = seconds_per_call(lambda d=divergence: batch_similarity(diff, 0.1, d), calls=50)
         table.add_row("batch_similarity", divergence, f"{cost * 1e6:.0f}", f"{cost / updates['td3']:.1%} of TD3")
     for divergence in ("jsd", "symkl", "kl"):
-        cost = per_call(lambda d=divergence: transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, d))
+        cost = seconds_per_call(
+            lambda d=divergence: transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, d), calls=50
+        )
         table.add_row("transition_similarity", divergence, f"{cost * 1e6:.0f}", f"{cost / updates['sac']:.1%} of SAC")
     console = Console()
     console.print(table)

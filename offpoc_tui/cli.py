@@ -90,6 +90,14 @@ def _resolve(db: Any, tokens: list[str]) -> list[int]:
         fail(str(error))
 
 
+def _resolve_one(db: Any, token: str) -> int:
+    """The id of the one run ``token`` names (an id, or a name matching one run)."""
+    ids = _resolve(db, [token])
+    if len(ids) > 1:
+        fail(f"{token!r} names {len(ids)} runs ({', '.join(map(str, ids))}): pass an id")
+    return ids[0]
+
+
 # ---- run -----------------------------------------------------------------------------------
 @app.command()
 def run(
@@ -241,10 +249,7 @@ def show(
     """One run: resolved config, status, timings, summary; the traceback of a failed run."""
     store = _open(db)
     reap_lost(store)
-    ids = _resolve(store, [run])
-    if len(ids) > 1:
-        fail(f"{run!r} names {len(ids)} runs ({', '.join(map(str, ids))}): pass an id")
-    detail = run_detail(store, ids[0])
+    detail = run_detail(store, _resolve_one(store, run))
     assert detail is not None
     if json_:
         print(json.dumps(detail, indent=1))
@@ -322,10 +327,7 @@ def resume(
 
     store = _open(db)
     reap_lost(store)
-    ids = _resolve(store, [run])
-    if len(ids) > 1:
-        fail(f"{run!r} names {len(ids)} runs ({', '.join(map(str, ids))}): pass an id")
-    row = get_run(store, ids[0])
+    row = get_run(store, _resolve_one(store, run))
     assert row is not None
     if row["status"] not in RESUMABLE:
         fail(f"run {row['id']} is {row['status']}; only stopped or lost runs resume")

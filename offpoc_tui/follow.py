@@ -8,15 +8,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from offpoc_tui.views import number
 from store import TERMINAL, open_store
 from store.reader import list_runs
 from store.runs import reap_lost
 
 POLL_S = 1.0
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
 
 
 def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S) -> dict[int, str]:
@@ -43,9 +40,9 @@ def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = PO
             for run in list_runs(db, run_ids=run_ids):
                 fields = {
                     "status": run["status"],
-                    "sps": _fmt(run["sps"], ".0f"),
-                    "ret": _fmt(run["last_return"], ".1f"),
-                    "lam": _fmt(run["mean_lambda"], ".3f"),
+                    "sps": number(run["sps"], ".0f"),
+                    "ret": number(run["last_return"], ".1f"),
+                    "lam": number(run["mean_lambda"], ".3f"),
                 }
                 if run["id"] not in tasks:
                     label = f"#{run['id']} {run['algo']} {run['env']} {run['correction']} s{run['seed']}"

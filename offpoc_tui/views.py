@@ -20,7 +20,8 @@ STATUS_STYLE = {
 }
 
 
-def _num(value: float | None, spec: str = ",.0f") -> str:
+def number(value: float | None, spec: str = ",.0f") -> str:
+    """A number for display; "–" for a missing one."""
     return "–" if value is None else format(value, spec)
 
 
@@ -56,8 +57,8 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
             f"{run['steps']:,}/{run['total_steps']:,}",
             f"{100 * progress:.0f}%",
-            _num(run["sps"]),
-            _num(run["last_return"], ",.1f"),
+            number(run["sps"]),
+            number(run["last_return"], ",.1f"),
             str(run["pid"]) if run["status"] == "running" and run["pid"] else "–",
         )
     return table
@@ -70,7 +71,7 @@ def run_view(run: dict[str, Any]) -> RenderableType:
     facts.add_column(style="bold")
     facts.add_column()
     counts = run["counts"]
-    first, last = run["evaluated_steps"]
+    first, last = run["evaluated_steps"]  # None, None before the first evaluation
     rows: list[tuple[str, Any]] = [
         ("status", status),
         ("steps", f"{run['steps']:,} of {run['total_steps']:,} ({run['updates']:,} updates)"),
@@ -78,12 +79,12 @@ def run_view(run: dict[str, Any]) -> RenderableType:
         ("started", _when(run["started"])),
         ("ended", _when(run["finished"])),
         ("training time", _duration(run["wall_time"])),
-        ("speed", f"{_num(run['sps'])} steps/s"),
+        ("speed", f"{number(run['sps'])} steps/s"),
         ("last heartbeat", _when(run["heartbeat"])),
         ("worker", f"pid {run['pid']} on {run['host']}" if run["pid"] else "–"),
-        ("evaluations", f"{counts['evaluations']} (steps {_num(first)}–{_num(last)})" if first is not None else "0"),
-        ("return", f"last {_num(run['last_return'], ',.1f')}, best {_num(run['best_return'], ',.1f')}"),
-        ("mean λ (last block)", _num(run["mean_lambda"], ".4f")),
+        ("evaluations", "0" if first is None else f"{counts['evaluations']} (steps {number(first)}–{number(last)})"),
+        ("return", f"last {number(run['last_return'], ',.1f')}, best {number(run['best_return'], ',.1f')}"),
+        ("mean λ (last block)", number(run["mean_lambda"], ".4f")),
         ("weights stored", f"{counts['weights']:,} updates, {counts['histograms']} histograms"),
         ("training episodes", f"{counts['episodes']:,}"),
         ("checkpoint", f"step {run['checkpoint_step']:,}" if run["checkpoint_step"] is not None else "none yet"),

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import traceback
@@ -33,7 +34,7 @@ from agents import (
     WeightBlock,
     WeightHistogram,
 )
-from store import StoreError, open_store
+from store import open_store
 from store.runs import claim, finish, get_run, run_dir
 from store.writer import RunWriter
 
@@ -133,7 +134,7 @@ def _record_failure(db: sqlite_utils.Database, binding: StoreBinding, run_id: in
     if trainer is not None:
         try:
             binding.writer.flush(trainer.step, trainer.agent.updates)
-        except StoreError as flush_error:  # the failure may be the store itself; the status still matters more
+        except sqlite3.Error as flush_error:  # the failure may be the store itself; the status still matters more
             print(f"could not write pending records: {flush_error}", file=sys.stderr, flush=True)
     finish(db, run_id, "failed", error=error.splitlines()[0] if error else "failed", traceback=text)
 

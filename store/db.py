@@ -174,11 +174,7 @@ def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_uti
     if not path.exists():
         if not create:
             raise StoreError(f"no offpoc store at {path} (start a run with `offpoc run`, or pass --db)")
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise StoreError(f"cannot create the store {path}: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK):
-            raise StoreError(f"cannot create the store {path}: directory {parent} is not writable")
+        _check_creatable(path)
     try:
         db = _connect(path)
         _migrate(db, path)
@@ -195,12 +191,15 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     path = Path(path)
     _check_file(path)
     if path.exists():
-        if not os.access(path, os.W_OK) or not os.access(path.parent if str(path.parent) else ".", os.W_OK):
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise StoreError(f"the store {path} is not writable")
-        db = open_store(path)
-        db.close()
-        return
-    parent = path.parent if str(path.parent) else Path(".")
+        open_store(path).close()
+    else:
+        _check_creatable(path)
+
+
+def _check_creatable(path: Path) -> None:
+    parent = path.parent
     if not parent.is_dir():
         raise StoreError(f"cannot create the store {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):

@@ -99,11 +99,9 @@ def create_runs(db: sqlite_utils.Database, specs: list[RunSpec]) -> list[int]:
 
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
-    row = db.execute("SELECT * FROM runs WHERE id = ?", [run_id]).fetchone()
-    if row is None:
-        return None
-    columns = [d[0] for d in db.execute("SELECT * FROM runs LIMIT 0").description]
-    return dict(zip(columns, row))
+    cursor = db.execute("SELECT * FROM runs WHERE id = ?", [run_id])
+    row = cursor.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
 
 
 def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:

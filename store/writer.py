@@ -51,8 +51,8 @@ class RunWriter:
         self.run_id = run_id
         self.flush_interval = flush_interval
         self.pending: dict[str, list[Sequence[Any]]] = {table: [] for table in _INSERT}
-        self.last_step = {table: db.execute(sql, [run_id]).fetchone()[0] for table, sql in _LAST_STEP.items()}
-        self.last_step = {table: -1 if step is None else int(step) for table, step in self.last_step.items()}
+        stored = {table: db.execute(sql, [run_id]).fetchone()[0] for table, sql in _LAST_STEP.items()}
+        self.last_step = {table: -1 if step is None else int(step) for table, step in stored.items()}
         row = db.execute("SELECT best_return FROM runs WHERE id = ?", [run_id]).fetchone()
         self.progress: dict[str, Any] = {"best_return": row[0] if row else None}
         self._last_flush = time.monotonic()
