@@ -4,6 +4,7 @@
     offpoc ps            offpoc show 3          offpoc follow
     offpoc stop 3        offpoc resume 3        offpoc rm 3
     offpoc export --table evaluations --format csv -o returns.csv
+    offpoc dashboard     offpoc dashboard --once
 
 Bad input prints one line and exits with status 2, before anything is written.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -28,10 +28,12 @@ try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
 
+from offpoc_tui.control import ControlError, request_stop
+from offpoc_tui.control import resume as resume_run
 from store import TERMINAL, StoreError, open_store
 from store.db import check_writable
 from store.reader import PS_COLUMNS, list_runs, run_detail
-from store.runs import RESUMABLE, create_runs, delete_runs, finish, get_run, hostname, pid_alive, reap_lost, requeue
+from store.runs import create_runs, delete_runs, get_run, pid_alive, reap_lost
 
 USAGE = 2
 STOP_WAIT_S = 300.0
@@ -274,24 +276,14 @@ def stop(
     ids = [r["id"] for r in list_runs(store, statuses=["queued", "running"])] if all_ else _resolve(store, runs or [])
     waiting = []
     for run_id in ids:
-        run = get_run(store, run_id)
-        assert run is not None
-        if run["status"] == "queued":
-            finish(store, run_id, "stopped", only_from=("queued",))
-            out.print(f"run {run_id}: stopped before it started")
-        elif run["status"] == "running":
-            if run["host"] != hostname():
-                fail(f"run {run_id} runs on host {run['host']}: stop it there")
-            try:
-                os.kill(run["pid"], signal.SIGTERM)
-            except ProcessLookupError:  # it ended between the check and the signal
-                reap_lost(store)
-                continue
-            except PermissionError:
-                fail(f"run {run_id}'s worker (pid {run['pid']}) belongs to another user")
+        try:
+            message = request_stop(store, run_id)
+        except ControlError as error:
+            fail(str(error))
+        if message is None:
             waiting.append(run_id)
         else:
-            out.print(f"run {run_id}: already {run['status']}")
+            out.print(message)
     if waiting:
         _wait_stopped(store, waiting)
 
@@ -321,29 +313,16 @@ def resume(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Continue a stopped or lost run from its last checkpoint to its configured length."""
-    from offpoc_tui.launcher import start_launcher
-    from offpoc_tui.worker import CHECKPOINT
-    from store.runs import run_dir
-
     store = _open(db)
     reap_lost(store)
-    row = get_run(store, _resolve_one(store, run))
-    assert row is not None
-    if row["status"] not in RESUMABLE:
-        fail(f"run {row['id']} is {row['status']}; only stopped or lost runs resume")
-    if row["source"]:
-        fail(f"run {row['id']} was imported; there is nothing to resume")
-    checkpoint = run_dir(db, row["id"]) / CHECKPOINT
-    requeue(store, row["id"])
+    run_id = _resolve_one(store, run)
+    try:
+        out.print(resume_run(db, store, run_id))
+    except ControlError as error:
+        fail(str(error))
     store.close()
-    start_launcher(db, [row["id"]], 1)
-    step = row["checkpoint_step"]
-    where = f"from its checkpoint at step {step:,}" if step is not None else "from its checkpoint"
-    where = where if checkpoint.exists() else "from the start"
-    where += "" if checkpoint.exists() else " (no checkpoint yet; steps already recorded are kept)"
-    out.print(f"resuming run {row['id']} {where}")
     if follow_:
-        _follow(db, [row["id"]])
+        _follow(db, [run_id])
 
 
 @app.command()
@@ -398,6 +377,29 @@ def export(
         count = write_rows(f, format_, columns(table), data)
     tmp.replace(output)
     err.print(f"wrote {count:,} rows to {output}", highlight=False)
+
+
+# ---- dashboard -------------------------------------------------------------------------------
+@app.command()
+def dashboard(
+    once: Annotated[bool, typer.Option("--once", help="Print the runs and compare tables, then exit.")] = False,
+    refresh: Annotated[float, typer.Option(help="Seconds between polls of the store.", min=0.1)] = 1.0,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """The live dashboard: runs, return curves, λ histograms, baseline-vs-correction comparisons."""
+    if not db.exists():
+        fail(f"no store at {db}: start runs with `offpoc run`, or pass --db")
+    if once:
+        from offpoc_tui.dashboard.summary import summary
+
+        store = _open(db)
+        # Piped into a log: wide enough for the tables rather than the 80 columns of no terminal.
+        Console(width=None if sys.stdout.isatty() else 160).print(summary(store))
+        return
+    _open(db).close()  # a corrupt or foreign file fails here, with one line
+    from offpoc_tui.dashboard.app import Dashboard
+
+    Dashboard(db, poll_s=refresh).run()
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from store.codec import decode_weights
+from store.codec import decode_counts, decode_weights
 
 META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "seed")
 """The run metadata that leads every exported row."""
@@ -100,3 +100,65 @@ def weight_rows(db: sqlite_utils.Database, run_id: int) -> Iterator[tuple[int, i
         values = decode_weights(data, len(names))
         for i in range(count):
             yield first_update + i, first_step + i, names, values[i]
+
+
+# ---- incremental reads for live views (the dashboard polls these) ---------------------------
+def _in(run_ids: list[int]) -> str:
+    return ", ".join("?" for _ in run_ids)
+
+
+def eval_points(db: sqlite_utils.Database, run_ids: list[int], after_id: int = 0) -> list[tuple[Any, ...]]:
+    """Evaluations of ``run_ids`` with rowid > ``after_id``: (id, run_id, step, wall_time, return_mean)."""
+    if not run_ids:
+        return []
+    return db.execute(
+        f"SELECT id, run_id, step, wall_time, return_mean FROM evaluations WHERE id > ? AND run_id IN ({_in(run_ids)})"
+        " ORDER BY id",
+        [after_id, *run_ids],
+    ).fetchall()
+
+
+def train_points(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
+    """A run's training statistics, in step order."""
+    return _dicts(
+        db.execute(
+            "SELECT step, updates, critic_loss, actor_loss, q_mean, alpha, sps FROM train WHERE run_id = ?"
+            " ORDER BY step",
+            [run_id],
+        )
+    )
+
+
+def histograms(db: sqlite_utils.Database, run_ids: list[int]) -> list[tuple[int, int, np.ndarray]]:
+    """(run_id, step, counts) of every λ histogram of ``run_ids``, by run then step."""
+    if not run_ids:
+        return []
+    rows = db.execute(
+        f"SELECT run_id, step, counts FROM histograms WHERE run_id IN ({_in(run_ids)}) ORDER BY run_id, step", run_ids
+    )
+    return [(run_id, step, decode_counts(counts)) for run_id, step, counts in rows]
+
+
+def weight_blocks(
+    db: sqlite_utils.Database, run_id: int, after_id: int = 0
+) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+    """Blocks of per-update weights with rowid > ``after_id``: (id, first_step, columns, (count, columns) values)."""
+    for block_id, first_step, columns, data in db.execute(
+        "SELECT id, first_step, columns, data FROM weights WHERE run_id = ? AND id > ? ORDER BY first_step",
+        [run_id, after_id],
+    ):
+        names = tuple(columns.split(","))
+        yield block_id, first_step, names, decode_weights(data, len(names))
+
+
+def configs(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Each run's resolved config."""
+    if not run_ids:
+        return {}
+    rows = db.execute(f"SELECT id, config FROM runs WHERE id IN ({_in(run_ids)})", run_ids)
+    return {run_id: json.loads(config) for run_id, config in rows}
+
+
+def traceback_of(db: sqlite_utils.Database, run_id: int) -> str | None:
+    row = db.execute("SELECT traceback FROM runs WHERE id = ?", [run_id]).fetchone()
+    return row[0] if row else None

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from store import open_store
 from store.runs import create_runs
-from tests.storefill import fill, spec
+from tests.storefill import FIXED_TIME, fill, fill_learning, spec
 
 
 @pytest.fixture
@@ -25,3 +28,34 @@ def filled_store(tmp_path: Path) -> Path:
     db.conn.commit()
     db.close()
     return path
+
+
+@pytest.fixture
+def dashboard_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """TD3 on Hopper-v4, baseline and AC-Off-POC, 3 seeds each, 20,000 steps; fixed clock and cwd.
+
+    The path returned is relative (``offpoc.db`` in the test's working directory), so
+    nothing machine-specific shows on screen.
+    """
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    path = Path("offpoc.db")
+    db = open_store(path, create=True)
+    specs = [spec(correction=c, seed=s) for c in ("none", "acoffpoc") for s in range(3)]
+    for s in specs:
+        s.config["total_steps"] = 20_000
+    ids = create_runs(db, [dataclasses.replace(s, total_steps=20_000) for s in specs])
+    db.close()
+    for run_id in ids:
+        fill_learning(path, run_id, 20_000, gain=1.0 if run_id <= 3 else 1.15)
+    db = open_store(path)
+    db.execute(
+        "UPDATE runs SET status = 'finished', created = ?, started = ?, finished = ?, heartbeat = ?",
+        [FIXED_TIME, FIXED_TIME + 1, FIXED_TIME + 170, FIXED_TIME + 170],
+    )
+    db.conn.commit()
+    db.close()
+    yield path
+    monkeypatch.undo()
+    time.tzset()

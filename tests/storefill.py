@@ -36,3 +36,26 @@ def fill(db_path: Path, run_id: int, steps: int = 3000, per_transition: bool = F
     writer.add_histogram(steps, np.arange(50))
     writer.flush(steps, steps - 500)
     db.close()
+
+
+FIXED_TIME = 1_790_000_000.0
+"""A fixed clock for stores whose rendering is compared byte for byte (snapshots)."""
+
+
+def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_transition: bool = False) -> None:
+    """A learning-like run through RunWriter: rising returns, λ drifting up, a histogram per evaluation."""
+    db = open_store(db_path)
+    writer = RunWriter(db, run_id)
+    rng = np.random.default_rng(run_id)
+    columns = ("mean", "min", "max", "p10", "p25", "p50", "p75", "p90") if per_transition else ("lambda",)
+    for step in range(0, steps + 1, 1000):
+        ret = gain * 3000 * (1 - np.exp(-step / 15000)) + rng.normal(0, 40)
+        writer.add_eval(step, step / 120, float(ret), 30.0, [float(ret)] * 3, [1000, 1000, 1000])
+        if step >= 2000:
+            writer.add_train_stats(step, step - 1000, 1 / (1 + step / 5000), -step / 100, step / 50, None, 120.0)
+            level = min(0.5 + step / (2 * steps), 0.99)
+            values = np.clip(rng.normal(level, 0.1, (1000, len(columns))), 0, 1)
+            writer.add_weights(columns, np.arange(step - 1999, step - 999), np.arange(step - 999, step + 1), values)
+            writer.add_histogram(step, np.histogram(values[:, 0], bins=50, range=(0, 1))[0])
+    writer.flush(steps, steps - 1000)
+    db.close()

@@ -1,0 +1,62 @@
+"""Stopping and resuming runs: what ``offpoc stop/resume`` and the dashboard's keys both do."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
+
+
+class ControlError(Exception):
+    """A run that cannot be stopped or resumed; the message is one line for the user."""
+
+
+def request_stop(store: Any, run_id: int) -> str | None:
+    """Stop one run: a queued one at once, a running one by SIGTERM (it checkpoints, then stops).
+
+    Returns a line for the user, or None when a signal was sent and the worker is now stopping.
+    """
+    run = get_run(store, run_id)
+    if run is None:
+        raise ControlError(f"no run {run_id}")
+    if run["status"] == "queued":
+        finish(store, run_id, "stopped", only_from=("queued",))
+        return f"run {run_id}: stopped before it started"
+    if run["status"] != "running":
+        return f"run {run_id}: already {run['status']}"
+    if run["host"] != hostname():
+        raise ControlError(f"run {run_id} runs on host {run['host']}: stop it there")
+    try:
+        os.kill(run["pid"], signal.SIGTERM)
+    except ProcessLookupError:  # it ended between the check and the signal
+        reap_lost(store)
+        return f"run {run_id}: already ended"
+    except PermissionError:
+        raise ControlError(f"run {run_id}'s worker (pid {run['pid']}) belongs to another user") from None
+    return None
+
+
+def resume(db_path: Path, store: Any, run_id: int) -> str:
+    """Requeue a stopped or lost run and start a launcher for it; returns a line for the user."""
+    from offpoc_tui.launcher import start_launcher
+    from offpoc_tui.worker import CHECKPOINT
+    from store.runs import run_dir
+
+    reap_lost(store)
+    row = get_run(store, run_id)
+    if row is None:
+        raise ControlError(f"no run {run_id}")
+    if row["status"] not in RESUMABLE:
+        raise ControlError(f"run {run_id} is {row['status']}; only stopped or lost runs resume")
+    if row["source"]:
+        raise ControlError(f"run {run_id} was imported; there is nothing to resume")
+    checkpoint = run_dir(db_path, run_id) / CHECKPOINT
+    requeue(store, run_id)
+    start_launcher(db_path, [run_id], 1)
+    if not checkpoint.exists():
+        return f"resuming run {run_id} from the start (no checkpoint yet; steps already recorded are kept)"
+    step = row["checkpoint_step"]
+    return f"resuming run {run_id} from its checkpoint" + (f" at step {step:,}" if step is not None else "")

@@ -1,0 +1,350 @@
+"""``offpoc dashboard``: the Textual app, its keys, and the thread that polls the store.
+
+The poller thread owns the SQLite connection and every data computation; it posts
+:mod:`.messages` to the UI, which only lays out what it receives. It answers the
+:class:`~.model.Request` of the tab on screen only, so hidden views cost nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Header, Input, Select, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from offpoc_tui.dashboard import filters
+from offpoc_tui.dashboard.compare_pane import ComparePane
+from offpoc_tui.dashboard.curves_pane import CurvesPane
+from offpoc_tui.dashboard.detail_pane import DetailPane
+from offpoc_tui.dashboard.help_screen import HelpScreen
+from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
+from offpoc_tui.dashboard.model import SMOOTHING, CompareData, CurvesData, DetailData, Model, Request, compare_keys
+from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
+from offpoc_tui.dashboard.weights_pane import WeightsPane
+from store import StoreError, open_store
+from store.reader import list_runs
+from store.runs import reap_lost
+
+POLL_S = 1.0
+REAP_EVERY_S = 10.0
+"""How often the poller marks runs whose worker died as lost (as ``offpoc ps`` does)."""
+FILTER_HINT = "filter: env=Hopper correction=acoffpoc seed=0,1 (enter applies, esc closes)"
+
+
+class Dashboard(App[None]):
+    CSS_PATH = "dashboard.tcss"
+    TITLE = "offpoc"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "view('runs')", "Runs"),
+        Binding("2", "view('curves')", "Curves"),
+        Binding("3", "view('weights')", "Weights"),
+        Binding("4", "view('compare')", "Compare"),
+        Binding("5", "view('detail')", "Detail"),
+        Binding("slash", "filter", "Filter"),
+        Binding("space", "toggle_select", "Select"),
+        Binding("a", "select_all", "All/none"),
+        Binding("s", "sort", "Sort"),
+        Binding("g", "group", "Group"),
+        Binding("w", "wall_time", "Steps/time"),
+        Binding("m", "smoothing", "Smooth"),
+        Binding("h", "heatmap", "Heatmap", show=False),
+        Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
+        Binding("right_square_bracket", "interval(1)", "Later", show=False),
+        Binding("x", "stop", "Stop"),
+        Binding("r", "resume", "Resume"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, db_path: Path, poll_s: float = POLL_S) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.poll_s = poll_s
+        self.sub_title = str(db_path)
+        self.runs: list[dict[str, Any]] = []
+        self.shown_runs: list[dict[str, Any]] = []
+        self.selected: set[int] = set()
+        self.predicate: filters.Predicate = filters.parse("")
+        self.filter_text = ""
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self.request = Request()
+        self.polls = 0
+        """Runs updates received (tests wait on it)."""
+        self.last_poll_s = 0.0
+        self._wake = threading.Event()
+
+    # ---- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(initial="runs"):
+            with TabPane("1 Runs", id="runs"):
+                yield RunsTable(id="runs-table")
+            with TabPane("2 Curves", id="curves"):
+                yield CurvesPane()
+            with TabPane("3 Weights", id="weights"):
+                yield WeightsPane()
+            with TabPane("4 Compare", id="compare"):
+                yield ComparePane()
+            with TabPane("5 Detail", id="detail"):
+                yield DetailPane()
+        yield Static(id="status")
+        yield Input(placeholder=FILTER_HINT, id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        # Held, not queried: App.query_one searches the active screen, which may be the help.
+        self.table = self.query_one(RunsTable)
+        self.curves_pane = self.query_one(CurvesPane)
+        self.weights_pane = self.query_one(WeightsPane)
+        self.compare_pane = self.query_one(ComparePane)
+        self.detail_pane = self.query_one(DetailPane)
+        self.status_bar = self.query_one("#status", Static)
+        self.filter_box = self.query_one("#filter", Input)
+        self.table.focus()
+        self.poll_store()
+
+    # ---- the poller thread -----------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="poller")
+    def poll_store(self) -> None:
+        worker = get_current_worker()
+        try:
+            store = open_store(self.db_path)
+        except StoreError as error:
+            self.post_message(StoreProblem(str(error)))
+            return
+        model = Model()
+        reaped = 0.0
+        while not worker.is_cancelled:
+            self._wake.clear()  # a request made while this poll runs wakes the next at once
+            start = time.perf_counter()
+            try:
+                if time.monotonic() - reaped > REAP_EVERY_S:
+                    reaped = time.monotonic()
+                    with contextlib.suppress(sqlite3.OperationalError):  # read-only store: show what is there
+                        reap_lost(store)
+                runs = list_runs(store)
+                model.forget(runs)
+                self.post_message(RunsUpdated(runs, time.perf_counter() - start))
+                request = self.request
+                data = model.answer(store, runs, request)
+                if data is not None:
+                    self.post_message(ViewData(request, data))
+            except sqlite3.Error as error:
+                self.post_message(StoreProblem(f"reading {self.db_path}: {error}"))
+            self._wake.wait(self.poll_s)
+        store.close()
+
+    def ask(self, **changes: Any) -> None:
+        """Change what the view on screen needs, and have the poller answer now."""
+        request = dataclasses.replace(self.request, **changes)
+        if request != self.request:
+            self.request = request
+            self._wake.set()
+        self._show_state()
+
+    # ---- messages from the poller --------------------------------------------------------------
+    def on_runs_updated(self, message: RunsUpdated) -> None:
+        if not self.table.is_attached:  # arrived while the app shuts down
+            return
+        self.runs = message.runs
+        self.last_poll_s = message.poll_s
+        self.selected &= {r["id"] for r in self.runs}
+        self._refresh_table()
+        self.compare_pane.set_keys(compare_keys(self.runs), self.request.compare_key)
+        self.polls += 1
+
+    def on_view_data(self, message: ViewData) -> None:
+        if message.request != self.request or not self.table.is_attached:
+            return  # answered a question no longer asked, or shutting down
+        data = message.data
+        if isinstance(data, CurvesData):
+            self.curves_pane.show(data)
+        elif isinstance(data, CompareData):
+            pane = self.compare_pane
+            pane.set_keys(compare_keys(self.runs), data.key)
+            pane.show(data)
+        elif isinstance(data, DetailData):
+            self.detail_pane.show(data)
+        else:
+            self.weights_pane.show(data)
+
+    def on_store_problem(self, message: StoreProblem) -> None:
+        self.notify(message.message, severity="error", timeout=10)
+
+    # ---- the runs table ----------------------------------------------------------------------
+    def _refresh_table(self) -> None:
+        visible = [r for r in self.runs if self.predicate(r)]
+        if self.sort_column is not None:
+            column = self.sort_column
+            visible.sort(key=lambda r: sort_value(r, column), reverse=self.sort_reverse)
+        self.shown_runs = visible
+        self.table.sync(visible, self.selected)
+        self._follow_cursor()
+
+    def _follow_cursor(self) -> None:
+        shown = [r["id"] for r in self.shown_runs]
+        ids = tuple(i for i in shown if i in self.selected) or tuple(shown)
+        self.ask(run_ids=ids, cursor=self.table.cursor_run)
+
+    def _show_state(self) -> None:
+        cursor = self.table.cursor_run
+        text = f"{len(self.shown_runs)} of {len(self.runs)} runs shown · {len(self.selected)} selected"
+        text += f" · cursor: run {cursor}" if cursor is not None else ""
+        text += f" · filter: {self.filter_text}" if self.filter_text else ""
+        if self.sort_column:
+            text += f" · sorted by {self.sort_column}{' ↓' if self.sort_reverse else ' ↑'}"
+        self.status_bar.update(text)
+        self.curves_pane.show_request(self.request, len(self.selected))
+        self.weights_pane.show_request(self.request)
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def _cursor_moved(self) -> None:
+        self.ask(cursor=self.table.cursor_run)
+
+    @on(DataTable.RowSelected, "#runs-table")
+    def _row_chosen(self) -> None:
+        self.action_view("detail")
+
+    @on(DataTable.HeaderSelected, "#runs-table")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        self._sort_by(str(event.column_key.value))
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        view = event.pane.id or "runs"
+        self.ask(view=view)
+        if view == "runs":
+            self.table.focus()
+
+    # ---- actions ---------------------------------------------------------------------------------
+    def action_view(self, view: str) -> None:
+        self.query_one(TabbedContent).active = view
+        self.ask(view=view)
+
+    def action_filter(self) -> None:
+        box = self.filter_box
+        box.add_class("visible")
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.predicate = filters.parse(event.value)
+        except filters.FilterError as error:
+            self.notify(str(error), severity="error")
+            return
+        self.filter_text = event.value.strip()
+        self._close_filter()
+        self._refresh_table()
+
+    def _close_filter(self) -> None:
+        self.filter_box.remove_class("visible")
+        self.action_view("runs")
+        self.table.focus()
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape" and self.filter_box.has_focus:
+            self._close_filter()
+            event.stop()
+
+    def action_toggle_select(self) -> None:
+        run_id = self.table.cursor_run
+        if run_id is None:
+            return
+        self.selected ^= {run_id}
+        self._refresh_table()
+
+    def action_select_all(self) -> None:
+        shown = {r["id"] for r in self.shown_runs}
+        self.selected = set() if shown <= self.selected else self.selected | shown
+        self._refresh_table()
+
+    def action_sort(self) -> None:
+        column = COLUMNS[max(self.table.cursor_column, 1)][0]
+        self._sort_by(column)
+
+    def _sort_by(self, column: str) -> None:
+        if column == "sel":
+            return
+        self.sort_reverse = not self.sort_reverse if self.sort_column == column else False
+        self.sort_column = column
+        self._refresh_table()
+
+    def action_group(self) -> None:
+        self.ask(grouped=not self.request.grouped)
+
+    def action_wall_time(self) -> None:
+        self.ask(wall_time=not self.request.wall_time)
+
+    def action_smoothing(self) -> None:
+        index = SMOOTHING.index(self.request.smoothing) if self.request.smoothing in SMOOTHING else 0
+        self.ask(smoothing=SMOOTHING[(index + 1) % len(SMOOTHING)])
+
+    def action_heatmap(self) -> None:
+        self.ask(heatmap=not self.request.heatmap)
+
+    def action_interval(self, delta: int) -> None:
+        self.ask(interval=min(self.request.interval + delta, -1))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def _targets(self) -> list[int]:
+        cursor = self.table.cursor_run
+        return sorted(self.selected) or ([cursor] if cursor is not None else [])
+
+    def action_stop(self) -> None:
+        self._control("stop", self._targets())
+
+    def action_resume(self) -> None:
+        self._control("resume", self._targets())
+
+    @work(thread=True, group="control")
+    def _control(self, what: str, run_ids: list[int]) -> None:
+        """Stop or resume runs; the store is written from this thread, never the UI's."""
+        from offpoc_tui.control import ControlError, request_stop, resume
+
+        if not run_ids:
+            self.call_from_thread(self.notify, "no run under the cursor", severity="warning")
+            return
+        try:
+            store = open_store(self.db_path)
+        except StoreError as error:
+            self.call_from_thread(self.notify, str(error), severity="error")
+            return
+        for run_id in run_ids:
+            try:
+                if what == "stop":
+                    line = request_stop(store, run_id) or f"run {run_id}: stopping (checkpoint, then stopped)"
+                else:
+                    line = resume(self.db_path, store, run_id)
+                self.call_from_thread(self.notify, line)
+            except ControlError as error:
+                self.call_from_thread(self.notify, str(error), severity="error")
+        store.close()
+        self._wake.set()
+
+    # ---- compare controls -----------------------------------------------------------------------
+    @on(Select.Changed, "#compare-key")
+    def _compare_key(self, event: Select.Changed) -> None:
+        if isinstance(event.value, tuple):
+            self.ask(compare_key=event.value)
+
+    @on(Input.Submitted, "#compare-threshold")
+    def _threshold(self, event: Input.Submitted) -> None:
+        text = event.value.strip().replace(",", "")
+        try:
+            self.ask(threshold=float(text) if text else None)
+        except ValueError:
+            self.notify(f"threshold must be a number, not {event.value!r}", severity="error")

@@ -1,0 +1,99 @@
+"""Incremental copies of what the dashboard plots, refreshed by the poller thread.
+
+Each poll asks SQLite only for rows past the last rowid seen per run, so a refresh
+costs what was written since the previous one, not the size of the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sqlite_utils
+
+from store.reader import eval_points, weight_blocks
+
+
+@dataclass
+class RunCurve:
+    steps: list[int] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    returns: list[float] = field(default_factory=list)
+    last_id: int = 0
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.asarray(self.steps, dtype=np.int64), np.asarray(self.wall), np.asarray(self.returns)
+
+
+class EvalCache:
+    """Every evaluation of the runs asked for so far, keyed by run id."""
+
+    def __init__(self) -> None:
+        self.curves: dict[int, RunCurve] = {}
+
+    def update(self, db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, RunCurve]:
+        """Bring ``run_ids`` up to date; returns their curves."""
+        fresh = [r for r in run_ids if r not in self.curves]
+        known = [r for r in run_ids if r in self.curves]
+        for run_id in fresh:
+            self.curves[run_id] = RunCurve()
+        after = min((self.curves[r].last_id for r in known), default=0)
+        for ids, since in ((fresh, 0), (known, after)):
+            for row_id, run_id, step, wall, ret in eval_points(db, ids, since):
+                curve = self.curves[run_id]
+                if row_id > curve.last_id:
+                    curve.steps.append(step)
+                    curve.wall.append(wall)
+                    curve.returns.append(ret)
+                    curve.last_id = row_id
+        return {r: self.curves[r] for r in run_ids}
+
+    def forget(self, keep: set[int]) -> None:
+        """Drop runs that no longer exist."""
+        for run_id in set(self.curves) - keep:
+            del self.curves[run_id]
+
+
+QUANTILE_LINES = ("p10", "p50", "p90")
+
+
+@dataclass
+class RunQuantiles:
+    """λ quantiles per block of updates (1,000 by default) over training."""
+
+    steps: list[float] = field(default_factory=list)
+    values: list[tuple[float, float, float]] = field(default_factory=list)
+    last_id: int = 0
+
+
+def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float, float, float]:
+    """p10/p50/p90 of λ over one block of updates.
+
+    A per-batch λ (DDPG, TD3): quantiles across the block's batches. Per-transition λ_i
+    (SAC): the block's mean of each batch's own p10/p50/p90 of the λ_i.
+    """
+    if columns == ("lambda",):
+        p10, p50, p90 = np.quantile(values[:, 0], (0.1, 0.5, 0.9))
+        return float(p10), float(p50), float(p90)
+    index = [columns.index(name) for name in QUANTILE_LINES]
+    p10, p50, p90 = values[:, index].mean(axis=0)
+    return float(p10), float(p50), float(p90)
+
+
+class WeightCache:
+    """Per run, the quantile lines of λ, decoded once per stored block."""
+
+    def __init__(self) -> None:
+        self.runs: dict[int, RunQuantiles] = {}
+
+    def update(self, db: sqlite_utils.Database, run_id: int) -> RunQuantiles:
+        run = self.runs.setdefault(run_id, RunQuantiles())
+        for block_id, first_step, columns, values in weight_blocks(db, run_id, run.last_id):
+            run.steps.append(first_step + (len(values) - 1) / 2)
+            run.values.append(block_quantiles(columns, values))
+            run.last_id = max(run.last_id, block_id)
+        return run
+
+    def forget(self, keep: set[int]) -> None:
+        for run_id in set(self.runs) - keep:
+            del self.runs[run_id]

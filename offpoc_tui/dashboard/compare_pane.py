@@ -1,0 +1,74 @@
+"""Compare: one algo and env, the baseline and every correction on one plot and in a table."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Input, Select, Static
+
+from offpoc_tui.dashboard.groups import CompareRow, method
+from offpoc_tui.dashboard.model import CompareData
+from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.views import number
+
+HEADERS = ("method", "seeds", "final return ± 95% CI", "vs baseline", "Welch p", "steps to thr.", "config vs baseline")
+
+
+def p_text(p: float | None) -> str:
+    if p is None or math.isnan(p):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def row_cells(row: CompareRow) -> list[Text | str]:
+    final = "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
+    diff = "baseline" if row.key[2] == "none" else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
+    return [
+        method(row.key),
+        Text(str(row.n_seeds), justify="right"),
+        Text(final, justify="right"),
+        Text(diff, justify="right"),
+        Text(p_text(row.p_value), justify="right"),
+        Text(number(row.steps_to_threshold), justify="right"),
+        row.config_diff or ("" if row.key[2] == "none" else "same"),
+    ]
+
+
+class ComparePane(Vertical):
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[tuple[str, str]] = []
+        """The (algo, env) pairs offered, as last set."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="compare-controls"):
+            yield Select[tuple[str, str]]([], prompt="algo · env", id="compare-key", allow_blank=True)
+            yield Input(placeholder="threshold (default: baseline's final return)", id="compare-threshold")
+        yield FigurePlot(id="compare-plot")
+        yield Static(id="compare-note", classes="pane-state")
+        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#compare-table", DataTable).add_columns(*HEADERS)
+
+    def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
+        select = self.query_one("#compare-key", Select)
+        with select.prevent(Select.Changed):
+            if keys != self.keys:
+                self.keys = keys
+                select.set_options([(f"{algo} · {env}", (algo, env)) for algo, env in keys])
+            if current in keys and select.value != current:
+                select.value = current
+
+    def show(self, data: CompareData) -> None:
+        self.query_one("#compare-plot", FigurePlot).show(data.figure)
+        table = self.query_one("#compare-table", DataTable)
+        table.clear()
+        for row in data.rows:
+            table.add_row(*row_cells(row))
+        last = "final return: each seed's mean over its last 10 evaluations; CI and Welch's test across seeds"
+        threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
+        self.query_one("#compare-note", Static).update(f"{last} · {threshold}")

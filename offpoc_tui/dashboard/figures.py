@@ -1,0 +1,76 @@
+"""What a plot shows, as plain data: built off the UI thread, drawn by :mod:`.plots`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RGB = tuple[int, int, int]
+
+PALETTE: tuple[RGB, ...] = (
+    (86, 156, 255),  # blue
+    (255, 140, 66),  # orange
+    (92, 200, 120),  # green
+    (235, 87, 87),  # red
+    (190, 130, 250),  # purple
+    (240, 200, 70),  # yellow
+    (70, 210, 210),  # cyan
+    (240, 120, 190),  # pink
+)
+
+
+def colour(index: int) -> RGB:
+    return PALETTE[index % len(PALETTE)]
+
+
+def faint(rgb: RGB, strength: float = 0.35) -> RGB:
+    """The colour blended towards a dark background, for bands and raw curves behind a mean."""
+    r, g, b = (round(c * strength + 30 * (1 - strength)) for c in rgb)
+    return r, g, b
+
+
+@dataclass(frozen=True)
+class Line:
+    x: np.ndarray
+    y: np.ndarray
+    colour: RGB
+    label: str | None = None
+    marker: str = "braille"
+
+
+@dataclass(frozen=True)
+class LinesFigure:
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: list[Line] = field(default_factory=list)
+    hlines: list[tuple[float, RGB]] = field(default_factory=list)
+    """Horizontal reference lines (a threshold)."""
+
+
+@dataclass(frozen=True)
+class BarsFigure:
+    title: str
+    xlabel: str
+    ylabel: str
+    x: np.ndarray
+    heights: np.ndarray
+    colour: RGB = PALETTE[0]
+
+
+@dataclass(frozen=True)
+class MatrixFigure:
+    """A heatmap: ``cells`` (rows top to bottom, columns left to right) in [0, 1]."""
+
+    title: str
+    cells: np.ndarray
+    colour: RGB = PALETTE[0]
+
+
+Figure = LinesFigure | BarsFigure | MatrixFigure
+
+
+def empty(title: str, why: str) -> LinesFigure:
+    """A figure with nothing to plot yet; the title says why."""
+    return LinesFigure(f"{title}: {why}", "", "")

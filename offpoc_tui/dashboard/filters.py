@@ -1,0 +1,46 @@
+"""The runs table's filter: ``env=Hopper correction=acoffpoc``, or bare words.
+
+``key=value`` keeps runs whose column contains the value (case-insensitive; ``id`` and
+``seed`` match exactly, ``seed=0,1`` either); a bare word must appear in the name,
+algo, env or correction. Terms combine with AND.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+KEYS = {
+    "id": "id", "name": "name", "algo": "algo", "env": "env", "correction": "correction", "corr": "correction",
+    "divergence": "divergence", "div": "divergence", "seed": "seed", "status": "status",
+}  # fmt: skip
+EXACT = {"id", "seed"}
+BARE = ("name", "algo", "env", "correction")
+
+Predicate = Callable[[dict[str, Any]], bool]
+
+
+class FilterError(ValueError):
+    """A term the filter does not understand; the message is one line."""
+
+
+def _term(token: str) -> Predicate:
+    if "=" not in token:
+        word = token.lower()
+        return lambda run: any(word in str(run[c] or "").lower() for c in BARE)
+    key, _, value = token.partition("=")
+    column = KEYS.get(key.lower())
+    if column is None:
+        raise FilterError(f"unknown filter key {key!r}; use one of {', '.join(sorted(set(KEYS.values())))}")
+    options = [v.lower() for v in value.split(",") if v]
+    if not options:
+        raise FilterError(f"{key}= needs a value")
+    if column in EXACT:
+        return lambda run: str(run[column]) in options
+    return lambda run: any(o in str(run[column] or "none").lower() for o in options)
+
+
+def parse(text: str) -> Predicate:
+    """A predicate over run rows; raises :class:`FilterError` for an unknown key."""
+    terms = [_term(token) for token in text.split()]
+    return lambda run: all(term(run) for term in terms)

@@ -1,0 +1,42 @@
+"""``?``: every key, what it does, and how to filter."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# offpoc dashboard
+
+| key | does |
+|---|---|
+| `1`–`5` | Runs, Curves, Weights, Compare, Detail |
+| `↑` `↓` / mouse | move the cursor (the run Weights and Detail show) |
+| `space` | select or unselect the run under the cursor |
+| `a` | select every run the filter shows, or clear the selection |
+| `/` | filter, e.g. `env=Hopper correction=acoffpoc seed=0,1`; empty clears |
+| `s` / click a header | sort by the cursor's column; again to reverse |
+| `enter` | the run's detail: config, losses, Q, α, SPS, error |
+| `x` / `r` | stop (checkpoint, resumable) / resume the selected runs, or the cursor's |
+| `g` | group runs by algo, env, correction, divergence: mean over seeds, 95% CI |
+| `w` | x axis: environment steps or wall time |
+| `m` | smoothing: none, 5 or 10 evaluations |
+| `h` | λ over training: quantile lines or heatmap |
+| `[` `]` | the λ histogram's interval: earlier, later |
+| `?` | this help · `q` quit |
+
+Curves show the selected runs, or every run the filter shows when none is selected.
+Compare shows one algo on one env: pick it at the top; the threshold defaults to the
+baseline's final return (mean of each seed's last 10 evaluations).
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        yield Markdown(HELP, id="help")

@@ -1,0 +1,286 @@
+"""From the store to figures and tables, for the view on screen: runs in the poller thread.
+
+:class:`Request` is what the UI currently shows (view, runs, toggles); :class:`Model`
+answers it from incremental caches. Nothing here touches a widget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import sqlite_utils
+
+from offpoc_tui.dashboard.caches import EvalCache, WeightCache
+from offpoc_tui.dashboard.figures import (
+    BarsFigure,
+    Figure,
+    Line,
+    LinesFigure,
+    MatrixFigure,
+    colour,
+    empty,
+    faint,
+)
+from offpoc_tui.dashboard.groups import CompareRow, GroupKey, compare, group_key, group_label, group_runs, method
+from store.reader import configs, histograms, train_points
+from store.stats import band, smooth
+
+View = Literal["runs", "curves", "weights", "compare", "detail"]
+MAX_RAW_LINES = 40
+"""Beyond this many runs, curves are drawn as group means only."""
+SMOOTHING = (1, 5, 10)
+"""Moving-average windows (evaluations) the smoothing toggle cycles through."""
+
+
+@dataclass(frozen=True)
+class Request:
+    view: View = "runs"
+    run_ids: tuple[int, ...] = ()
+    """Curves: the selected runs, or every run the filter shows when none is selected."""
+    cursor: int | None = None
+    """The highlighted run: the subject of Weights and Detail."""
+    grouped: bool = False
+    wall_time: bool = False
+    smoothing: int = 1
+    heatmap: bool = False
+    interval: int = -1
+    """Histogram interval: an index into the subject's intervals (−1: the latest)."""
+    compare_key: tuple[str, str] | None = None
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class CurvesData:
+    figure: Figure
+
+
+@dataclass(frozen=True)
+class WeightsData:
+    histogram: Figure
+    training: Figure
+
+
+@dataclass(frozen=True)
+class CompareData:
+    key: tuple[str, str] | None
+    figure: Figure
+    rows: list[CompareRow]
+    threshold: float | None
+
+
+@dataclass(frozen=True)
+class DetailData:
+    run: dict[str, Any] | None
+    losses: Figure
+    q_alpha: Figure
+    sps: Figure
+
+
+@dataclass
+class Model:
+    evals: EvalCache = field(default_factory=EvalCache)
+    weights: WeightCache = field(default_factory=WeightCache)
+
+    def forget(self, runs: list[dict[str, Any]]) -> None:
+        keep = {r["id"] for r in runs}
+        self.evals.forget(keep)
+        self.weights.forget(keep)
+
+    def answer(
+        self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request
+    ) -> CurvesData | WeightsData | CompareData | DetailData | None:
+        by_id = {r["id"]: r for r in runs}
+        if request.view == "curves":
+            return CurvesData(self.curves(db, [by_id[i] for i in request.run_ids if i in by_id], request))
+        if request.view == "weights":
+            return self.weights_data(db, runs, by_id.get(request.cursor), request)
+        if request.view == "compare":
+            return self.compare_data(db, runs, request)
+        if request.view == "detail":
+            return detail_data(db, by_id.get(request.cursor))
+        return None
+
+    # ---- curves ---------------------------------------------------------------------------
+    def curves(self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request) -> Figure:
+        if not runs:
+            return empty("Evaluation return", "no runs (select some with space, or clear the filter)")
+        # run id -> (steps, wall time in hours, smoothed returns)
+        data = {
+            run_id: (steps, wall / 3600.0, smooth(returns, request.smoothing))
+            for run_id, (steps, wall, returns) in (
+                (i, c.arrays()) for i, c in self.evals.update(db, [r["id"] for r in runs]).items()
+            )
+        }
+        x_of = 1 if request.wall_time else 0
+        xlabel = "wall time (h)" if request.wall_time else "environment steps"
+        title = "Evaluation return"
+        if request.smoothing > 1:
+            title += f", smoothed over {request.smoothing} evaluations"
+        lines: list[Line] = []
+        if not request.grouped:
+            for i, run in enumerate(runs[:MAX_RAW_LINES]):
+                label = f"{run['id']} {run['algo']} {run['env']} {method(group_key(run))} s{run['seed']}"
+                lines.append(Line(data[run["id"]][x_of], data[run["id"]][2], colour(i), label))
+            if len(runs) > MAX_RAW_LINES:
+                title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
+            return LinesFigure(title, xlabel, "return", lines)
+        for i, (key, members) in enumerate(group_runs(runs).items()):
+            seeds = [data[r["id"]] for r in members if len(data[r["id"]][0])]
+            if len(runs) <= MAX_RAW_LINES:  # raw curves, faint, behind the mean
+                lines.extend(Line(seed[x_of], seed[2], faint(colour(i), 0.25)) for seed in seeds)
+            grid = band([(steps, returns) for steps, _, returns in seeds])
+            x = grid.steps.astype(np.float64)
+            if request.wall_time:  # the seeds' mean wall time at each step
+                x = band([(steps, wall) for steps, wall, _ in seeds]).mean
+            lines.extend(band_lines(x, grid.mean, grid.half_width, i, group_label(key, len(members))))
+        return LinesFigure(title + "; mean over seeds, 95% CI band", xlabel, "return", lines)
+
+    # ---- compare --------------------------------------------------------------------------
+    def compare_data(self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request) -> CompareData:
+        keys = compare_keys(runs)
+        key = request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
+        if key is None:
+            return CompareData(None, empty("Compare", "no runs"), [], None)
+        groups, curves, cfgs = compare_inputs(db, self.evals, runs, key)
+        rows, threshold = compare(groups, curves, cfgs, request.threshold)
+        return CompareData(key, compare_figure(groups, curves, rows, threshold), rows, threshold)
+
+    # ---- weights --------------------------------------------------------------------------
+    def weights_data(
+        self, db: sqlite_utils.Database, runs: list[dict[str, Any]], cursor: dict[str, Any] | None, request: Request
+    ) -> WeightsData:
+        if cursor is None:
+            nothing = empty("λ", "no run under the cursor")
+            return WeightsData(nothing, nothing)
+        members = [r for r in runs if group_key(r) == group_key(cursor)] if request.grouped else [cursor]
+        subject = group_label(group_key(cursor), len(members)) if request.grouped else f"run {cursor['id']}"
+        hists = histograms(db, [r["id"] for r in members])
+        return WeightsData(
+            histogram=histogram_figure(subject, hists, request.interval),
+            training=(
+                heatmap_figure(subject, hists) if request.heatmap else self.quantile_figure(db, subject, members)
+            ),
+        )
+
+    def quantile_figure(self, db: sqlite_utils.Database, subject: str, members: list[dict[str, Any]]) -> Figure:
+        per_run = [self.weights.update(db, r["id"]) for r in members]
+        per_run = [q for q in per_run if q.steps]
+        if not per_run:
+            return empty(f"λ over training, {subject}", "no weights recorded yet")
+        curves = [(np.asarray(q.steps), np.asarray(q.values)) for q in per_run]
+        lines = []
+        for j, (name, shade) in enumerate((("p10", 0.55), ("p50", 1.0), ("p90", 0.55))):
+            grid = band([(s, v[:, j]) for s, v in curves])
+            lines.append(Line(grid.steps.astype(np.float64), grid.mean, faint(colour(0), shade), name))
+        title = f"λ over training, {subject}: quantiles per 1,000 updates" + (
+            f", mean over {len(per_run)} seeds" if len(per_run) > 1 else ""
+        )
+        return LinesFigure(title, "environment steps", "λ", lines)
+
+
+def band_lines(x: np.ndarray, mean: np.ndarray, half: np.ndarray, index: int, label: str) -> list[Line]:
+    """A mean line with its 95% band drawn as two faint lines (where two or more seeds exist)."""
+    ok = ~np.isnan(half)
+    edge = faint(colour(index), 0.55)
+    lower, upper = Line(x[ok], (mean - half)[ok], edge), Line(x[ok], (mean + half)[ok], edge)
+    return [lower, upper, Line(x, mean, colour(index), label)]
+
+
+def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int) -> Figure:
+    """λ's distribution over one evaluation interval (summed over a group's seeds)."""
+    steps = sorted({step for _, step, _ in hists})
+    if not steps:
+        return empty(f"λ histogram, {subject}", "no interval finished yet")
+    index = min(max(interval, -len(steps)), len(steps) - 1)
+    step = steps[index]
+    counts = sum(c for _, s, c in hists if s == step)
+    assert isinstance(counts, np.ndarray)
+    share = counts / max(counts.sum(), 1)
+    centres = (np.arange(len(counts)) + 0.5) / len(counts)
+    position = index % len(steps) + 1
+    title = f"λ histogram, {subject}: interval ending at step {step:,} ({position} of {len(steps)}; [ ] to move)"
+    return BarsFigure(title, "λ", "share of weights", centres, share)
+
+
+def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]]) -> Figure:
+    """λ's distribution per interval as columns (λ = 1 at the top), each column normalised."""
+    steps = sorted({step for _, step, _ in hists})
+    if not steps:
+        return empty(f"λ heatmap, {subject}", "no interval finished yet")
+    index = {step: i for i, step in enumerate(steps)}
+    bins = len(hists[0][2])
+    cells = np.zeros((bins, len(steps)))
+    for _, step, counts in hists:
+        cells[:, index[step]] += counts[::-1]
+    cells /= np.maximum(cells.max(axis=0, keepdims=True), 1)
+    title = f"λ heatmap, {subject}: rows λ from 1 (top) to 0, columns {len(steps)} intervals to step {steps[-1]:,}"
+    return MatrixFigure(title, cells)
+
+
+# ---- compare ----------------------------------------------------------------------------------
+def compare_keys(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(algo, env) pairs present, in order of first appearance."""
+    return list(dict.fromkeys((r["algo"], r["env"]) for r in runs))
+
+
+def compare_inputs(
+    db: sqlite_utils.Database, evals: EvalCache, runs: list[dict[str, Any]], key: tuple[str, str]
+) -> tuple[dict[GroupKey, list[dict[str, Any]]], dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
+    members = [r for r in runs if (r["algo"], r["env"]) == key]
+    groups = group_runs(members)
+    curves = {i: (c.arrays()[0], c.arrays()[2]) for i, c in evals.update(db, [r["id"] for r in members]).items()}
+    firsts = [g[0]["id"] for g in groups.values()]
+    return groups, curves, configs(db, firsts)
+
+
+def compare_figure(
+    groups: dict[GroupKey, list[dict[str, Any]]],
+    curves: dict[int, Any],
+    rows: list[CompareRow],
+    threshold: float | None,
+) -> Figure:
+    lines = []
+    for i, row in enumerate(rows):
+        seeds = [curves[r["id"]] for r in groups[row.key] if len(curves[r["id"]][0])]
+        grid = band(seeds)
+        x = grid.steps.astype(np.float64)
+        lines.extend(band_lines(x, grid.mean, grid.half_width, i, f"{method(row.key)} (n={row.n_seeds})"))
+    key = next(iter(groups))
+    hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
+    title = f"{key[0]} on {key[1]}: mean over seeds, 95% CI band" + (", grey: threshold" if hlines else "")
+    return LinesFigure(title, "environment steps", "return", lines, hlines)
+
+
+# ---- run detail -------------------------------------------------------------------------------
+def detail_data(db: sqlite_utils.Database, run: dict[str, Any] | None) -> DetailData:
+    if run is None:
+        nothing = empty("Run", "no run under the cursor")
+        return DetailData(None, nothing, nothing, nothing)
+    from store.reader import run_detail
+
+    full = run_detail(db, run["id"])
+    points = train_points(db, run["id"])
+    steps = np.asarray([p["step"] for p in points], dtype=np.float64)
+
+    def series(name: str) -> np.ndarray:
+        return np.asarray([np.nan if p[name] is None else p[name] for p in points], dtype=np.float64)
+
+    def figure(title: str, ylabel: str, names: list[str]) -> Figure:
+        lines = [
+            Line(steps[~np.isnan(series(n))], series(n)[~np.isnan(series(n))], colour(i), n)
+            for i, n in enumerate(names)
+            if np.any(~np.isnan(series(n)))
+        ]
+        if not lines:
+            return empty(title, "no training statistics yet")
+        return LinesFigure(f"{title}, run {run['id']}", "environment steps", ylabel, lines)
+
+    return DetailData(
+        full,
+        figure("Losses", "loss", ["critic_loss", "actor_loss"]),
+        figure("Mean Q and α", "value", ["q_mean", "alpha"]),
+        figure("Throughput", "steps/s", ["sps"]),
+    )

@@ -1,0 +1,90 @@
+"""A plot widget that draws a :mod:`.figures` figure with textual-plotext.
+
+Drawing happens at render time, so a plot on a hidden tab costs nothing; series are
+thinned to a few points per terminal column first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.app import RenderResult
+from textual_plotext import PlotextPlot
+
+from offpoc_tui.dashboard.figures import BarsFigure, Figure, LinesFigure, MatrixFigure, empty
+
+POINTS_PER_COLUMN = 2
+
+
+def _thin(x: np.ndarray, y: np.ndarray, limit: int) -> tuple[list[float], list[float]]:
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    if len(x) > limit:
+        index = np.unique(np.linspace(0, len(x) - 1, limit).round().astype(np.int64))
+        x, y = x[index], y[index]
+    return x.tolist(), y.tolist()
+
+
+def short(value: float) -> str:
+    """A tick label: 250k, 1.5M, 0.25."""
+    magnitude = abs(value)
+    if magnitude >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if magnitude >= 1e4:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.3g}"
+
+
+def ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], list[str]]:
+    """``count`` evenly spaced ticks over [lo, hi] with short labels."""
+    values = np.linspace(lo, hi, count).tolist() if hi > lo else [lo]
+    return values, [short(v) for v in values]
+
+
+def _resample(cells: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    """Nearest-cell resampling of a heatmap to the space on screen."""
+    r = np.linspace(0, cells.shape[0] - 1, max(rows, 1)).round().astype(np.int64)
+    c = np.linspace(0, cells.shape[1] - 1, max(columns, 1)).round().astype(np.int64)
+    return cells[np.ix_(r, c)]
+
+
+class FigurePlot(PlotextPlot):
+    """Shows one figure; :meth:`show` replaces it."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.figure: Figure = empty("", "loading…")
+
+    def show(self, figure: Figure) -> None:
+        self.figure = figure
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        plt = self.plt
+        plt.clear_figure()
+        figure = self.figure
+        plt.title(figure.title)
+        limit = max(self.size.width, 10) * POINTS_PER_COLUMN
+        if isinstance(figure, LinesFigure):
+            plt.xlabel(figure.xlabel)
+            plt.ylabel(figure.ylabel)
+            lo, hi = np.inf, -np.inf
+            for line in figure.lines:
+                x, y = _thin(np.asarray(line.x, dtype=np.float64), np.asarray(line.y, dtype=np.float64), limit)
+                if x:
+                    plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
+                    lo, hi = min(lo, x[0], x[-1]), max(hi, x[0], x[-1])
+            if lo <= hi:
+                plt.xticks(*ticks(lo, hi))
+            for level, rgb in figure.hlines:
+                plt.horizontal_line(level, color=rgb)
+        elif isinstance(figure, BarsFigure):
+            plt.xlabel(figure.xlabel)
+            plt.ylabel(figure.ylabel)
+            plt.bar(figure.x.tolist(), figure.heights.tolist(), color=figure.colour, width=0.8)
+            plt.xticks(*ticks(0.0, 1.0))
+        elif isinstance(figure, MatrixFigure):
+            cells = _resample(figure.cells, self.size.height - 4, self.size.width - 2)
+            base = np.asarray(figure.colour, dtype=np.float64)
+            rgb = (20 + cells[..., None] * (base - 20)).round().astype(int)
+            plt.matrix_plot([[tuple(px) for px in row] for row in rgb.tolist()])
+        return super().render()

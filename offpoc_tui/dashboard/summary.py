@@ -1,0 +1,47 @@
+"""``offpoc dashboard --once``: the runs table and a compare table per algo and env, as rich text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlite_utils
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from offpoc_tui.dashboard.caches import EvalCache
+from offpoc_tui.dashboard.compare_pane import HEADERS, row_cells
+from offpoc_tui.dashboard.groups import compare
+from offpoc_tui.dashboard.model import compare_inputs, compare_keys
+from offpoc_tui.views import number, runs_table
+from store.reader import list_runs
+
+
+def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None) -> Table:
+    title = f"{algo} on {env} · threshold {number(threshold, ',.1f')}" if threshold is not None else f"{algo} on {env}"
+    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", box=None)
+    for header in HEADERS:
+        table.add_column(header, justify="left" if header in ("method", "config vs baseline") else "right")
+    for row in rows:
+        table.add_row(*row_cells(row))
+    return table
+
+
+def summary(db: sqlite_utils.Database) -> RenderableType:
+    runs = list_runs(db)
+    if not runs:
+        return Text("no runs in this store yet: start some with `offpoc run`")
+    parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
+    evals = EvalCache()
+    for key in compare_keys(runs):
+        groups, curves, configs = compare_inputs(db, evals, runs, key)
+        rows, threshold = compare(groups, curves, configs)
+        parts += [compare_table(*key, rows, threshold), Text("")]
+    parts.append(
+        Text(
+            "final return: each seed's mean over its last 10 evaluations, ± 95% Student-t CI across seeds; "
+            "Welch p: the seeds' final returns against the baseline's; threshold: the baseline's final return",
+            style="dim",
+        )
+    )
+    return Group(*parts)

@@ -1,0 +1,29 @@
+"""Weights: λ's histogram over one interval, and λ over training as quantile lines or a heatmap."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from offpoc_tui.dashboard.model import Request, WeightsData
+from offpoc_tui.dashboard.plots import FigurePlot
+
+
+class WeightsPane(Vertical):
+    def compose(self) -> ComposeResult:
+        yield Static(id="weights-state", classes="pane-state")
+        yield FigurePlot(id="weights-histogram")
+        yield FigurePlot(id="weights-training")
+
+    def show_request(self, request: Request) -> None:
+        self.query_one("#weights-state", Static).update(
+            f"[b]showing[/] the run under the cursor{' and its group' if request.grouped else ''}"
+            f" · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
+            f" · [b][ ][/] interval: {'latest' if request.interval == -1 else request.interval + 1}"
+            f" · [b]h[/] over training: {'heatmap' if request.heatmap else 'quantiles p10/p50/p90'}"
+        )
+
+    def show(self, data: WeightsData) -> None:
+        self.query_one("#weights-histogram", FigurePlot).show(data.histogram)
+        self.query_one("#weights-training", FigurePlot).show(data.training)

@@ -1,0 +1,116 @@
+"""Statistics over learning curves: means across seeds, 95% Student-t bands, Welch's test.
+
+Pure numpy plus ``scipy.special`` (the t distribution), which loads in a quarter of a
+second where ``scipy.stats`` takes one and a half; the dashboard and the exports share
+these so a figure means the same everywhere.
+
+A curve is ``(steps, values)``, two 1-d arrays of equal length, steps increasing.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Curve = tuple[np.ndarray, np.ndarray]
+
+LAST_EVALUATIONS = 10
+"""Final performance is the mean of each seed's last this-many evaluations."""
+
+
+def t_quantile(df: np.ndarray | float, q: float = 0.975) -> np.ndarray:
+    """Student-t quantile; NaN where ``df`` < 1."""
+    from scipy.special import stdtrit
+
+    df = np.asarray(df, dtype=np.float64)
+    return np.where(df >= 1, stdtrit(np.maximum(df, 1.0), q), np.nan)
+
+
+def ci95(samples: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Half-width of the 95% Student-t interval of the mean along ``axis``, ignoring NaNs.
+
+    t(0.975, n − 1) · sd(ddof=1) / √n; NaN where fewer than two values are present.
+    """
+    samples = np.asarray(samples, dtype=np.float64)
+    n = np.sum(~np.isnan(samples), axis=axis)
+    with warnings.catch_warnings():  # fewer than two values: NaN, said above
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sd = np.nanstd(samples, axis=axis, ddof=1) if samples.size else np.full(n.shape, np.nan)
+        return np.where(n >= 2, t_quantile(n - 1) * sd / np.sqrt(np.maximum(n, 1)), np.nan)
+
+
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of Welch's t-test (unequal variances); NaN with < 2 values a side."""
+    from scipy.special import stdtr
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if len(x) < 2 or len(y) < 2:
+        return math.nan
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    if vx + vy == 0:
+        return 1.0 if x.mean() == y.mean() else 0.0
+    t = (x.mean() - y.mean()) / math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+    return float(2 * stdtr(df, -abs(t)))
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` points (fewer at the start)."""
+    values = np.asarray(values, dtype=np.float64)
+    if window <= 1 or len(values) == 0:
+        return values
+    sums = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (sums[idx] - sums[lo]) / (idx - lo)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Curves of several seeds on a common step grid."""
+
+    steps: np.ndarray
+    """(T,) every step at which some seed was evaluated."""
+    matrix: np.ndarray
+    """(seeds, T) returns, NaN where a seed has no evaluation (yet) at that step."""
+
+    @property
+    def n(self) -> np.ndarray:
+        """(T,) seeds present at each step."""
+        return np.sum(~np.isnan(self.matrix), axis=0)
+
+    @property
+    def mean(self) -> np.ndarray:
+        with warnings.catch_warnings():  # an all-NaN column is simply NaN here
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmean(self.matrix, axis=0)
+
+    @property
+    def half_width(self) -> np.ndarray:
+        return ci95(self.matrix, axis=0)
+
+
+def band(curves: Sequence[Curve]) -> Band:
+    """Put seeds' curves on the union of their steps (live runs may differ in length)."""
+    if not curves:
+        return Band(np.zeros(0, dtype=np.int64), np.zeros((0, 0)))
+    steps = np.unique(np.concatenate([np.asarray(s) for s, _ in curves]))
+    matrix = np.full((len(curves), len(steps)), np.nan)
+    for row, (s, v) in enumerate(curves):
+        matrix[row, np.searchsorted(steps, s)] = v
+    return Band(steps, matrix)
+
+
+def final_returns(curves: Sequence[Curve], last: int = LAST_EVALUATIONS) -> np.ndarray:
+    """Per seed, the mean of its last ``last`` evaluations (seeds with none are left out)."""
+    return np.asarray([float(np.mean(v[-last:])) for _, v in curves if len(v)], dtype=np.float64)
+
+
+def steps_to_reach(steps: np.ndarray, mean: np.ndarray, threshold: float) -> int | None:
+    """First step at which the mean curve reaches ``threshold`` (None if it never does)."""
+    hit = np.flatnonzero(np.asarray(mean) >= threshold)
+    return int(steps[hit[0]]) if len(hit) else None

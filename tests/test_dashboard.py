@@ -1,0 +1,249 @@
+"""The dashboard driven through Textual's Pilot on a real store, with a real writer adding data live."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Static
+from typer.testing import CliRunner
+
+from offpoc_tui.cli import app as cli
+from offpoc_tui.dashboard.app import Dashboard
+from offpoc_tui.dashboard.compare_pane import ComparePane
+from offpoc_tui.dashboard.curves_pane import CurvesPane
+from offpoc_tui.dashboard.detail_pane import DetailPane
+from offpoc_tui.dashboard.figures import BarsFigure, LinesFigure, MatrixFigure
+from offpoc_tui.dashboard.help_screen import HelpScreen
+from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.dashboard.runs_table import RunsTable
+from store import open_store
+from store.runs import create_runs
+from store.stats import welch_p
+from store.writer import RunWriter
+from tests.storefill import spec
+
+SIZE = (160, 48)
+
+
+async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the dashboard never got there"
+        await pilot.pause(0.05)
+
+
+def drive(path: Path, scenario: Callable[[Dashboard, Pilot], Awaitable[None]]) -> None:
+    async def main() -> None:
+        app = Dashboard(path, poll_s=0.1)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.polls > 0)
+            await scenario(app, pilot)
+
+    asyncio.run(main())
+
+
+def plot(app: Dashboard, plot_id: str) -> FigurePlot:
+    return app.query_one(f"#{plot_id}", FigurePlot)
+
+
+def shown_text(app: Dashboard, selector: str) -> str:
+    """What a Static shows, as plain text."""
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(app.query_one(selector, Static).content)
+    return console.export_text()
+
+
+def labels(app: Dashboard, plot_id: str) -> list[str]:
+    figure = plot(app, plot_id).figure
+    assert isinstance(figure, LinesFigure)
+    return [line.label for line in figure.lines if line.label]
+
+
+def test_every_view_shows_the_store(dashboard_store: Path) -> None:
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        assert table.row_count == 6
+        await pilot.press("2")
+        await until(pilot, lambda: len(labels(app, "curves-plot")) == 6)
+        await pilot.press("3")
+        await until(pilot, lambda: isinstance(plot(app, "weights-histogram").figure, BarsFigure))
+        assert labels(app, "weights-training") == ["p10", "p50", "p90"]
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(plot(app, "weights-training").figure, MatrixFigure))
+        await pilot.press("4")
+        await until(pilot, lambda: app.query_one("#compare-table").row_count == 2)
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(plot(app, "detail-losses").figure, LinesFigure))
+        assert labels(app, "detail-losses") == ["critic_loss", "actor_loss"]
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+    drive(dashboard_store, scenario)
+
+
+def test_filter_select_sort_and_group(dashboard_store: Path) -> None:
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await pilot.press("slash", *"correction=acoffpoc seed=0,1", "enter")
+        assert table.shown == [4, 5]
+        await pilot.press("slash", *"colour=red", "enter")  # unknown key: said, filter kept
+        assert table.shown == [4, 5]
+        await pilot.press("escape", "slash", "ctrl+u", "enter")  # an empty filter shows everything
+        assert table.shown == [1, 2, 3, 4, 5, 6]
+        await pilot.press("right", "s")  # sort by the cursor's column (id), again to reverse
+        await pilot.press("s")
+        assert table.shown == [6, 5, 4, 3, 2, 1]
+        table.move_cursor(row=0)  # the cursor stayed on its run (1) through the sort
+        await pilot.press("space", "down", "space")
+        assert app.selected == {6, 5}
+        await pilot.press("2")
+        await until(pilot, lambda: len(labels(app, "curves-plot")) == 2)
+        await pilot.press("1", "a", "2")  # select every run shown, then group: two methods, three seeds each
+        await pilot.press("g")
+        await until(pilot, lambda: all("(n=3)" in label for label in labels(app, "curves-plot")))
+        assert len(labels(app, "curves-plot")) == 2
+        await pilot.press("w", "m")
+        await until(pilot, lambda: "wall time" in plot(app, "curves-plot").figure.xlabel)  # type: ignore[union-attr]
+        assert "smoothed over 5" in plot(app, "curves-plot").figure.title
+
+    drive(dashboard_store, scenario)
+
+
+def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> None:
+    db = open_store(dashboard_store)
+    finals = {
+        run_id: np.mean([r[0] for r in db.execute(
+            "SELECT return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT 10", [run_id]
+        )])
+        for run_id in range(1, 7)
+    }  # fmt: skip
+    db.close()
+    base, corrected = [finals[i] for i in (1, 2, 3)], [finals[i] for i in (4, 5, 6)]
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("4")
+        pane = app.query_one(ComparePane)
+        await until(pilot, lambda: pane.query_one("#compare-table").row_count == 2)
+        table = pane.query_one("#compare-table")
+        baseline, correction = (table.get_row_at(i) for i in range(2))
+        assert baseline[0] == "none" and correction[0] == "acoffpoc/jsd"
+        assert str(baseline[2]).startswith(f"{np.mean(base):,.1f} ± ")
+        diff = 100 * (np.mean(corrected) - np.mean(base)) / abs(np.mean(base))
+        assert str(correction[3]) == f"{diff:+.1f}%"
+        p = welch_p(corrected, base)
+        assert str(correction[4]) == ("<0.001" if p < 0.001 else f"{p:.3f}")
+        await pilot.click("#compare-threshold")
+        await pilot.press(*"100000", "enter")  # nobody gets there
+        await until(pilot, lambda: str(pane.query_one("#compare-table").get_row_at(0)[5]) == "–")
+
+    drive(dashboard_store, scenario)
+
+
+def test_new_runs_and_evaluations_appear_while_a_writer_writes(dashboard_store: Path) -> None:
+    db = open_store(dashboard_store)
+    (new_id,) = create_runs(db, [spec(correction="none", seed=7)])
+    db.close()
+    written = threading.Event()
+
+    def writer() -> None:
+        store = open_store(dashboard_store)
+        out = RunWriter(store, new_id, flush_interval=0.0)
+        for step in range(0, 5001, 1000):
+            out.add_eval(step, step / 100, 10.0 + step, 1.0, [1.0], [10])
+            out.flush(step, step)
+            time.sleep(0.15)
+        store.close()
+        written.set()
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 7)
+        await pilot.press("2")
+        thread = threading.Thread(target=writer)
+        thread.start()
+        figure = lambda: plot(app, "curves-plot").figure  # noqa: E731
+        mine = lambda: [ln for ln in figure().lines if ln.label and ln.label.startswith(f"{new_id} ")]  # noqa: E731
+        await until(pilot, lambda: len(mine()) == 1 and 0 < len(mine()[0].x) < 6)  # seen part-way
+        await until(pilot, lambda: written.is_set() and len(mine()) == 1 and len(mine()[0].x) == 6)
+        thread.join()
+        assert mine()[0].y.tolist() == [10.0 + s for s in range(0, 5001, 1000)]
+        await until(pilot, lambda: "5,010.0" in str(table.get_row(str(new_id))[12]))
+
+    drive(dashboard_store, scenario)
+
+
+def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_store: Path) -> None:
+    db = open_store(dashboard_store)
+    (queued,) = create_runs(db, [spec(seed=9)])
+    db.execute("UPDATE runs SET status = 'failed', error = 'boom', traceback = 'Traceback: boom here' WHERE id = 1")
+    db.conn.commit()
+    db.close()
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 7)
+        table.move_cursor(row=table.shown.index(queued))
+        await pilot.press("x")
+        await until(pilot, lambda: str(table.get_row(str(queued))[8]) == "stopped")
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await until(pilot, lambda: "boom here" in shown_text(app, "#detail-text"))
+        assert app.query_one(DetailPane).display
+
+    drive(dashboard_store, scenario)
+
+
+def test_hidden_views_cost_nothing(dashboard_store: Path) -> None:
+    """On the runs table, the poller reads runs only: no curves are loaded."""
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        polls = app.polls
+        await until(pilot, lambda: app.polls >= polls + 3)
+        assert app.request.view == "runs"
+        assert plot(app, "curves-plot").figure.title.endswith("loading…")
+        assert isinstance(app.query_one(CurvesPane), CurvesPane)
+
+    drive(dashboard_store, scenario)
+
+
+# ---- the command ---------------------------------------------------------------------------------
+def test_once_prints_runs_and_the_comparison(dashboard_store: Path) -> None:
+    result = CliRunner().invoke(cli, ["dashboard", "--once", "--db", str(dashboard_store)])
+    assert result.exit_code == 0, result.output
+    assert "6 runs" in result.output
+    assert "td3 on Hopper-v4 · threshold" in result.output
+    assert "acoffpoc/jsd" in result.output and "baseline" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--db", "missing.db"], "no store at missing.db"),
+        (["--refresh", "0", "--db", "offpoc.db"], "--refresh"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["dashboard", *args])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_a_foreign_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("not a database")
+    result = CliRunner().invoke(cli, ["dashboard", "--db", str(path)])
+    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert path.read_text() == "not a database"

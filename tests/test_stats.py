@@ -1,0 +1,47 @@
+"""store.stats against scipy.stats (the reference implementation) and by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from store.stats import band, ci95, final_returns, smooth, steps_to_reach, welch_p
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_welch_p_matches_scipy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(0, 1, 3 + seed), rng.normal(0.5, 2, 4 + seed)
+    assert welch_p(a, b) == pytest.approx(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-9)
+
+
+def test_welch_p_edge_cases() -> None:
+    assert math.isnan(welch_p([1.0], [1.0, 2.0]))
+    assert welch_p([1.0, 1.0], [1.0, 1.0]) == 1.0
+    assert welch_p([1.0, 1.0], [2.0, 2.0]) == 0.0
+
+
+def test_ci95_is_the_student_t_half_width_and_ignores_missing_seeds() -> None:
+    matrix = np.array([[1.0, 2.0, np.nan], [2.0, 4.0, 5.0], [3.0, 3.0, np.nan]])
+    expected = scipy_stats.t.ppf(0.975, 2) * np.std([1, 2, 3], ddof=1) / np.sqrt(3)
+    half = ci95(matrix)
+    assert half[0] == pytest.approx(expected)
+    assert math.isnan(half[2])  # one seed: no interval
+
+
+def test_band_aligns_runs_of_different_lengths() -> None:
+    grid = band([(np.array([0, 1000]), np.array([1.0, 2.0])), (np.array([0, 1000, 2000]), np.array([3.0, 4.0, 5.0]))])
+    assert grid.steps.tolist() == [0, 1000, 2000]
+    assert grid.mean.tolist() == [2.0, 3.0, 5.0]
+    assert grid.n.tolist() == [2, 2, 1]
+
+
+def test_final_returns_smoothing_and_threshold() -> None:
+    curve = (np.arange(12) * 1000, np.arange(12, dtype=float))
+    assert final_returns([curve], last=10).tolist() == [np.mean(np.arange(2, 12))]
+    assert smooth(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    assert steps_to_reach(curve[0], curve[1], 4.5) == 5000
+    assert steps_to_reach(curve[0], curve[1], 99.0) is None
