@@ -107,14 +107,22 @@ def _in(run_ids: list[int]) -> str:
     return ", ".join("?" for _ in run_ids)
 
 
-def eval_points(db: sqlite_utils.Database, run_ids: list[int], after_id: int = 0) -> list[tuple[Any, ...]]:
-    """Evaluations of ``run_ids`` with rowid > ``after_id``: (id, run_id, step, wall_time, return_mean)."""
-    if not run_ids:
+def eval_points(db: sqlite_utils.Database, after: dict[int, int]) -> list[tuple[Any, ...]]:
+    """Evaluations past a step per run: ``after`` maps run id → last step seen (−1: none).
+
+    Returns (run_id, step, wall_time, return_mean) in run, step order. Each run is one range
+    scan of the (run_id, step) index, so a poll costs what was written since the last one;
+    a run never writes a step twice (resumes included), so a step watermark misses nothing.
+    """
+    if not after:
         return []
+    pairs = ", ".join("(?, ?)" for _ in after)
+    params = [v for item in after.items() for v in item]
     return db.execute(
-        f"SELECT id, run_id, step, wall_time, return_mean FROM evaluations WHERE id > ? AND run_id IN ({_in(run_ids)})"
-        " ORDER BY id",
-        [after_id, *run_ids],
+        f"WITH seen(run_id, step) AS (VALUES {pairs}) SELECT e.run_id, e.step, e.wall_time, e.return_mean"
+        " FROM seen CROSS JOIN evaluations AS e ON e.run_id = seen.run_id AND e.step > seen.step"
+        " ORDER BY e.run_id, e.step",
+        params,
     ).fetchall()
 
 

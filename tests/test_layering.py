@@ -31,3 +31,8 @@ def test_store_imports_neither_torch_nor_any_ui() -> None:
 def test_cli_starts_without_torch() -> None:
     """ps, show and export must start fast: torch and gymnasium load only in the commands that train."""
     assert _imported("offpoc_tui.cli", {"torch", "gymnasium", "agents"}) == []
+
+
+def test_dashboard_starts_without_torch() -> None:
+    """The dashboard reads through store only and must start fast."""
+    assert _imported("offpoc_tui.dashboard.app", {"torch", "gymnasium", "agents"}) == []

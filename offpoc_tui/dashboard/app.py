@@ -37,6 +37,7 @@ from store.runs import reap_lost
 POLL_S = 1.0
 REAP_EVERY_S = 10.0
 """How often the poller marks runs whose worker died as lost (as ``offpoc ps`` does)."""
+WAKE_CHECK_S = 0.1
 FILTER_HINT = "filter: env=Hopper correction=acoffpoc seed=0,1 (enter applies, esc closes)"
 
 
@@ -141,7 +142,9 @@ class Dashboard(App[None]):
                     self.post_message(ViewData(request, data))
             except sqlite3.Error as error:
                 self.post_message(StoreProblem(f"reading {self.db_path}: {error}"))
-            self._wake.wait(self.poll_s)
+            deadline = time.monotonic() + self.poll_s
+            while not (worker.is_cancelled or self._wake.is_set()) and time.monotonic() < deadline:
+                self._wake.wait(WAKE_CHECK_S)  # short waits: quitting never waits for a poll interval
         store.close()
 
     def ask(self, **changes: Any) -> None:

@@ -1,7 +1,8 @@
 """Incremental copies of what the dashboard plots, refreshed by the poller thread.
 
-Each poll asks SQLite only for rows past the last rowid seen per run, so a refresh
-costs what was written since the previous one, not the size of the store.
+Each poll asks SQLite only for rows past the last step (evaluations) or rowid (weight
+blocks) seen per run, so a refresh costs what was written since the previous one, not
+the size of the store.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ class RunCurve:
     steps: list[int] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
-    last_id: int = 0
+    _arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def append(self, step: int, wall: float, ret: float) -> None:
+        self.steps.append(step)
+        self.wall.append(wall)
+        self.returns.append(ret)
+        self._arrays = None
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return np.asarray(self.steps, dtype=np.int64), np.asarray(self.wall), np.asarray(self.returns)
+        """(steps, wall time in s, returns), converted once per change."""
+        if self._arrays is None:
+            self._arrays = np.asarray(self.steps, dtype=np.int64), np.asarray(self.wall), np.asarray(self.returns)
+        return self._arrays
 
 
 class EvalCache:
@@ -32,26 +42,22 @@ class EvalCache:
         self.curves: dict[int, RunCurve] = {}
 
     def update(self, db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, RunCurve]:
-        """Bring ``run_ids`` up to date; returns their curves."""
-        fresh = [r for r in run_ids if r not in self.curves]
-        known = [r for r in run_ids if r in self.curves]
-        for run_id in fresh:
-            self.curves[run_id] = RunCurve()
-        after = min((self.curves[r].last_id for r in known), default=0)
-        for ids, since in ((fresh, 0), (known, after)):
-            for row_id, run_id, step, wall, ret in eval_points(db, ids, since):
-                curve = self.curves[run_id]
-                if row_id > curve.last_id:
-                    curve.steps.append(step)
-                    curve.wall.append(wall)
-                    curve.returns.append(ret)
-                    curve.last_id = row_id
+        """Bring ``run_ids`` up to date (one query for all of them); returns their curves."""
+        for run_id in run_ids:
+            self.curves.setdefault(run_id, RunCurve())
+        after = {r: self.curves[r].steps[-1] if self.curves[r].steps else -1 for r in run_ids}
+        for run_id, step, wall, ret in eval_points(db, after):
+            self.curves[run_id].append(step, wall, ret)
         return {r: self.curves[r] for r in run_ids}
 
     def forget(self, keep: set[int]) -> None:
         """Drop runs that no longer exist."""
         for run_id in set(self.curves) - keep:
             del self.curves[run_id]
+
+    def version(self, run_ids: list[int]) -> tuple[int, ...]:
+        """Changes whenever one of the runs gets a new evaluation."""
+        return tuple(len(self.curves[r].steps) if r in self.curves else -1 for r in run_ids)
 
 
 QUANTILE_LINES = ("p10", "p50", "p90")

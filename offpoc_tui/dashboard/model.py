@@ -83,6 +83,8 @@ class DetailData:
 class Model:
     evals: EvalCache = field(default_factory=EvalCache)
     weights: WeightCache = field(default_factory=WeightCache)
+    last: tuple[Any, ...] | None = None
+    """What the previous curves or compare answer was built from."""
 
     def forget(self, runs: list[dict[str, Any]]) -> None:
         keep = {r["id"] for r in runs}
@@ -93,6 +95,18 @@ class Model:
         self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request
     ) -> CurvesData | WeightsData | CompareData | DetailData | None:
         by_id = {r["id"]: r for r in runs}
+        if request.view in ("curves", "compare"):
+            # The heavy views: rebuilt only when the request or one of their runs' curves changed.
+            if request.view == "curves":
+                ids = [i for i in request.run_ids if i in by_id]
+            else:
+                key = compare_key(runs, request)
+                ids = [r["id"] for r in runs if (r["algo"], r["env"]) == key]
+            self.evals.update(db, ids)
+            basis = (request, tuple(ids), self.evals.version(ids))
+            if basis == self.last:
+                return None
+            self.last = basis
         if request.view == "curves":
             return CurvesData(self.curves(db, [by_id[i] for i in request.run_ids if i in by_id], request))
         if request.view == "weights":
@@ -140,8 +154,7 @@ class Model:
 
     # ---- compare --------------------------------------------------------------------------
     def compare_data(self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request) -> CompareData:
-        keys = compare_keys(runs)
-        key = request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
+        key = compare_key(runs, request)
         if key is None:
             return CompareData(None, empty("Compare", "no runs"), [], None)
         groups, curves, cfgs = compare_inputs(db, self.evals, runs, key)
@@ -224,6 +237,12 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]]) -> Fi
 def compare_keys(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(algo, env) pairs present, in order of first appearance."""
     return list(dict.fromkeys((r["algo"], r["env"]) for r in runs))
+
+
+def compare_key(runs: list[dict[str, Any]], request: Request) -> tuple[str, str] | None:
+    """The (algo, env) asked for, or the first present."""
+    keys = compare_keys(runs)
+    return request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
 
 
 def compare_inputs(

@@ -1,14 +1,17 @@
 """A plot widget that draws a :mod:`.figures` figure with textual-plotext.
 
-Drawing happens at render time, so a plot on a hidden tab costs nothing; series are
-thinned to a few points per terminal column first.
+Series are thinned to a few points per terminal column first; the picture is built off
+the UI thread.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from rich.text import Text
+from textual import work
 from textual.app import RenderResult
-from textual_plotext import PlotextPlot
+from textual.worker import get_current_worker
+from textual_plotext import Plot, PlotextPlot
 
 from offpoc_tui.dashboard.figures import BarsFigure, Figure, LinesFigure, MatrixFigure, empty
 
@@ -47,44 +50,74 @@ def _resample(cells: np.ndarray, rows: int, columns: int) -> np.ndarray:
     return cells[np.ix_(r, c)]
 
 
+def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
+    """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells."""
+    plt.title(figure.title)
+    limit = max(width, 10) * POINTS_PER_COLUMN
+    if isinstance(figure, LinesFigure):
+        plt.xlabel(figure.xlabel)
+        plt.ylabel(figure.ylabel)
+        lo, hi = np.inf, -np.inf
+        for line in figure.lines:
+            x, y = _thin(np.asarray(line.x, dtype=np.float64), np.asarray(line.y, dtype=np.float64), limit)
+            if x:
+                plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
+                lo, hi = min(lo, x[0], x[-1]), max(hi, x[0], x[-1])
+        if lo <= hi:
+            plt.xticks(*ticks(lo, hi))
+        for level, rgb in figure.hlines:
+            plt.horizontal_line(level, color=rgb)
+    elif isinstance(figure, BarsFigure):
+        plt.xlabel(figure.xlabel)
+        plt.ylabel(figure.ylabel)
+        plt.bar(figure.x.tolist(), figure.heights.tolist(), color=figure.colour, width=0.8)
+        plt.xticks(*ticks(0.0, 1.0))
+    elif isinstance(figure, MatrixFigure):
+        cells = _resample(figure.cells, height - 4, width - 2)
+        base = np.asarray(figure.colour, dtype=np.float64)
+        rgb = (20 + cells[..., None] * (base - 20)).round().astype(int)
+        plt.matrix_plot([[tuple(px) for px in row] for row in rgb.tolist()])
+
+
 class FigurePlot(PlotextPlot):
-    """Shows one figure; :meth:`show` replaces it."""
+    """Shows one figure; :meth:`show` replaces it.
+
+    plotext builds a large figure in tens of milliseconds, so the picture is built in a
+    thread worker and the UI thread only paints the finished text.
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.figure: Figure = empty("", "loading…")
+        self.drawn: Figure | None = None
+        """The figure the picture on screen shows (tests wait for it)."""
+        self._picture: Text | None = None
 
     def show(self, figure: Figure) -> None:
         self.figure = figure
+        self._build()
+
+    def on_resize(self) -> None:
+        self._build()
+
+    def _build(self) -> None:
+        width, height = self.size
+        if width > 0 and height > 0:
+            self._build_in_thread(self.figure, width, height, self._get_plotext_theme_name(self.app.theme))
+
+    @work(thread=True, exclusive=True, group="plot")
+    def _build_in_thread(self, figure: Figure, width: int, height: int, theme: str) -> None:
+        plt = Plot()
+        plt.plotsize(width, height)
+        plt.theme(theme)
+        draw(plt, figure, width, height)
+        picture = Text.from_ansi(plt.build())
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._paint, figure, picture)
+
+    def _paint(self, figure: Figure, picture: Text) -> None:
+        self.drawn, self._picture = figure, picture
         self.refresh()
 
     def render(self) -> RenderResult:
-        plt = self.plt
-        plt.clear_figure()
-        figure = self.figure
-        plt.title(figure.title)
-        limit = max(self.size.width, 10) * POINTS_PER_COLUMN
-        if isinstance(figure, LinesFigure):
-            plt.xlabel(figure.xlabel)
-            plt.ylabel(figure.ylabel)
-            lo, hi = np.inf, -np.inf
-            for line in figure.lines:
-                x, y = _thin(np.asarray(line.x, dtype=np.float64), np.asarray(line.y, dtype=np.float64), limit)
-                if x:
-                    plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
-                    lo, hi = min(lo, x[0], x[-1]), max(hi, x[0], x[-1])
-            if lo <= hi:
-                plt.xticks(*ticks(lo, hi))
-            for level, rgb in figure.hlines:
-                plt.horizontal_line(level, color=rgb)
-        elif isinstance(figure, BarsFigure):
-            plt.xlabel(figure.xlabel)
-            plt.ylabel(figure.ylabel)
-            plt.bar(figure.x.tolist(), figure.heights.tolist(), color=figure.colour, width=0.8)
-            plt.xticks(*ticks(0.0, 1.0))
-        elif isinstance(figure, MatrixFigure):
-            cells = _resample(figure.cells, self.size.height - 4, self.size.width - 2)
-            base = np.asarray(figure.colour, dtype=np.float64)
-            rgb = (20 + cells[..., None] * (base - 20)).round().astype(int)
-            plt.matrix_plot([[tuple(px) for px in row] for row in rgb.tolist()])
-        return super().render()
+        return self._picture if self._picture is not None else ""

@@ -1,0 +1,55 @@
+"""Each view at a fixed terminal size on deterministic data (pytest-textual-snapshot).
+
+After an intended change of look, regenerate with ``pytest tests/test_dashboard_snapshots.py
+--snapshot-update`` and review the SVGs in ``tests/__snapshots__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from offpoc_tui.dashboard.app import Dashboard
+from offpoc_tui.dashboard.figures import LinesFigure
+from offpoc_tui.dashboard.plots import FigurePlot
+from tests.test_dashboard import until
+
+SIZE = (150, 44)
+
+
+def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
+    """Press ``keys`` once the first poll is in, then wait for the view's plot to hold data."""
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        assert isinstance(app, Dashboard)
+        await until(pilot, lambda: app.polls > 0)
+        await pilot.press(*keys)
+        if plot_id is not None:
+            plot = app.query_one(f"#{plot_id}", FigurePlot)
+            await until(pilot, lambda: isinstance(plot.figure, LinesFigure) and bool(plot.figure.lines))
+            await until(pilot, lambda: app.polls > 2)  # the view's data has been answered again
+        plots = [p for p in app.screen.query(FigurePlot) if p.size.width]
+        await until(pilot, lambda: all(p.drawn is p.figure for p in plots))  # pictures built (in threads)
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+@pytest.mark.parametrize(
+    ("plot_id", "keys"),
+    [
+        pytest.param(None, (), id="runs"),
+        pytest.param("curves-plot", ("2", "g"), id="curves-grouped"),
+        pytest.param("weights-training", ("3",), id="weights"),
+        pytest.param("compare-plot", ("4",), id="compare"),
+        pytest.param("detail-losses", ("5",), id="detail"),
+    ],
+)
+def test_view(dashboard_store: Path, snap_compare: Any, plot_id: str | None, keys: tuple[str, ...]) -> None:
+    app = Dashboard(dashboard_store, poll_s=0.1)
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready(plot_id, keys))
