@@ -17,7 +17,8 @@ COLUMNS = (
     ("sps", "SPS (steps/s)", "right"), ("eta", "ETA", "right"), ("last_return", "last return", "right"),
     ("best_return", "best return", "right"), ("mean_lambda", "λ̄ (last 1k updates)", "right"),
 )  # fmt: skip
-SORTABLE = {key for key, _, _ in COLUMNS} - {"sel"}
+WIDTHS = {"status": 8, "eta": 12, "progress": 8}
+"""Columns whose values grow after the first rows (queued → running, – → 1 h 05 min)."""
 
 
 def eta_seconds(run: dict[str, Any]) -> float | None:
@@ -80,7 +81,7 @@ class RunsTable(DataTable[Any]):
 
     def on_mount(self) -> None:
         for key, label, justify in COLUMNS:
-            self.add_column(Text(label, justify=justify), key=key)  # type: ignore[arg-type]
+            self.add_column(Text(label, justify=justify), key=key, width=WIDTHS.get(key))  # type: ignore[arg-type]
 
     @property
     def cursor_run(self) -> int | None:
