@@ -83,6 +83,11 @@ def _open(db_path: Path, create: bool = False) -> Any:
         fail(str(error))
 
 
+def _tables_out() -> Console:
+    """Where tables go: piped output has no width to fit, so keep every column whole rather than cut to 80."""
+    return out if out.is_terminal else Console(width=240)
+
+
 def _resolve(db: Any, tokens: list[str]) -> list[int]:
     from store.runs import resolve
 
@@ -233,8 +238,7 @@ def ps(
     from offpoc_tui.views import runs_table
 
     if shown:
-        # Piped output has no width to fit: keep every column whole rather than truncate to 80.
-        (out if out.is_terminal else Console(width=240)).print(runs_table(shown))
+        _tables_out().print(runs_table(shown))
     hidden = len(runs) - len(shown)
     if not shown:
         out.print("no active runs" + (f"; {hidden} ended (offpoc ps --all)" if hidden else ""))
@@ -314,10 +318,9 @@ def resume(
 ) -> None:
     """Continue a stopped or lost run from its last checkpoint to its configured length."""
     store = _open(db)
-    reap_lost(store)
     run_id = _resolve_one(store, run)
     try:
-        out.print(resume_run(db, store, run_id))
+        out.print(resume_run(db, store, run_id))  # reaps lost runs first
     except ControlError as error:
         fail(str(error))
     store.close()
@@ -393,8 +396,7 @@ def dashboard(
         from offpoc_tui.dashboard.summary import summary
 
         store = _open(db)
-        # Piped into a log: wide enough for the tables rather than the 80 columns of no terminal.
-        Console(width=None if sys.stdout.isatty() else 160).print(summary(store))
+        _tables_out().print(summary(store))
         return
     _open(db).close()  # a corrupt or foreign file fails here, with one line
     from offpoc_tui.dashboard.app import Dashboard

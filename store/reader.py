@@ -90,15 +90,27 @@ def evaluations(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
     )
 
 
-def weight_rows(db: sqlite_utils.Database, run_id: int) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
-    """Per update: (update, step, columns, values) decoded from the run's blocks, in order."""
-    for first_update, first_step, count, columns, data in db.execute(
-        "SELECT first_update, first_step, count, columns, data FROM weights WHERE run_id = ? ORDER BY first_step",
-        [run_id],
+def weight_blocks(
+    db: sqlite_utils.Database, run_id: int, after_step: int = -1
+) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+    """A run's blocks of per-update weights starting past ``after_step``, in order.
+
+    Yields (first update, first step, columns, (count, columns) values). A run never writes
+    a step twice, so ``after_step`` (the last block's first step) is a watermark that misses nothing.
+    """
+    for first_update, first_step, columns, data in db.execute(
+        "SELECT first_update, first_step, columns, data FROM weights WHERE run_id = ? AND first_step > ?"
+        " ORDER BY first_step",
+        [run_id, after_step],
     ):
         names = tuple(columns.split(","))
-        values = decode_weights(data, len(names))
-        for i in range(count):
+        yield first_update, first_step, names, decode_weights(data, len(names))
+
+
+def weight_rows(db: sqlite_utils.Database, run_id: int) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+    """Per update: (update, step, columns, values) decoded from the run's blocks, in order."""
+    for first_update, first_step, names, values in weight_blocks(db, run_id):
+        for i in range(len(values)):
             yield first_update + i, first_step + i, names, values[i]
 
 
@@ -147,18 +159,6 @@ def histograms(db: sqlite_utils.Database, run_ids: list[int]) -> list[tuple[int,
     return [(run_id, step, decode_counts(counts)) for run_id, step, counts in rows]
 
 
-def weight_blocks(
-    db: sqlite_utils.Database, run_id: int, after_id: int = 0
-) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
-    """Blocks of per-update weights with rowid > ``after_id``: (id, first_step, columns, (count, columns) values)."""
-    for block_id, first_step, columns, data in db.execute(
-        "SELECT id, first_step, columns, data FROM weights WHERE run_id = ? AND id > ? ORDER BY first_step",
-        [run_id, after_id],
-    ):
-        names = tuple(columns.split(","))
-        yield block_id, first_step, names, decode_weights(data, len(names))
-
-
 def configs(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     """Each run's resolved config."""
     if not run_ids:
@@ -166,7 +166,3 @@ def configs(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, dict[str
     rows = db.execute(f"SELECT id, config FROM runs WHERE id IN ({_in(run_ids)})", run_ids)
     return {run_id: json.loads(config) for run_id, config in rows}
 
-
-def traceback_of(db: sqlite_utils.Database, run_id: int) -> str | None:
-    row = db.execute("SELECT traceback FROM runs WHERE id = ?", [run_id]).fetchone()
-    return row[0] if row else None

@@ -163,7 +163,8 @@ class Dashboard(App[None]):
         self.last_poll_s = message.poll_s
         self.selected &= {r["id"] for r in self.runs}
         self._refresh_table()
-        self.compare_pane.set_keys(compare_keys(self.runs), self.request.compare_key)
+        if self.request.view == "compare":  # new (algo, env) pairs to pick from; hidden, it waits
+            self.compare_pane.set_keys(compare_keys(self.runs), self.request.compare_key)
         self.polls += 1
 
     def on_view_data(self, message: ViewData) -> None:

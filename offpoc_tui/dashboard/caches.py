@@ -1,8 +1,8 @@
 """Incremental copies of what the dashboard plots, refreshed by the poller thread.
 
-Each poll asks SQLite only for rows past the last step (evaluations) or rowid (weight
-blocks) seen per run, so a refresh costs what was written since the previous one, not
-the size of the store.
+Each poll asks SQLite only for rows past the last step seen per run (a run never writes
+a step twice), so a refresh costs what was written since the previous one, not the size
+of the store.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class RunQuantiles:
 
     steps: list[float] = field(default_factory=list)
     values: list[tuple[float, float, float]] = field(default_factory=list)
-    last_id: int = 0
+    last_first_step: int = -1
 
 
 def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float, float, float]:
@@ -94,10 +94,10 @@ class WeightCache:
 
     def update(self, db: sqlite_utils.Database, run_id: int) -> RunQuantiles:
         run = self.runs.setdefault(run_id, RunQuantiles())
-        for block_id, first_step, columns, values in weight_blocks(db, run_id, run.last_id):
+        for _, first_step, columns, values in weight_blocks(db, run_id, run.last_first_step):
             run.steps.append(first_step + (len(values) - 1) / 2)
             run.values.append(block_quantiles(columns, values))
-            run.last_id = max(run.last_id, block_id)
+            run.last_first_step = first_step
         return run
 
     def forget(self, keep: set[int]) -> None:

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Select, Static
 
-from offpoc_tui.dashboard.groups import CompareRow, method
+from offpoc_tui.dashboard.groups import BASELINE, CompareRow, method
 from offpoc_tui.dashboard.model import CompareData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import number
@@ -25,7 +25,7 @@ def p_text(p: float | None) -> str:
 
 def row_cells(row: CompareRow) -> list[Text | str]:
     final = "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
-    diff = "baseline" if row.key[2] == "none" else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
+    diff = "baseline" if row.key[2] == BASELINE else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
     return [
         method(row.key),
         Text(str(row.n_seeds), justify="right"),
@@ -33,7 +33,7 @@ def row_cells(row: CompareRow) -> list[Text | str]:
         Text(diff, justify="right"),
         Text(p_text(row.p_value), justify="right"),
         Text(number(row.steps_to_threshold), justify="right"),
-        row.config_diff or ("" if row.key[2] == "none" else "same"),
+        row.config_diff or ("" if row.key[2] == BASELINE else "same"),
     ]
 
 

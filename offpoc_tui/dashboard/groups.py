@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from store.stats import LAST_EVALUATIONS, band, ci95, final_returns, steps_to_reach, welch_p
+from store.stats import LAST_EVALUATIONS, Band, band, ci95, final_returns, steps_to_reach, welch_p
 
 GroupKey = tuple[str, str, str, str | None]
 
@@ -60,6 +60,8 @@ class CompareRow:
     steps_to_threshold: int | None
     config_diff: str
     """Config entries that differ from the baseline's (beyond the correction itself)."""
+    curve: Band
+    """The seeds' returns on a common step grid: the mean curve and its band."""
 
 
 def config_diff(config: dict[str, Any], baseline: dict[str, Any]) -> str:
@@ -79,12 +81,11 @@ def compare(
     ``threshold`` defaults to the baseline's final return. Returns the rows and the threshold used.
     """
     finals: dict[GroupKey, np.ndarray] = {}
-    means: dict[GroupKey, tuple[np.ndarray, np.ndarray]] = {}
+    bands: dict[GroupKey, Band] = {}
     for key, members in groups.items():
         seeds = [curves[r["id"]] for r in members if len(curves.get(r["id"], ((), ()))[0])]
         finals[key] = final_returns(seeds, last)
-        grid = band(seeds)
-        means[key] = (grid.steps, grid.mean)
+        bands[key] = band(seeds)
     keys = sorted(groups, key=_ordered)
     base = next((k for k in keys if k[2] == BASELINE), None)
     base_final = finals[base] if base is not None and len(finals[base]) else None
@@ -100,7 +101,7 @@ def compare(
             reference = float(base_final.mean())
             diff = 100.0 * (mean - reference) / abs(reference) if reference else None
             p = welch_p(final, base_final)
-        steps, curve = means[key]
+        curve = bands[key]
         rows.append(
             CompareRow(
                 key=key,
@@ -109,8 +110,9 @@ def compare(
                 final_ci=float(ci95(final)) if len(final) else math.nan,
                 diff_pct=diff,
                 p_value=p,
-                steps_to_threshold=steps_to_reach(steps, curve, threshold) if threshold is not None else None,
+                steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
                 config_diff="" if key == base else config_diff(configs.get(groups[key][0]["id"], {}), base_config),
+                curve=curve,
             )
         )
     return rows, threshold

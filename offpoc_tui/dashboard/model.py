@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import sqlite_utils
 
-from offpoc_tui.dashboard.caches import EvalCache, WeightCache
+from offpoc_tui.dashboard.caches import EvalCache, RunCurve, WeightCache
 from offpoc_tui.dashboard.figures import (
     BarsFigure,
     Figure,
@@ -24,8 +24,8 @@ from offpoc_tui.dashboard.figures import (
     empty,
     faint,
 )
-from offpoc_tui.dashboard.groups import CompareRow, GroupKey, compare, group_key, group_label, group_runs, method
-from store.reader import configs, histograms, train_points
+from offpoc_tui.dashboard.groups import CompareRow, compare, group_key, group_label, group_runs, method
+from store.reader import configs, histograms, run_detail, train_points
 from store.stats import band, smooth
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
@@ -84,7 +84,7 @@ class Model:
     evals: EvalCache = field(default_factory=EvalCache)
     weights: WeightCache = field(default_factory=WeightCache)
     last: tuple[Any, ...] | None = None
-    """What the previous curves or compare answer was built from."""
+    """What the previous answer was built from: the request and its runs' progress."""
 
     def forget(self, runs: list[dict[str, Any]]) -> None:
         keep = {r["id"] for r in runs}
@@ -94,81 +94,41 @@ class Model:
     def answer(
         self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request
     ) -> CurvesData | WeightsData | CompareData | DetailData | None:
+        """The view's data, or None when nothing it is built from changed since the last answer."""
         by_id = {r["id"]: r for r in runs}
         if request.view in ("curves", "compare"):
-            # The heavy views: rebuilt only when the request or one of their runs' curves changed.
+            key = compare_key(runs, request) if request.view == "compare" else None
             if request.view == "curves":
-                ids = [i for i in request.run_ids if i in by_id]
+                members = [by_id[i] for i in request.run_ids if i in by_id]
             else:
-                key = compare_key(runs, request)
-                ids = [r["id"] for r in runs if (r["algo"], r["env"]) == key]
-            self.evals.update(db, ids)
-            basis = (request, tuple(ids), self.evals.version(ids))
-            if basis == self.last:
-                return None
-            self.last = basis
+                members = [r for r in runs if (r["algo"], r["env"]) == key]
+            ids = [r["id"] for r in members]
+            curves = self.evals.update(db, ids)
+            basis: tuple[Any, ...] = (request, tuple(ids), self.evals.version(ids))
+        elif request.view in ("weights", "detail"):
+            cursor = by_id.get(request.cursor)
+            members = [] if cursor is None else subjects(runs, cursor, request)
+            basis = (request, tuple((r["id"], r["steps"], r["status"]) for r in members))
+        else:
+            return None
+        if basis == self.last:
+            return None
+        self.last = basis
         if request.view == "curves":
-            return CurvesData(self.curves(db, [by_id[i] for i in request.run_ids if i in by_id], request))
-        if request.view == "weights":
-            return self.weights_data(db, runs, by_id.get(request.cursor), request)
+            return CurvesData(curves_figure(members, curves, request))
         if request.view == "compare":
-            return self.compare_data(db, runs, request)
-        if request.view == "detail":
-            return detail_data(db, by_id.get(request.cursor))
-        return None
-
-    # ---- curves ---------------------------------------------------------------------------
-    def curves(self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request) -> Figure:
-        if not runs:
-            return empty("Evaluation return", "no runs (select some with space, or clear the filter)")
-        # run id -> (steps, wall time in hours, smoothed returns)
-        data = {
-            run_id: (steps, wall / 3600.0, smooth(returns, request.smoothing))
-            for run_id, (steps, wall, returns) in (
-                (i, c.arrays()) for i, c in self.evals.update(db, [r["id"] for r in runs]).items()
-            )
-        }
-        x_of = 1 if request.wall_time else 0
-        xlabel = "wall time (h)" if request.wall_time else "environment steps"
-        title = "Evaluation return"
-        if request.smoothing > 1:
-            title += f", smoothed over {request.smoothing} evaluations"
-        lines: list[Line] = []
-        if not request.grouped:
-            for i, run in enumerate(runs[:MAX_RAW_LINES]):
-                label = f"{run['id']} {run['algo']} {run['env']} {method(group_key(run))} s{run['seed']}"
-                lines.append(Line(data[run["id"]][x_of], data[run["id"]][2], colour(i), label))
-            if len(runs) > MAX_RAW_LINES:
-                title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
-            return LinesFigure(title, xlabel, "return", lines)
-        for i, (key, members) in enumerate(group_runs(runs).items()):
-            seeds = [data[r["id"]] for r in members if len(data[r["id"]][0])]
-            if len(runs) <= MAX_RAW_LINES:  # raw curves, faint, behind the mean
-                lines.extend(Line(seed[x_of], seed[2], faint(colour(i), 0.25)) for seed in seeds)
-            grid = band([(steps, returns) for steps, _, returns in seeds])
-            x = grid.steps.astype(np.float64)
-            if request.wall_time:  # the seeds' mean wall time at each step
-                x = band([(steps, wall) for steps, wall, _ in seeds]).mean
-            lines.extend(band_lines(x, grid.mean, grid.half_width, i, group_label(key, len(members))))
-        return LinesFigure(title + "; mean over seeds, 95% CI band", xlabel, "return", lines)
-
-    # ---- compare --------------------------------------------------------------------------
-    def compare_data(self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request) -> CompareData:
-        key = compare_key(runs, request)
-        if key is None:
-            return CompareData(None, empty("Compare", "no runs"), [], None)
-        groups, curves, cfgs = compare_inputs(db, self.evals, runs, key)
-        rows, threshold = compare(groups, curves, cfgs, request.threshold)
-        return CompareData(key, compare_figure(groups, curves, rows, threshold), rows, threshold)
+            return compare_data(db, members, curves, key, request.threshold)
+        if request.view == "weights":
+            return self.weights_data(db, members, cursor, request)
+        return detail_data(db, cursor)
 
     # ---- weights --------------------------------------------------------------------------
     def weights_data(
-        self, db: sqlite_utils.Database, runs: list[dict[str, Any]], cursor: dict[str, Any] | None, request: Request
+        self, db: sqlite_utils.Database, members: list[dict[str, Any]], cursor: dict[str, Any] | None, request: Request
     ) -> WeightsData:
         if cursor is None:
             nothing = empty("λ", "no run under the cursor")
             return WeightsData(nothing, nothing)
-        members = [r for r in runs if group_key(r) == group_key(cursor)] if request.grouped else [cursor]
         subject = group_label(group_key(cursor), len(members)) if request.grouped else f"run {cursor['id']}"
         hists = histograms(db, [r["id"] for r in members])
         return WeightsData(
@@ -192,6 +152,40 @@ class Model:
             f", mean over {len(per_run)} seeds" if len(per_run) > 1 else ""
         )
         return LinesFigure(title, "environment steps", "λ", lines)
+
+
+# ---- curves -------------------------------------------------------------------------------------
+def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request) -> Figure:
+    if not runs:
+        return empty("Evaluation return", "no runs (select some with space, or clear the filter)")
+    # run id -> (steps, wall time in hours, smoothed returns)
+    data = {
+        run_id: (steps, wall / 3600.0, smooth(returns, request.smoothing))
+        for run_id, (steps, wall, returns) in ((i, c.arrays()) for i, c in curves.items())
+    }
+    x_of = 1 if request.wall_time else 0
+    xlabel = "wall time (h)" if request.wall_time else "environment steps"
+    title = "Evaluation return"
+    if request.smoothing > 1:
+        title += f", smoothed over {request.smoothing} evaluations"
+    lines: list[Line] = []
+    if not request.grouped:
+        for i, run in enumerate(runs[:MAX_RAW_LINES]):
+            label = f"{run['id']} {run['algo']} {run['env']} {method(group_key(run))} s{run['seed']}"
+            lines.append(Line(data[run["id"]][x_of], data[run["id"]][2], colour(i), label))
+        if len(runs) > MAX_RAW_LINES:
+            title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
+        return LinesFigure(title, xlabel, "return", lines)
+    for i, (key, members) in enumerate(group_runs(runs).items()):
+        seeds = [data[r["id"]] for r in members if len(data[r["id"]][0])]
+        if len(runs) <= MAX_RAW_LINES:  # raw curves, faint, behind the mean
+            lines.extend(Line(seed[x_of], seed[2], faint(colour(i), 0.25)) for seed in seeds)
+        grid = band([(steps, returns) for steps, _, returns in seeds])
+        x = grid.steps.astype(np.float64)
+        if request.wall_time:  # the seeds' mean wall time at each step
+            x = band([(steps, wall) for steps, wall, _ in seeds]).mean
+        lines.extend(band_lines(x, grid.mean, grid.half_width, i, group_label(key, len(members))))
+    return LinesFigure(title + "; mean over seeds, 95% CI band", xlabel, "return", lines)
 
 
 def band_lines(x: np.ndarray, mean: np.ndarray, half: np.ndarray, index: int, label: str) -> list[Line]:
@@ -245,29 +239,40 @@ def compare_key(runs: list[dict[str, Any]], request: Request) -> tuple[str, str]
     return request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
 
 
-def compare_inputs(
-    db: sqlite_utils.Database, evals: EvalCache, runs: list[dict[str, Any]], key: tuple[str, str]
-) -> tuple[dict[GroupKey, list[dict[str, Any]]], dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
-    members = [r for r in runs if (r["algo"], r["env"]) == key]
+def subjects(runs: list[dict[str, Any]], cursor: dict[str, Any], request: Request) -> list[dict[str, Any]]:
+    """Weights and Detail: the run under the cursor, or (Weights, grouped) its whole group."""
+    if request.view == "weights" and request.grouped:
+        return [r for r in runs if group_key(r) == group_key(cursor)]
+    return [cursor]
+
+
+def compare_rows(
+    db: sqlite_utils.Database, members: list[dict[str, Any]], curves: dict[int, RunCurve], threshold: float | None
+) -> tuple[list[CompareRow], float | None]:
+    """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
     groups = group_runs(members)
-    curves = {i: (c.arrays()[0], c.arrays()[2]) for i, c in evals.update(db, [r["id"] for r in members]).items()}
-    firsts = [g[0]["id"] for g in groups.values()]
-    return groups, curves, configs(db, firsts)
+    returns = {run_id: (c.arrays()[0], c.arrays()[2]) for run_id, c in curves.items()}
+    return compare(groups, returns, configs(db, [g[0]["id"] for g in groups.values()]), threshold)
 
 
-def compare_figure(
-    groups: dict[GroupKey, list[dict[str, Any]]],
-    curves: dict[int, Any],
-    rows: list[CompareRow],
+def compare_data(
+    db: sqlite_utils.Database,
+    members: list[dict[str, Any]],
+    curves: dict[int, RunCurve],
+    key: tuple[str, str] | None,
     threshold: float | None,
-) -> Figure:
+) -> CompareData:
+    if key is None:
+        return CompareData(None, empty("Compare", "no runs"), [], None)
+    rows, threshold = compare_rows(db, members, curves, threshold)
+    return CompareData(key, compare_figure(key, rows, threshold), rows, threshold)
+
+
+def compare_figure(key: tuple[str, str], rows: list[CompareRow], threshold: float | None) -> Figure:
     lines = []
     for i, row in enumerate(rows):
-        seeds = [curves[r["id"]] for r in groups[row.key] if len(curves[r["id"]][0])]
-        grid = band(seeds)
-        x = grid.steps.astype(np.float64)
-        lines.extend(band_lines(x, grid.mean, grid.half_width, i, f"{method(row.key)} (n={row.n_seeds})"))
-    key = next(iter(groups))
+        x = row.curve.steps.astype(np.float64)
+        lines.extend(band_lines(x, row.curve.mean, row.curve.half_width, i, f"{method(row.key)} (n={row.n_seeds})"))
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
     title = f"{key[0]} on {key[1]}: mean over seeds, 95% CI band" + (", grey: threshold" if hlines else "")
     return LinesFigure(title, "environment steps", "return", lines, hlines)
@@ -278,21 +283,17 @@ def detail_data(db: sqlite_utils.Database, run: dict[str, Any] | None) -> Detail
     if run is None:
         nothing = empty("Run", "no run under the cursor")
         return DetailData(None, nothing, nothing, nothing)
-    from store.reader import run_detail
-
     full = run_detail(db, run["id"])
     points = train_points(db, run["id"])
     steps = np.asarray([p["step"] for p in points], dtype=np.float64)
 
-    def series(name: str) -> np.ndarray:
-        return np.asarray([np.nan if p[name] is None else p[name] for p in points], dtype=np.float64)
-
     def figure(title: str, ylabel: str, names: list[str]) -> Figure:
-        lines = [
-            Line(steps[~np.isnan(series(n))], series(n)[~np.isnan(series(n))], colour(i), n)
-            for i, n in enumerate(names)
-            if np.any(~np.isnan(series(n)))
-        ]
+        lines = []
+        for i, name in enumerate(names):
+            values = np.asarray([np.nan if p[name] is None else p[name] for p in points], dtype=np.float64)
+            known = ~np.isnan(values)
+            if known.any():
+                lines.append(Line(steps[known], values[known], colour(i), name))
         if not lines:
             return empty(title, "no training statistics yet")
         return LinesFigure(f"{title}, run {run['id']}", "environment steps", ylabel, lines)

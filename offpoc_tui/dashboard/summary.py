@@ -11,8 +11,7 @@ from rich.text import Text
 
 from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import HEADERS, row_cells
-from offpoc_tui.dashboard.groups import compare
-from offpoc_tui.dashboard.model import compare_inputs, compare_keys
+from offpoc_tui.dashboard.model import compare_keys, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
 
@@ -34,8 +33,8 @@ def summary(db: sqlite_utils.Database) -> RenderableType:
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
     evals = EvalCache()
     for key in compare_keys(runs):
-        groups, curves, configs = compare_inputs(db, evals, runs, key)
-        rows, threshold = compare(groups, curves, configs)
+        members = [r for r in runs if (r["algo"], r["env"]) == key]
+        rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None)
         parts += [compare_table(*key, rows, threshold), Text("")]
     parts.append(
         Text(
