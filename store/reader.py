@@ -165,4 +165,3 @@ def configs(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, dict[str
         return {}
     rows = db.execute(f"SELECT id, config FROM runs WHERE id IN ({_in(run_ids)})", run_ids)
     return {run_id: json.loads(config) for run_id, config in rows}
-
