@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -42,20 +43,25 @@ class ComparePane(Vertical):
         super().__init__()
         self.keys: list[tuple[str, str]] = []
         """The (algo, env) pairs offered, as last set."""
+        # Held, not queried: updates may still arrive while the app shuts down and prunes children.
+        self.select = Select[tuple[str, str]]([], prompt="algo · env", id="compare-key", allow_blank=True)
+        self.plot = FigurePlot(id="compare-plot")
+        self.note = Static(id="compare-note", classes="pane-state")
+        self.table = DataTable[Any](id="compare-table", cursor_type="row", zebra_stripes=True)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="compare-controls"):
-            yield Select[tuple[str, str]]([], prompt="algo · env", id="compare-key", allow_blank=True)
+            yield self.select
             yield Input(placeholder="threshold (default: baseline's final return)", id="compare-threshold")
-        yield FigurePlot(id="compare-plot")
-        yield Static(id="compare-note", classes="pane-state")
-        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        yield self.plot
+        yield self.note
+        yield self.table
 
     def on_mount(self) -> None:
-        self.query_one("#compare-table", DataTable).add_columns(*HEADERS)
+        self.table.add_columns(*HEADERS)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
-        select = self.query_one("#compare-key", Select)
+        select = self.select
         with select.prevent(Select.Changed):
             if keys != self.keys:
                 self.keys = keys
@@ -64,11 +70,11 @@ class ComparePane(Vertical):
                 select.value = current
 
     def show(self, data: CompareData) -> None:
-        self.query_one("#compare-plot", FigurePlot).show(data.figure)
-        table = self.query_one("#compare-table", DataTable)
+        self.plot.show(data.figure)
+        table = self.table
         table.clear()
         for row in data.rows:
             table.add_row(*row_cells(row))
         last = "final return: each seed's mean over its last 10 evaluations; CI and Welch's test across seeds"
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
-        self.query_one("#compare-note", Static).update(f"{last} · {threshold}")
+        self.note.update(f"{last} · {threshold}")

@@ -11,17 +11,23 @@ from offpoc_tui.dashboard.plots import FigurePlot
 
 
 class CurvesPane(Vertical):
+    def __init__(self) -> None:
+        super().__init__()
+        # Held, not queried: updates may still arrive while the app shuts down and prunes children.
+        self.state = Static(id="curves-state", classes="pane-state")
+        self.plot = FigurePlot(id="curves-plot")
+
     def compose(self) -> ComposeResult:
-        yield Static(id="curves-state", classes="pane-state")
-        yield FigurePlot(id="curves-plot")
+        yield self.state
+        yield self.plot
 
     def show_request(self, request: Request, selected: int) -> None:
         subject = f"{selected} selected runs" if selected else "every run the filter shows (none selected)"
-        self.query_one("#curves-state", Static).update(
+        self.state.update(
             f"[b]showing[/] {subject} · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
             f" · [b]w[/] x axis: {'wall time' if request.wall_time else 'steps'}"
             f" · [b]m[/] smoothing: {f'{request.smoothing} evaluations' if request.smoothing > 1 else 'off'}"
         )
 
     def show(self, data: CurvesData) -> None:
-        self.query_one("#curves-plot", FigurePlot).show(data.figure)
+        self.plot.show(data.figure)

@@ -12,17 +12,24 @@ from offpoc_tui.views import run_view
 
 
 class DetailPane(Grid):
+    def __init__(self) -> None:
+        super().__init__()
+        # Held, not queried: updates may still arrive while the app shuts down and prunes children.
+        self.text = Static(id="detail-text")
+        self.losses = FigurePlot(id="detail-losses")
+        self.q_alpha = FigurePlot(id="detail-q")
+        self.sps = FigurePlot(id="detail-sps")
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-facts"):
-            yield Static(id="detail-text")
-        yield FigurePlot(id="detail-losses")
-        yield FigurePlot(id="detail-q")
-        yield FigurePlot(id="detail-sps")
+            yield self.text
+        yield self.losses
+        yield self.q_alpha
+        yield self.sps
 
     def show(self, data: DetailData) -> None:
         run = data.run
-        text = self.query_one("#detail-text", Static)
-        text.update("No run under the cursor." if run is None else run_view(run))
-        self.query_one("#detail-losses", FigurePlot).show(data.losses)
-        self.query_one("#detail-q", FigurePlot).show(data.q_alpha)
-        self.query_one("#detail-sps", FigurePlot).show(data.sps)
+        self.text.update("No run under the cursor." if run is None else run_view(run))
+        self.losses.show(data.losses)
+        self.q_alpha.show(data.q_alpha)
+        self.sps.show(data.sps)

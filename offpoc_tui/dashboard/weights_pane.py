@@ -11,13 +11,20 @@ from offpoc_tui.dashboard.plots import FigurePlot
 
 
 class WeightsPane(Vertical):
+    def __init__(self) -> None:
+        super().__init__()
+        # Held, not queried: updates may still arrive while the app shuts down and prunes children.
+        self.state = Static(id="weights-state", classes="pane-state")
+        self.histogram = FigurePlot(id="weights-histogram")
+        self.training = FigurePlot(id="weights-training")
+
     def compose(self) -> ComposeResult:
-        yield Static(id="weights-state", classes="pane-state")
-        yield FigurePlot(id="weights-histogram")
-        yield FigurePlot(id="weights-training")
+        yield self.state
+        yield self.histogram
+        yield self.training
 
     def show_request(self, request: Request) -> None:
-        self.query_one("#weights-state", Static).update(
+        self.state.update(
             f"[b]showing[/] the run under the cursor{' and its group' if request.grouped else ''}"
             f" · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
             f" · [b][ ][/] interval: {'latest' if request.interval == -1 else request.interval + 1}"
@@ -25,5 +32,5 @@ class WeightsPane(Vertical):
         )
 
     def show(self, data: WeightsData) -> None:
-        self.query_one("#weights-histogram", FigurePlot).show(data.histogram)
-        self.query_one("#weights-training", FigurePlot).show(data.training)
+        self.histogram.show(data.histogram)
+        self.training.show(data.training)
