@@ -16,6 +16,9 @@ from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import number
 
 HEADERS = ("method", "seeds", "final return ± 95% CI", "vs baseline", "Welch p", "steps to thr.", "config vs baseline")
+METHOD_WIDTH = 16
+"""Fixed widths (the method column; the others their header's) instead of DataTable measuring the
+rows on idle, which a snapshot taken under load caught half-done; only the config column grows."""
 
 
 def p_text(p: float | None) -> str:
@@ -58,7 +61,10 @@ class ComparePane(Vertical):
         yield self.table
 
     def on_mount(self) -> None:
-        self.table.add_columns(*HEADERS)
+        *fixed, config = HEADERS
+        for header in fixed:
+            self.table.add_column(header, width=METHOD_WIDTH if header == "method" else len(header))
+        self.table.add_column(config)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
         select = self.select
