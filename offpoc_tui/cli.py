@@ -16,10 +16,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 from typer.exceptions import Abort
 
@@ -28,14 +27,17 @@ try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
 
+from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, out
+from offpoc_tui.console import open_db as _open
+from offpoc_tui.console import tables_out as _tables_out
 from offpoc_tui.control import ControlError, request_stop
 from offpoc_tui.control import resume as resume_run
-from store import TERMINAL, StoreError, open_store
+from offpoc_tui.import_cmd import import_app
+from store import TERMINAL, StoreError
 from store.db import check_writable
 from store.reader import PS_COLUMNS, list_runs, run_detail
 from store.runs import create_runs, delete_runs, get_run, pid_alive, reap_lost
 
-USAGE = 2
 STOP_WAIT_S = 300.0
 
 
@@ -63,29 +65,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
-
-DbOption = Annotated[Path, typer.Option("--db", envvar="OFFPOC_DB", help="The store (SQLite file).", show_default=True)]
-DEFAULT_DB = Path("offpoc.db")
-
-
-def fail(message: str, code: int = USAGE) -> NoReturn:
-    """One line on stderr, then exit (2 = usage error)."""
-    err.print(f"error: {message}", markup=False, highlight=False)
-    raise typer.Exit(code)
-
-
-def _open(db_path: Path, create: bool = False) -> Any:
-    try:
-        return open_store(db_path, create=create)
-    except StoreError as error:
-        fail(str(error))
-
-
-def _tables_out() -> Console:
-    """Where tables go: piped output has no width to fit, so keep every column whole rather than cut to 80."""
-    return out if out.is_terminal else Console(width=240)
 
 
 def _resolve(db: Any, tokens: list[str]) -> list[int]:
@@ -351,35 +330,57 @@ def rm(
 # ---- export --------------------------------------------------------------------------------
 @app.command()
 def export(
-    table: Annotated[str, typer.Option(help="evaluations, episodes, train, weights or runs.")] = "evaluations",
-    format_: Annotated[str, typer.Option("--format", "-f", help="csv, json or md.")] = "csv",
+    table: Annotated[
+        str, typer.Option(help="evaluations, episodes, train, weights, runs, or summary (the paper's table).")
+    ] = "evaluations",
+    format_: Annotated[str, typer.Option("--format", "-f", help="csv, json or md (summary: also latex).")] = "csv",
+    last: Annotated[
+        int | None, typer.Option(help="Summary: final return over each seed's last N evaluations [default: 10].")
+    ] = None,
     algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
-    env: Annotated[list[str] | None, typer.Option(help="Only these environments (repeatable).")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
+    ] = None,
     correction: Annotated[list[str] | None, typer.Option(help="Only these corrections (repeatable).")] = None,
     run: Annotated[list[str] | None, typer.Option(help="Only these runs, ids or names (repeatable).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Tidy long tables, one row per observation, each row led by its run's metadata."""
-    from store.export import FORMATS, TABLES, columns, rows, write_rows
+    """Tidy long tables, one row per observation led by its run's metadata; or the summary of final returns."""
+    from store.export import FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
+    from store.stats import LAST_EVALUATIONS
 
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
-    if format_ not in FORMATS:
-        fail(f"unknown format {format_!r}: choose one of {', '.join(FORMATS)}")
+    formats = SUMMARY_FORMATS if table == "summary" else FORMATS
+    if format_ not in formats:
+        fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")
+    if last is not None and table != "summary":
+        fail("--last applies to --table summary only")
+    if last is not None and last < 1:
+        fail(f"--last must be at least 1, got {last}")
     if output is not None and (output.is_dir() or not output.parent.is_dir()):
         fail(f"cannot write {output}: not a file in an existing directory")
     store = _open(db)
     run_ids = _resolve(store, run) if run else None
-    data = rows(store, table, run_ids=run_ids, algos=algo, envs=env, corrections=correction)
+    filters = {"run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction}
+
+    def write_to(out: Any) -> int:
+        if table == "summary":
+            from store.summary import summary_rows
+
+            n = last or LAST_EVALUATIONS
+            return write_summary(out, format_, summary_rows(store, last=n, **filters), n)
+        return write_rows(out, format_, columns(table), rows(store, table, **filters))
+
     if output is None:
-        count = write_rows(sys.stdout, format_, columns(table), data)
+        write_to(sys.stdout)
         return
     tmp = output.with_name(output.name + ".tmp")
     with tmp.open("w", newline="") as f:
-        count = write_rows(f, format_, columns(table), data)
+        count = write_to(f)
     tmp.replace(output)
-    err.print(f"wrote {count:,} rows to {output}", highlight=False)
+    err.print(f"wrote {count:,} {'summary ' if table == 'summary' else ''}rows to {output}", highlight=False)
 
 
 # ---- dashboard -------------------------------------------------------------------------------
@@ -402,6 +403,9 @@ def dashboard(
     from offpoc_tui.dashboard.app import Dashboard
 
     Dashboard(db, poll_s=refresh).run()
+
+
+app.add_typer(import_app, name="import")
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -110,7 +110,32 @@ CREATE TABLE histograms (
 );
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1}
+# Imported runs: ``origin`` names what a run was imported as (unique, so importing twice adds
+# nothing; NULL for trained runs), and evaluations may lack what a published curve does not
+# record (wall time, spread across episodes, episode length): those columns become nullable,
+# which SQLite only allows by rebuilding the table.
+_V2 = """
+ALTER TABLE runs ADD COLUMN origin TEXT;
+CREATE UNIQUE INDEX runs_origin ON runs (origin);
+CREATE TABLE evaluations_v2 (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    wall_time REAL,
+    return_mean REAL NOT NULL,
+    return_std REAL,
+    length_mean REAL,
+    returns TEXT NOT NULL,
+    lengths TEXT NOT NULL,
+    UNIQUE (run_id, step)
+);
+INSERT INTO evaluations_v2 SELECT id, run_id, step, wall_time, return_mean, return_std, length_mean, returns, lengths
+    FROM evaluations;
+DROP TABLE evaluations;
+ALTER TABLE evaluations_v2 RENAME TO evaluations
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms")

@@ -1,4 +1,5 @@
-"""Export: tidy long tables (one row per observation, run metadata first) as CSV, JSON or Markdown.
+"""Export: tidy long tables (one row per observation, run metadata first) as CSV, JSON or Markdown,
+and the paper's summary table (:mod:`store.summary`) as CSV, JSON, Markdown or LaTeX.
 
 Rows are streamed, so exporting millions of per-batch weights holds one block in memory.
 """
@@ -13,11 +14,13 @@ from typing import IO, Any
 
 import sqlite_utils
 
+from store import summary, tables
 from store.codec import decode_weights
 from store.reader import META_COLUMNS, where_runs
 
-TABLES = ("evaluations", "episodes", "train", "weights", "runs")
+TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary")
 FORMATS = ("csv", "json", "md")
+SUMMARY_FORMATS = (*FORMATS, "latex")
 
 WEIGHT_COLUMNS = (
     "lambda", "lambda_min", "lambda_max", "lambda_p10", "lambda_p25", "lambda_p50", "lambda_p75", "lambda_p90",
@@ -111,3 +114,15 @@ def write_rows(out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[t
     else:
         raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return n
+
+
+def write_summary(out: IO[str], fmt: str, rows: list[summary.SummaryRow], last: int) -> int:
+    """The summary: one row per method and environment (csv, json), or the paper's layout (md, latex)."""
+    if fmt == "md":
+        out.write(tables.markdown(rows, last))
+    elif fmt == "latex":
+        out.write(tables.latex(rows, last))
+    else:
+        cells = (tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r.values()) for r in rows)
+        write_rows(out, fmt, summary.COLUMNS, cells)
+    return len(rows)

@@ -55,8 +55,8 @@ def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **fi
     """Runs (every column but the config and traceback), oldest first."""
     where, params = where_runs(statuses=statuses, **filters)
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
-    columns += " last_return, best_return, mean_lambda, pid, host, source, created, started, finished, heartbeat,"
-    columns += " wall_time, checkpoint_step, error"
+    columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
+    columns += " heartbeat, wall_time, checkpoint_step, error"
     return _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params))
 
 

@@ -114,3 +114,24 @@ def steps_to_reach(steps: np.ndarray, mean: np.ndarray, threshold: float) -> int
     """First step at which the mean curve reaches ``threshold`` (None if it never does)."""
     hit = np.flatnonzero(np.asarray(mean) >= threshold)
     return int(steps[hit[0]]) if len(hit) else None
+
+
+def final_performance(curves: Sequence[Curve], last: int = LAST_EVALUATIONS) -> tuple[int, float, float]:
+    """The paper's final performance of one method: (seeds, mean, ± half-width).
+
+    ``mean``: the mean over seeds of each seed's last ``last`` evaluations. ``±``: the mean,
+    over those ``last`` evaluation points, of the per-point 95% Student-t half-width across
+    seeds. Seeds are aligned from their last evaluation, so runs of equal length (every
+    finished one) give exactly the paper's figure; a seed with fewer evaluations counts
+    where it has them. NaN half-width with a single seed.
+    """
+    values = [np.asarray(v, dtype=np.float64)[-last:] for _, v in curves if len(v)]
+    if not values:
+        return 0, math.nan, math.nan
+    points = max(len(v) for v in values)
+    matrix = np.full((len(values), points), np.nan)
+    for row, v in enumerate(values):
+        matrix[row, points - len(v) :] = v
+    half = ci95(matrix, axis=0)
+    half_width = float(np.mean(half[~np.isnan(half)])) if (~np.isnan(half)).any() else math.nan
+    return len(values), float(np.mean([v.mean() for v in values])), half_width

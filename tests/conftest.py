@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,31 @@ from pathlib import Path
 import pytest
 
 from store import open_store
+from store.imports import import_curves, reference_curves
 from store.runs import create_runs
 from tests.storefill import FIXED_TIME, fill, fill_learning, spec
+
+REFERENCE_CURVES = (
+    Path(os.environ.get("OFFPOC_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "reference-curves"
+)
+"""The paper's published curves beside the project (``../shared``; ``OFFPOC_SHARED`` points elsewhere)."""
+needs_reference = pytest.mark.skipif(
+    not (REFERENCE_CURVES / "Learning Curves").is_dir(),
+    reason=f"the published curves are not at {REFERENCE_CURVES} (set OFFPOC_SHARED to the folder holding them)",
+)
+
+
+@pytest.fixture(scope="session")
+def reference_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding every published curve, imported once per session: read it, never write it."""
+    if not (REFERENCE_CURVES / "Learning Curves").is_dir():
+        pytest.skip(f"the published curves are not at {REFERENCE_CURVES}")
+    path = tmp_path_factory.mktemp("reference") / "reference.db"
+    db = open_store(path, create=True)
+    report = import_curves(db, reference_curves(REFERENCE_CURVES))
+    db.close()
+    assert report.problems == []
+    return path
 
 
 @pytest.fixture

@@ -1,0 +1,102 @@
+"""``offpoc import``: published learning curves and Stable-Baselines3 evaluations into the store.
+
+    offpoc import reference "../shared/reference-curves"        # the paper's 1,440 curves
+    offpoc import zoo logs/td3/Hopper-v3_1/evaluations.npz       # or a folder of them
+
+Each file becomes one finished run (see :mod:`store.imports`); files that cannot be read
+are listed and skipped, and the command then exits with status 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db, out
+from store import StoreError
+from store.db import check_writable
+from store.imports import (
+    Curve,
+    ImportProblem,
+    ImportReport,
+    import_curves,
+    reference_files,
+    reference_root,
+    zoo_curves,
+    zoo_files,
+)
+
+import_app = typer.Typer(
+    help="Bring in evaluation curves recorded elsewhere: the paper's published curves, SB3/zoo runs.",
+    no_args_is_help=True,
+)
+
+PathArgument = Annotated[Path, typer.Argument(help="A file or folder.", show_default=False)]
+
+
+def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportProblem]) -> None:
+    """Import with a progress bar, then say what happened; exit 1 if any file was skipped."""
+    try:
+        check_writable(db_path)
+    except StoreError as error:
+        fail(str(error))
+    db = open_db(db_path, create=True)
+    columns = [TextColumn(f"importing {what}"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("files")]
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(what, total=count)
+        report = import_curves(db, curves, advance=lambda: progress.advance(task))
+    db.close()
+    _say(report, db_path)
+    if report.problems:
+        raise typer.Exit(1)
+
+
+def _say(report: ImportReport, db_path: Path) -> None:
+    for problem in report.problems:
+        err.print(f"skipped {problem}", markup=False, highlight=False)
+    parts = [f"imported {report.imported:,} run{'s' if report.imported != 1 else ''}"]
+    if report.updated:
+        parts.append(f"extended {report.updated:,} already imported")
+    if report.unchanged:
+        parts.append(f"{report.unchanged:,} already present")
+    if report.problems:
+        parts.append(f"skipped {len(report.problems):,} file{'s' if len(report.problems) != 1 else ''}")
+    out.print(f"{', '.join(parts)} in {db_path}", highlight=False)
+
+
+@import_app.command()
+def reference(path: PathArgument, db: DbOption = DEFAULT_DB) -> None:
+    """The paper's published curves: the `Learning Curves` folder or its parent."""
+    from store.imports import reference_curves
+
+    try:
+        files = reference_files(path)
+    except ImportProblem as problem:
+        fail(str(problem))
+    if not files:
+        fail(f"no files in {reference_root(path)}")
+    _run(db, "published curves", len(files), reference_curves(path))
+
+
+@import_app.command()
+def zoo(
+    path: PathArgument,
+    algo: Annotated[str | None, typer.Option(help="The algorithm [default: the zoo folder, logs/ALGO/].")] = None,
+    env: Annotated[str | None, typer.Option(help="The environment [default: the folder, ENV_N/].")] = None,
+    seed: Annotated[int | None, typer.Option(help="The seed [default: the experiment number N].")] = None,
+    correction: Annotated[str, typer.Option(help="What correction these runs used.")] = "none",
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """rl-baselines3-zoo / Stable-Baselines3 EvalCallback `evaluations.npz` files (one, or all under a folder)."""
+    try:
+        files = zoo_files(path)
+    except ImportProblem as problem:
+        fail(str(problem))
+    if seed is not None and seed < 0:
+        fail(f"--seed must be at least 0, got {seed}")
+    overrides = {"algo": algo.lower() if algo else None, "env": env, "seed": seed, "correction": correction.lower()}
+    _run(db, "evaluations.npz", len(files), zoo_curves(path, **overrides))

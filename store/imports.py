@@ -1,0 +1,316 @@
+"""Runs recorded elsewhere, brought into a store: the paper's published curves and SB3 evaluations.
+
+An imported run is ``finished``, has no worker, keeps where it came from in ``source``
+(the file's path) and what it is in ``origin`` (unique: importing twice adds nothing).
+Each file is parsed and checked whole before anything of it is written, and written in
+one transaction with its run, so a malformed file is skipped, never half-imported.
+
+    published = reference_curves(Path("../shared/reference-curves"))   # raises ImportProblem
+    report = import_curves(db, published)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from store.db import write
+
+REFERENCE_FOLDER = "Learning Curves"
+REFERENCE_EVAL_EVERY = 1000
+"""The published curves evaluate every 1,000 environment steps, from step 0."""
+REFERENCE_EPISODES = 10
+REFERENCE_ALGOS = {"DDPG": "ddpg", "TD3": "td3", "SAC": "sac"}
+REFERENCE_METHODS: dict[str, tuple[str, str | None]] = {
+    "": ("none", None),
+    "AC-Off-POC": ("acoffpoc", "jsd"),  # the paper's AC-Off-POC uses the Jensen-Shannon divergence
+    "ACE": ("ace", None),
+    "Geoff-PAC": ("geoff-pac", None),
+    "IPG": ("ipg", None),
+    "RIS-Off-PAC": ("ris-off-pac", None),
+}
+"""File-name prefix → (correction, divergence)."""
+_REFERENCE_NAME = re.compile(
+    r"^(?:(?P<method>AC-Off-POC|ACE|Geoff-PAC|IPG|RIS-Off-PAC)_)?(?P<algo>DDPG|TD3|SAC)_(?P<env>[A-Za-z0-9]+-v\d+)"
+    r"_(?P<seed>\d+)\.npy$"
+)
+ZOO_FILE = "evaluations.npz"
+_ZOO_RUN_FOLDER = re.compile(r"^(?P<env>.+-v\d+)_(?P<exp>\d+)$")
+"""rl-baselines3-zoo writes ``logs/{algo}/{env}_{experiment}/evaluations.npz``."""
+_CHUNK = 64
+"""Files per write transaction (each file stays atomic: it is parsed whole before any write)."""
+
+
+class ImportProblem(ValueError):
+    """A file or folder that cannot be imported; the message (one line) says which and why."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One imported run, parsed and checked, ready to write."""
+
+    origin: str
+    source: str
+    name: str
+    algo: str
+    env: str
+    correction: str
+    divergence: str | None
+    seed: int
+    steps: np.ndarray
+    """(T,) increasing environment steps."""
+    returns: np.ndarray
+    """(T,) mean return of each evaluation."""
+    episode_returns: np.ndarray | None = None
+    """(T, episodes) when the file records each episode."""
+    episode_lengths: np.ndarray | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0
+    updated: int = 0
+    """Runs already present that got evaluations past their last step (a zoo run still training)."""
+    unchanged: int = 0
+    problems: list[str] = field(default_factory=list)
+    """One line per file skipped, saying why."""
+
+
+# ---- the paper's published curves -------------------------------------------------------------
+def reference_root(path: Path) -> Path:
+    """The ``Learning Curves`` folder: ``path`` itself or its child."""
+    if not path.is_dir():
+        raise ImportProblem(f"{path} is not a folder")
+    if path.name == REFERENCE_FOLDER:
+        return path
+    if (path / REFERENCE_FOLDER).is_dir():
+        return path / REFERENCE_FOLDER
+    raise ImportProblem(f"no {REFERENCE_FOLDER!r} folder in {path} (expected {REFERENCE_FOLDER}/ALGO/ENV/*.npy)")
+
+
+def reference_files(path: Path) -> list[Path]:
+    """Every file under the published layout's root, sorted (anything misplaced is reported on reading)."""
+    return sorted(p for p in reference_root(path).rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def read_reference(root: Path, file: Path) -> Curve:
+    """One published curve: ``{ALGO}/{ENV}/{PREFIX}{ALGO}_{ENV}_{SEED}.npy``, evaluations every 1,000 steps."""
+    parts = file.relative_to(root).parts
+    match = _REFERENCE_NAME.match(parts[-1])
+    if len(parts) != 3 or match is None:
+        raise ImportProblem(f"{file}: not a published curve's name (ALGO/ENV/[METHOD_]ALGO_ENV_SEED.npy)")
+    if (match["algo"], match["env"]) != parts[:2]:
+        raise ImportProblem(f"{file}: its name says {match['algo']}/{match['env']} but it is in {'/'.join(parts[:2])}")
+    returns = _load_npy(file)
+    correction, divergence = REFERENCE_METHODS[match["method"] or ""]
+    algo, seed = REFERENCE_ALGOS[match["algo"]], int(match["seed"])
+    steps = np.arange(len(returns), dtype=np.int64) * REFERENCE_EVAL_EVERY
+    config = {
+        "imported": "published curves of the AC-Off-POC paper (arXiv:2208.00755)",
+        "eval_freq": REFERENCE_EVAL_EVERY,
+        "eval_episodes": REFERENCE_EPISODES,
+        "total_steps": int(steps[-1]),
+        "seed": seed,
+    }
+    return Curve(
+        origin=f"reference:{'/'.join(parts)}",
+        source=str(file.resolve()),
+        name="reference",
+        algo=algo,
+        env=match["env"],
+        correction=correction,
+        divergence=divergence,
+        seed=seed,
+        steps=steps,
+        returns=returns,
+        config=config,
+    )
+
+
+def _load_npy(file: Path) -> np.ndarray:
+    try:
+        values = np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise ImportProblem(f"{file}: not a readable .npy array ({_first_line(error)})") from None
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or len(values) == 0:
+        raise ImportProblem(f"{file}: expected a 1-d array of returns, got shape {getattr(values, 'shape', '?')}")
+    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        raise ImportProblem(f"{file}: returns must be finite numbers ({values.dtype})")
+    return values.astype(np.float64)
+
+
+def reference_curves(path: Path) -> Iterator[Curve | ImportProblem]:
+    """Each file under ``path``'s published layout, parsed, or the problem that stops it."""
+    root = reference_root(path)
+    for file in reference_files(path):
+        try:
+            yield read_reference(root, file)
+        except ImportProblem as problem:
+            yield problem
+
+
+# ---- rl-baselines3-zoo / Stable-Baselines3 EvalCallback ---------------------------------------
+def zoo_files(path: Path) -> list[Path]:
+    """``path`` itself (an evaluations.npz) or every evaluations.npz below it."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ImportProblem(f"no file or folder {path}")
+    files = sorted(path.rglob(ZOO_FILE))
+    if not files:
+        raise ImportProblem(f"no {ZOO_FILE} under {path}")
+    return files
+
+
+def read_zoo(
+    file: Path, algo: str | None = None, env: str | None = None, seed: int | None = None, correction: str = "none"
+) -> Curve:
+    """An ``evaluations.npz`` (keys ``timesteps`` (T,), ``results`` and ``ep_lengths`` (T, episodes)).
+
+    Algo and env default to the zoo's folders, ``{algo}/{env}_{experiment}/``; the seed to
+    the experiment number (the zoo does not record the seed beside the file).
+    """
+    folder = _ZOO_RUN_FOLDER.match(file.parent.name)
+    algo = algo or (file.parent.parent.name.lower() if folder else None)
+    env = env or (folder["env"] if folder else None)
+    if not algo or not env:
+        raise ImportProblem(f"{file}: cannot tell the algo and env from its folder ({{algo}}/{{env}}_{{n}}/): "
+                            "pass --algo and --env")  # fmt: skip
+    seed = seed if seed is not None else (int(folder["exp"]) if folder else 0)
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            arrays = {key: np.asarray(data[key]) for key in ("timesteps", "results", "ep_lengths") if key in data}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise ImportProblem(f"{file}: not a readable .npz archive ({_first_line(error)})") from None
+    missing = {"timesteps", "results", "ep_lengths"} - set(arrays)
+    if missing:
+        raise ImportProblem(f"{file}: missing {', '.join(sorted(missing))} (not an EvalCallback evaluations.npz)")
+    steps, results, lengths = arrays["timesteps"], arrays["results"], arrays["ep_lengths"]
+    if results.ndim == 1:
+        results, lengths = results[:, None], lengths.reshape(-1, 1)
+    if steps.ndim != 1 or len(steps) == 0 or results.shape[0] != len(steps) or lengths.shape != results.shape:
+        raise ImportProblem(
+            f"{file}: shapes do not fit (timesteps {steps.shape}, results {results.shape}, ep_lengths {lengths.shape})"
+        )
+    if not np.isfinite(results).all() or np.any(np.diff(steps) <= 0):
+        raise ImportProblem(f"{file}: results must be finite and timesteps increasing")
+    resolved = file.resolve()
+    return Curve(
+        origin=f"zoo:{resolved}",
+        source=str(resolved),
+        name=f"zoo-{file.parent.name}",
+        algo=algo,
+        env=env,
+        correction=correction,
+        divergence=None,
+        seed=seed,
+        steps=steps.astype(np.int64),
+        returns=results.mean(axis=1).astype(np.float64),
+        episode_returns=results.astype(np.float64),
+        episode_lengths=lengths.astype(np.int64),
+        config={"imported": "Stable-Baselines3 evaluations.npz", "eval_episodes": int(results.shape[1]), "seed": seed},
+    )
+
+
+def zoo_curves(path: Path, **overrides: Any) -> Iterator[Curve | ImportProblem]:
+    for file in zoo_files(path):
+        try:
+            yield read_zoo(file, **overrides)
+        except ImportProblem as problem:
+            yield problem
+
+
+# ---- writing --------------------------------------------------------------------------------
+def import_curves(
+    db: sqlite_utils.Database,
+    curves: Iterable[Curve | ImportProblem],
+    advance: Callable[[], None] | None = None,
+) -> ImportReport:
+    """Write each curve as a finished run (or extend an imported run it already holds); ``advance`` per file."""
+    report = ImportReport()
+    chunk: list[Curve] = []
+    for item in curves:
+        if isinstance(item, ImportProblem):
+            report.problems.append(str(item))
+        else:
+            chunk.append(item)
+        if len(chunk) >= _CHUNK:
+            _write_chunk(db, chunk, report)
+            chunk.clear()
+        if advance is not None:
+            advance()
+    if chunk:
+        _write_chunk(db, chunk, report)
+    return report
+
+
+def _write_chunk(db: sqlite_utils.Database, chunk: list[Curve], report: ImportReport) -> None:
+    with write(db):
+        for curve in chunk:
+            row = db.execute("SELECT id FROM runs WHERE origin = ?", [curve.origin]).fetchone()
+            if row is None:
+                run_id = _insert_run(db, curve)
+                report.imported += 1
+                after = -1
+            else:
+                run_id = row[0]
+                after = db.execute("SELECT COALESCE(MAX(step), -1) FROM evaluations WHERE run_id = ?", [run_id])
+                after = after.fetchone()[0]
+            fresh = curve.steps > after
+            if not fresh.any():
+                report.unchanged += 1
+                continue
+            db.conn.executemany(
+                "INSERT INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean, returns,"
+                " lengths) VALUES (?, ?, NULL, ?, ?, ?, ?, ?)",
+                _evaluation_rows(run_id, curve, fresh),
+            )
+            if row is not None:
+                report.updated += 1
+            best = float(curve.returns.max())
+            db.execute(
+                "UPDATE runs SET steps = ?, total_steps = MAX(total_steps, ?), last_return = ?,"
+                " best_return = MAX(COALESCE(best_return, ?), ?) WHERE id = ?",
+                [int(curve.steps[-1]), int(curve.steps[-1]), float(curve.returns[-1]), best, best, run_id],
+            )
+
+
+def _insert_run(db: sqlite_utils.Database, curve: Curve) -> int:
+    now = time.time()
+    cursor = db.execute(
+        "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, steps,"
+        " source, origin, created, finished) VALUES (?, ?, ?, ?, ?, ?, ?, 'finished', ?, 0, ?, ?, ?, ?)",
+        [curve.name, curve.algo, curve.env, curve.correction, curve.divergence, curve.seed, json.dumps(curve.config),
+         int(curve.steps[-1]), curve.source, curve.origin, now, now],
+    )  # fmt: skip
+    return int(cursor.lastrowid)  # type: ignore[arg-type]
+
+
+def _evaluation_rows(run_id: int, curve: Curve, fresh: np.ndarray) -> Iterable[tuple[Any, ...]]:
+    if curve.episode_returns is None or curve.episode_lengths is None:  # the mean return is all there is
+        steps, means = curve.steps[fresh].tolist(), curve.returns[fresh].tolist()
+        return zip(repeat(run_id), steps, means, repeat(None), repeat(None), repeat("[]"), repeat("[]"))
+    return _episode_rows(run_id, curve, np.flatnonzero(fresh))
+
+
+def _episode_rows(run_id: int, curve: Curve, indices: np.ndarray) -> Iterator[tuple[Any, ...]]:
+    assert curve.episode_returns is not None and curve.episode_lengths is not None
+    for i in indices:
+        returns, lengths = curve.episode_returns[i], curve.episode_lengths[i]
+        yield (run_id, int(curve.steps[i]), float(curve.returns[i]), float(returns.std()), float(lengths.mean()),
+               json.dumps([round(float(r), 3) for r in returns]), json.dumps([int(n) for n in lengths]))  # fmt: skip
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

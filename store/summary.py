@@ -1,0 +1,134 @@
+"""The paper's table of final returns, from any store: one row per method and environment.
+
+A row is one (algo, env, correction, divergence, source): the seeds of one method on one
+task from one origin (runs trained here, the paper's published curves, or imported SB3
+runs), summarised with :func:`store.stats.final_performance`, the statistic of the
+paper's tables.
+
+    rows = summary_rows(db, last=10, envs=["Hopper"])   # Hopper-v2, Hopper-v4, ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from store.reader import list_runs
+from store.stats import LAST_EVALUATIONS, final_performance
+
+SOURCES = ("offpoc", "published", "zoo")
+"""Where a run's evaluations come from: trained by offpoc, the paper's curves, an SB3 evaluations.npz."""
+METHOD_ORDER = ("none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac")
+"""The paper's order of methods; any other correction follows, alphabetically."""
+METHOD_NAMES = {
+    "acoffpoc": "AC-Off-POC", "ace": "ACE", "geoff-pac": "Geoff-PAC", "ipg": "IPG", "ris-off-pac": "RIS-Off-PAC",
+}  # fmt: skip
+DEFAULT_DIVERGENCE = "jsd"
+"""The paper's divergence: a method label names the divergence only when it is another."""
+COLUMNS = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source", "env_family", "last_step")
+
+_VERSION = re.compile(r"-v\d+$")
+
+
+def env_family(env: str) -> str:
+    """The task without its version: ``Hopper-v2``, ``Hopper-v4`` and ``Hopper-v5`` are all ``Hopper``."""
+    return _VERSION.sub("", env)
+
+
+def env_version(env: str) -> str:
+    """``v4`` for ``Hopper-v4``; empty for an id without a version."""
+    return env[len(env_family(env)) + 1 :]
+
+
+def env_matches(env: str, wanted: Iterable[str]) -> bool:
+    """Whether ``env`` is one of ``wanted``, given as exact ids or as families (``Hopper``)."""
+    return any(w == env or w == env_family(env) for w in wanted)
+
+
+def source_of(run: dict[str, Any]) -> str:
+    origin = run.get("origin") or ""
+    return "published" if origin.startswith("reference:") else "zoo" if origin.startswith("zoo:") else "offpoc"
+
+
+def method_label(algo: str, correction: str, divergence: str | None) -> str:
+    """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names."""
+    label = algo.upper()
+    if correction != "none":
+        label += " + " + METHOD_NAMES.get(correction, correction)
+    if divergence not in (None, DEFAULT_DIVERGENCE):
+        label += f" ({divergence.upper()})"
+    return label
+
+
+def method_rank(correction: str) -> tuple[int, str]:
+    return (METHOD_ORDER.index(correction) if correction in METHOD_ORDER else len(METHOD_ORDER), correction)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    algo: str
+    env: str
+    correction: str
+    divergence: str | None
+    n_seeds: int
+    mean: float
+    """Mean over seeds of each seed's last N evaluation returns."""
+    ci95: float
+    """Mean over those N points of the per-point 95% Student-t half-width across seeds (NaN: one seed)."""
+    source: str
+    env_family: str
+    last_step: int
+    """The furthest step any seed was evaluated at (runs still training show where they are)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, c) for c in COLUMNS)
+
+
+def _last_returns(db: sqlite_utils.Database, run_id: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """A run's last ``last`` evaluations (steps, returns), oldest first: one index range per run."""
+    rows = db.execute(
+        "SELECT step, return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT ?", [run_id, last]
+    ).fetchall()[::-1]
+    return np.asarray([r[0] for r in rows], dtype=np.int64), np.asarray([r[1] for r in rows], dtype=np.float64)
+
+
+def summary_rows(
+    db: sqlite_utils.Database,
+    last: int = LAST_EVALUATIONS,
+    algos: list[str] | None = None,
+    envs: list[str] | None = None,
+    corrections: list[str] | None = None,
+    run_ids: list[int] | None = None,
+) -> list[SummaryRow]:
+    """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
+
+    ``envs`` takes exact ids or families (``Hopper`` matches every Hopper version).
+    """
+    runs = [
+        r
+        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids)
+        if envs is None or env_matches(r["env"], envs)
+    ]
+    groups: dict[tuple[str, str, str, str | None, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for run in runs:
+        steps, returns = _last_returns(db, run["id"], last)
+        if len(steps):
+            key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run))
+            groups.setdefault(key, []).append((steps, returns))
+    rows = []
+    for (algo, env, correction, divergence, source), curves in groups.items():
+        n, mean, half = final_performance(curves, last)
+        last_step = max(int(s[-1]) for s, _ in curves)
+        rows.append(SummaryRow(algo, env, correction, divergence, n, mean, half, source, env_family(env), last_step))
+    return sorted(
+        rows,
+        key=lambda r: (r.algo, SOURCES.index(r.source), method_rank(r.correction), r.divergence or "", r.env),
+    )

@@ -1,0 +1,137 @@
+"""The summary laid out like the paper's tables: methods as rows grouped by algorithm,
+environments as columns, ``mean ± ci95``, the best per algorithm and environment in bold.
+
+Columns are environment families (a user's Hopper-v4 sits beside the published Hopper-v2):
+a header names the version when its column has one, and a cell names its own when the
+column mixes several. Like the paper, at most :data:`COLUMNS_PER_TABLE` environments go in
+one table; more make further tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from store.summary import SummaryRow, env_version, method_label
+
+COLUMNS_PER_TABLE = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One table's grid: row labels in order (None: the gap between algorithms), columns, cells."""
+
+    columns: list[str]
+    """Environment families."""
+    headers: list[str]
+    rows: list[str | None]
+    cells: dict[tuple[str, str], tuple[str, bool]]
+    """(row label, family) → (text, bold)."""
+
+
+def _row_label(row: SummaryRow, mixed_sources: bool) -> str:
+    label = method_label(row.algo, row.correction, row.divergence)
+    return f"{label} [{row.source}]" if mixed_sources else label
+
+
+def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
+    """The summary as paper-style grids of at most :data:`COLUMNS_PER_TABLE` environments each."""
+    families = sorted({r.env_family for r in rows})
+    mixed_sources = len({r.source for r in rows}) > 1
+    versions = {f: sorted({r.env for r in rows if r.env_family == f}) for f in families}
+    labels: list[str | None] = []
+    for row in rows:
+        label = _row_label(row, mixed_sources)
+        if label in labels:
+            continue
+        if labels and _row_algo(rows, labels[-1], mixed_sources) != row.algo:
+            labels.append(None)
+        labels.append(label)
+    best: dict[tuple[str, str], float] = {}
+    for row in rows:
+        key = (row.algo, row.env_family)
+        if not math.isnan(row.mean):
+            best[key] = max(best.get(key, -math.inf), row.mean)
+    cells: dict[tuple[str, str], tuple[str, bool]] = {}
+    for row in rows:
+        text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
+        if len(versions[row.env_family]) > 1:
+            text += f" ({env_version(row.env) or row.env})"
+        is_best = row.mean == best.get((row.algo, row.env_family))
+        cells[(_row_label(row, mixed_sources), row.env_family)] = (text, is_best)
+    out = []
+    for start in range(0, len(families), COLUMNS_PER_TABLE):
+        columns = families[start : start + COLUMNS_PER_TABLE]
+        headers = [versions[f][0] if len(versions[f]) == 1 else f for f in columns]
+        out.append(Layout(columns, headers, labels, cells))
+    return out
+
+
+def _row_algo(rows: list[SummaryRow], label: str | None, mixed_sources: bool) -> str | None:
+    return next((r.algo for r in rows if _row_label(r, mixed_sources) == label), None)
+
+
+def _grid(layout: Layout, bold: Callable[[str], str]) -> list[list[str] | None]:
+    lines: list[list[str] | None] = []
+    for label in layout.rows:
+        if label is None:
+            lines.append(None)
+            continue
+        cells = []
+        for family in layout.columns:
+            text, is_best = layout.cells.get((label, family), ("", False))
+            cells.append(bold(text) if is_best and text else text)
+        lines.append([label, *cells])
+    return lines
+
+
+def markdown(rows: list[SummaryRow], last: int) -> str:
+    """GitHub-flavoured Markdown tables (algorithms follow each other without a gap)."""
+    parts = []
+    for layout in layouts(rows, "±"):
+        text = "| Method | " + " | ".join(layout.headers) + " |\n"
+        text += "|---|" + "|".join(":---:" for _ in layout.headers) + "|\n"
+        for line in _grid(layout, lambda s: f"**{s}**"):
+            if line is not None:
+                text += "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |\n"
+        parts.append(text)
+    note = f"Mean over seeds of the last {last} evaluations ± the mean over those points of the 95% Student-t"
+    note += " half-width across seeds. Bold: the best per algorithm and environment.\n"
+    return "\n".join(parts) + ("\n" if parts else "") + note
+
+
+_LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
+
+
+def _tex(text: str) -> str:
+    return "".join(_LATEX_SPECIALS.get(c, c) for c in text)
+
+
+def latex(rows: list[SummaryRow], last: int) -> str:
+    """``table*`` environments with booktabs rules, as in the paper (needs ``\\usepackage{booktabs}``)."""
+    parts = []
+    for layout in layouts(rows, "$\\pm$"):
+        names = " & ".join(rf"\textbf{{{_tex(h)}}}" for h in layout.headers)
+        caption = (
+            f"Average return of the last {last} evaluations over the seeds for "
+            f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$ captures a 95\\% confidence interval over the "
+            "seeds. Bold values represent the maximum under each baseline algorithm and environment."
+        )
+        lines = [
+            r"\begin{table*}[t]",
+            r"    \centering",
+            f"    \\caption{{{caption}}}",
+            f"    \\begin{{tabular}}{{l{'c' * len(layout.headers)}}}",
+            r"    \toprule",
+            f"    \\textbf{{Method}} & {names} \\\\",
+            r"    \midrule",
+        ]
+        for line in _grid(layout, lambda s: rf"\textbf{{{s}}}"):
+            if line is None:
+                lines.append(r"    \addlinespace")
+            else:
+                lines.append("    " + " & ".join([_tex(line[0]), *line[1:]]) + r" \\")
+        lines += [r"    \bottomrule", r"    \end{tabular}", r"\end{table*}"]
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
