@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
+from scipy import stats
 from textual.pilot import Pilot
 from textual.widgets import Static
 from typer.testing import CliRunner
@@ -25,9 +26,11 @@ from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.runs_table import RunsTable
 from store import open_store
+from store.imports import import_curves, read_reference
 from store.runs import create_runs
 from store.stats import welch_p
 from store.writer import RunWriter
+from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.storefill import spec
 
 SIZE = (160, 48)
@@ -127,8 +130,12 @@ def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> No
         )])
         for run_id in range(1, 7)
     }  # fmt: skip
+    last10 = np.asarray([[r[0] for r in db.execute(
+        "SELECT return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT 10", [run_id])]
+        for run_id in (1, 2, 3)])  # fmt: skip
     db.close()
     base, corrected = [finals[i] for i in (1, 2, 3)], [finals[i] for i in (4, 5, 6)]
+    half = np.mean(stats.t.ppf(0.975, 2) * last10.std(axis=0, ddof=1) / np.sqrt(3))  # the paper's ±
 
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.press("4")
@@ -136,8 +143,8 @@ def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> No
         await until(pilot, lambda: pane.query_one("#compare-table").row_count == 2)
         table = pane.query_one("#compare-table")
         baseline, correction = (table.get_row_at(i) for i in range(2))
-        assert baseline[0] == "none" and correction[0] == "acoffpoc/jsd"
-        assert str(baseline[2]).startswith(f"{np.mean(base):,.1f} ± ")
+        assert str(baseline[0]) == "none" and str(correction[0]) == "acoffpoc/jsd"
+        assert str(baseline[2]) == f"{np.mean(base):,.1f} ± {half:,.1f}"
         diff = 100 * (np.mean(corrected) - np.mean(base)) / abs(np.mean(base))
         assert str(correction[3]) == f"{diff:+.1f}%"
         p = welch_p(corrected, base)
@@ -145,6 +152,34 @@ def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> No
         await pilot.click("#compare-threshold")
         await pilot.press(*"100000", "enter")  # nobody gets there
         await until(pilot, lambda: str(pane.query_one("#compare-table").get_row_at(0)[5]) == "–")
+
+    drive(dashboard_store, scenario)
+
+
+@needs_reference
+def test_compare_shows_published_curves_beside_the_users_runs(dashboard_store: Path) -> None:
+    root = REFERENCE_CURVES / "Learning Curves"
+    db = open_store(dashboard_store)
+    files = sorted((root / "TD3" / "Hopper-v2").glob("*.npy"))
+    assert import_curves(db, (read_reference(root, f) for f in files)).imported == 60
+    db.close()
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("4")
+        pane = app.query_one(ComparePane)
+        await until(pilot, lambda: pane.table.row_count == 8)
+        labels = [str(pane.table.get_row_at(i)[0]) for i in range(8)]
+        assert labels[:2] == ["none v4", "acoffpoc/jsd v4"]  # the user's Hopper-v4 first, versions named
+        assert labels[2:] == ["none pub v2", "acoffpoc/jsd pub v2", "ace pub v2", "geoff-pac pub v2", "ipg pub v2",
+                              "ris-off-pac pub v2"]  # fmt: skip
+        published = pane.table.get_row_at(3)
+        assert str(published[2]) == "3,658.8 ± 354.5"  # the paper's Table 1 cell
+        assert str(published[3]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
+        figure = pane.plot.figure
+        assert isinstance(figure, LinesFigure) and "dotted: imported curves" in figure.title
+        reference = [line for line in figure.lines if line.label and "pub" in line.label]
+        assert len(reference) == 6 and all(line.marker == "dot" for line in reference)
+        assert max(float(line.x.max()) for line in reference) == 20_000  # cut to where the user's runs are
 
     drive(dashboard_store, scenario)
 

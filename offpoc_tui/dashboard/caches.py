@@ -18,11 +18,11 @@ from store.reader import eval_points, weight_blocks
 @dataclass
 class RunCurve:
     steps: list[int] = field(default_factory=list)
-    wall: list[float] = field(default_factory=list)
+    wall: list[float | None] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
     _arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def append(self, step: int, wall: float, ret: float) -> None:
+    def append(self, step: int, wall: float | None, ret: float) -> None:
         self.steps.append(step)
         self.wall.append(wall)
         self.returns.append(ret)
@@ -31,7 +31,8 @@ class RunCurve:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, wall time in s, returns), converted once per change."""
         if self._arrays is None:
-            self._arrays = np.asarray(self.steps, dtype=np.int64), np.asarray(self.wall), np.asarray(self.returns)
+            wall = np.asarray(self.wall, dtype=np.float64)  # None (imported: no wall time) → NaN
+            self._arrays = np.asarray(self.steps, dtype=np.int64), wall, np.asarray(self.returns)
         return self._arrays
 
 

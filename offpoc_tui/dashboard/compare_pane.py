@@ -10,13 +10,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Select, Static
 
-from offpoc_tui.dashboard.groups import BASELINE, CompareRow, method
+from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label
 from offpoc_tui.dashboard.model import CompareData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import number
 
 HEADERS = ("method", "seeds", "final return ± 95% CI", "vs baseline", "Welch p", "steps to thr.", "config vs baseline")
-METHOD_WIDTH = 16
+METHOD_WIDTH = 24
 """Fixed widths (the method column; the others their header's) instead of DataTable measuring the
 rows on idle, which a snapshot taken under load caught half-done; only the config column grows."""
 
@@ -27,11 +27,18 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def row_cells(row: CompareRow) -> list[Text | str]:
+NOTE = (
+    "final: mean of the last 10 evaluations over seeds ± mean per-point 95% t half-width (the paper's)"
+    " · vs baseline, Welch p: the baseline of the same env and source"
+)
+
+
+def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
+    """``versions``: how many env versions the table shows (their rows then name theirs)."""
     final = "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
     diff = "baseline" if row.key[2] == BASELINE else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
     return [
-        method(row.key),
+        Text(row_label(row.key, versions), style="" if row.key[4] == "offpoc" else "dim"),
         Text(str(row.n_seeds), justify="right"),
         Text(final, justify="right"),
         Text(diff, justify="right"),
@@ -79,8 +86,8 @@ class ComparePane(Vertical):
         self.plot.show(data.figure)
         table = self.table
         table.clear()
+        versions = len({row.key[1] for row in data.rows})
         for row in data.rows:
-            table.add_row(*row_cells(row))
-        last = "final return: each seed's mean over its last 10 evaluations; CI and Welch's test across seeds"
+            table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
-        self.note.update(f"{last} · {threshold}")
+        self.note.update(f"{NOTE} · {threshold}")

@@ -1,29 +1,31 @@
 """Runs grouped by experiment, and the Compare table's statistics.
 
-A group is (algo, env, correction, divergence): the seeds of one method on one task.
+A group is (algo, env, correction, divergence, source): the seeds of one method on one
+task from one origin (trained here, the paper's published curves, an SB3 import).
 Shared by the dashboard and ``offpoc dashboard --once``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from store.stats import LAST_EVALUATIONS, Band, band, ci95, final_returns, steps_to_reach, welch_p
+from store.stats import LAST_EVALUATIONS, Band, band, final_performance, final_returns, steps_to_reach, welch_p
+from store.summary import SOURCES, env_version, method_rank, source_of
 
-GroupKey = tuple[str, str, str, str | None]
+GroupKey = tuple[str, str, str, str | None, str]
+"""(algo, env, correction, divergence, source)."""
 
 BASELINE = "none"
-IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name"}
+IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "imported"}
 """Config keys that differ between a method and its baseline by design."""
 
 
 def group_key(run: dict[str, Any]) -> GroupKey:
-    return run["algo"], run["env"], run["correction"], run["divergence"]
+    return run["algo"], run["env"], run["correction"], run["divergence"], source_of(run)
 
 
 def method(key: GroupKey) -> str:
@@ -32,7 +34,18 @@ def method(key: GroupKey) -> str:
 
 
 def group_label(key: GroupKey, n: int) -> str:
-    return f"{key[0]} {key[1]} {method(key)} (n={n})"
+    source = "" if key[4] == "offpoc" else f" [{key[4]}]"
+    return f"{key[0]} {key[1]} {method(key)}{source} (n={n})"
+
+
+def row_label(key: GroupKey, versions: int) -> str:
+    """A Compare row: the method, then (where it helps) the source and the env version."""
+    label = method(key)
+    if key[4] != "offpoc":
+        label += f" {'pub' if key[4] == 'published' else key[4]}"
+    if versions > 1 or key[4] != "offpoc":
+        label += f" {env_version(key[1]) or key[1]}"
+    return label
 
 
 def group_runs(runs: Iterable[dict[str, Any]]) -> dict[GroupKey, list[dict[str, Any]]]:
@@ -43,8 +56,17 @@ def group_runs(runs: Iterable[dict[str, Any]]) -> dict[GroupKey, list[dict[str, 
     return groups
 
 
-def _ordered(key: GroupKey) -> tuple[int, str]:
-    return (0 if key[2] == BASELINE else 1, method(key))
+def task_name(family: str, rows: list[CompareRow]) -> str:
+    """``Hopper-v4`` when one version is shown, ``Hopper (v2, v4)`` when several."""
+    envs = sorted({row.key[1] for row in rows})
+    if len(envs) == 1:
+        return envs[0]
+    return f"{family} ({', '.join(env_version(e) or e for e in envs)})"
+
+
+def _ordered(key: GroupKey) -> tuple[int, str, tuple[int, str], str]:
+    """Trained here first, then by env, then the paper's order of methods (the baseline first)."""
+    return (SOURCES.index(key[4]), key[1], method_rank(key[2]), key[3] or "")
 
 
 @dataclass(frozen=True)
@@ -52,11 +74,13 @@ class CompareRow:
     key: GroupKey
     n_seeds: int
     final_mean: float
+    """Mean over seeds of the last N evaluations (the paper's statistic)."""
     final_ci: float
+    """Mean over those N points of the per-point 95% Student-t half-width across seeds."""
     diff_pct: float | None
-    """Final return relative to the baseline's, in % of the baseline's magnitude."""
+    """Final return relative to its baseline's (same env and source), in % of the baseline's magnitude."""
     p_value: float | None
-    """Welch's t-test of the seeds' final returns against the baseline's."""
+    """Welch's t-test of the seeds' final returns (each seed's mean of its last N) against the baseline's."""
     steps_to_threshold: int | None
     config_diff: str
     """Config entries that differ from the baseline's (beyond the correction itself)."""
@@ -76,38 +100,37 @@ def compare(
     threshold: float | None = None,
     last: int = LAST_EVALUATIONS,
 ) -> tuple[list[CompareRow], float | None]:
-    """Baseline first, then every correction: final return ± 95% CI across seeds, and the tests.
+    """Runs trained here first, then imported ones; in each, baseline first, then every correction.
 
-    ``threshold`` defaults to the baseline's final return. Returns the rows and the threshold used.
+    Each row is compared with the baseline of its own env and source (the published AC-Off-POC
+    with the published TD3). ``threshold`` defaults to the first baseline's final return.
+    Returns the rows and the threshold used.
     """
-    finals: dict[GroupKey, np.ndarray] = {}
-    bands: dict[GroupKey, Band] = {}
-    for key, members in groups.items():
-        seeds = [curves[r["id"]] for r in members if len(curves.get(r["id"], ((), ()))[0])]
-        finals[key] = final_returns(seeds, last)
-        bands[key] = band(seeds)
+    seeds = {key: [curves[r["id"]] for r in members if len(curves.get(r["id"], ((), ()))[0])]
+             for key, members in groups.items()}  # fmt: skip
     keys = sorted(groups, key=_ordered)
-    base = next((k for k in keys if k[2] == BASELINE), None)
-    base_final = finals[base] if base is not None and len(finals[base]) else None
-    if threshold is None and base_final is not None:
-        threshold = float(base_final.mean())
-    base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
+    baselines = {(k[1], k[4]): k for k in keys if k[2] == BASELINE}
+    finals = {key: final_returns(seeds[key], last) for key in keys}
+    if threshold is None:
+        first = next((k for k in baselines.values() if len(finals[k])), None)
+        threshold = None if first is None else final_performance(seeds[first], last)[1]
     rows = []
     for key in keys:
-        final = finals[key]
-        mean = float(final.mean()) if len(final) else math.nan
+        n, mean, half = final_performance(seeds[key], last)
+        base = baselines.get((key[1], key[4]))
         diff = p = None
-        if base_final is not None and key != base and len(final):
-            reference = float(base_final.mean())
+        if base is not None and key != base and len(finals[base]) and n:
+            reference = final_performance(seeds[base], last)[1]
             diff = 100.0 * (mean - reference) / abs(reference) if reference else None
-            p = welch_p(final, base_final)
-        curve = bands[key]
+            p = welch_p(finals[key], finals[base])
+        base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
+        curve = band(seeds[key])
         rows.append(
             CompareRow(
                 key=key,
-                n_seeds=len(final),
+                n_seeds=n,
                 final_mean=mean,
-                final_ci=float(ci95(final)) if len(final) else math.nan,
+                final_ci=half,
                 diff_pct=diff,
                 p_value=p,
                 steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),

@@ -24,9 +24,19 @@ from offpoc_tui.dashboard.figures import (
     empty,
     faint,
 )
-from offpoc_tui.dashboard.groups import CompareRow, compare, group_key, group_label, group_runs, method
+from offpoc_tui.dashboard.groups import (
+    CompareRow,
+    compare,
+    group_key,
+    group_label,
+    group_runs,
+    method,
+    row_label,
+    task_name,
+)
 from store.reader import configs, histograms, run_detail, train_points
 from store.stats import band, smooth
+from store.summary import env_family
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
 MAX_RAW_LINES = 40
@@ -101,7 +111,7 @@ class Model:
             if request.view == "curves":
                 members = [by_id[i] for i in request.run_ids if i in by_id]
             else:
-                members = [r for r in runs if (r["algo"], r["env"]) == key]
+                members = [r for r in runs if (r["algo"], env_family(r["env"])) == key]
             ids = [r["id"] for r in members]
             curves = self.evals.update(db, ids)
             basis: tuple[Any, ...] = (request, tuple(ids), self.evals.version(ids))
@@ -163,6 +173,10 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
         run_id: (steps, wall / 3600.0, smooth(returns, request.smoothing))
         for run_id, (steps, wall, returns) in ((i, c.arrays()) for i, c in curves.items())
     }
+    if request.wall_time:  # imported curves record no wall time
+        runs = [r for r in runs if np.isfinite(data[r["id"]][1]).any()]
+        if not runs:
+            return empty("Evaluation return", "no wall time recorded for these runs (imported); press w for steps")
     x_of = 1 if request.wall_time else 0
     xlabel = "wall time (h)" if request.wall_time else "environment steps"
     title = "Evaluation return"
@@ -229,12 +243,12 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]]) -> Fi
 
 # ---- compare ----------------------------------------------------------------------------------
 def compare_keys(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(algo, env) pairs present, in order of first appearance."""
-    return list(dict.fromkeys((r["algo"], r["env"]) for r in runs))
+    """(algo, env family) pairs present, in order of first appearance: Hopper-v4 runs meet the published Hopper-v2."""
+    return list(dict.fromkeys((r["algo"], env_family(r["env"])) for r in runs))
 
 
 def compare_key(runs: list[dict[str, Any]], request: Request) -> tuple[str, str] | None:
-    """The (algo, env) asked for, or the first present."""
+    """The (algo, env family) asked for, or the first present."""
     keys = compare_keys(runs)
     return request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
 
@@ -269,12 +283,25 @@ def compare_data(
 
 
 def compare_figure(key: tuple[str, str], rows: list[CompareRow], threshold: float | None) -> Figure:
+    """Runs trained here as mean and band; imported curves as plain reference lines, cut to the
+    steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve)."""
+    own = [row for row in rows if row.key[4] == "offpoc"]
+    reach = max((float(row.curve.steps[-1]) for row in own if len(row.curve.steps)), default=math.inf)
+    versions = len({row.key[1] for row in rows})
     lines = []
     for i, row in enumerate(rows):
         x = row.curve.steps.astype(np.float64)
-        lines.extend(band_lines(x, row.curve.mean, row.curve.half_width, i, f"{method(row.key)} (n={row.n_seeds})"))
+        label = f"{row_label(row.key, versions)} (n={row.n_seeds})"
+        if row.key[4] == "offpoc":
+            lines.extend(band_lines(x, row.curve.mean, row.curve.half_width, i, label))
+        else:
+            shown = x <= reach
+            lines.append(Line(x[shown], row.curve.mean[shown], faint(colour(i), 0.8), label, marker="dot"))
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
-    title = f"{key[0]} on {key[1]}: mean over seeds, 95% CI band" + (", grey: threshold" if hlines else "")
+    title = f"{key[0]} on {task_name(key[1], rows)}: mean over seeds, 95% CI band"
+    title += ", grey: threshold" if hlines else ""
+    if len(own) < len(rows):
+        title += "; dotted: imported curves"
     return LinesFigure(title, "environment steps", "return", lines, hlines)
 
 

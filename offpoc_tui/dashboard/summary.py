@@ -10,19 +10,23 @@ from rich.table import Table
 from rich.text import Text
 
 from offpoc_tui.dashboard.caches import EvalCache
-from offpoc_tui.dashboard.compare_pane import HEADERS, row_cells
+from offpoc_tui.dashboard.compare_pane import HEADERS, NOTE, row_cells
+from offpoc_tui.dashboard.groups import task_name
 from offpoc_tui.dashboard.model import compare_keys, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
+from store.summary import env_family
 
 
 def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None) -> Table:
+    env = task_name(env, rows)
     title = f"{algo} on {env} · threshold {number(threshold, ',.1f')}" if threshold is not None else f"{algo} on {env}"
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", box=None)
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("method", "config vs baseline") else "right")
+    versions = len({row.key[1] for row in rows})
     for row in rows:
-        table.add_row(*row_cells(row))
+        table.add_row(*row_cells(row, versions))
     return table
 
 
@@ -33,14 +37,8 @@ def summary(db: sqlite_utils.Database) -> RenderableType:
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
     evals = EvalCache()
     for key in compare_keys(runs):
-        members = [r for r in runs if (r["algo"], r["env"]) == key]
+        members = [r for r in runs if (r["algo"], env_family(r["env"])) == key]
         rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None)
         parts += [compare_table(*key, rows, threshold), Text("")]
-    parts.append(
-        Text(
-            "final return: each seed's mean over its last 10 evaluations, ± 95% Student-t CI across seeds; "
-            "Welch p: the seeds' final returns against the baseline's; threshold: the baseline's final return",
-            style="dim",
-        )
-    )
+    parts.append(Text(f"{NOTE}; threshold: the first baseline's final return", style="dim"))
     return Group(*parts)
