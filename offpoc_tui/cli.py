@@ -33,6 +33,7 @@ from offpoc_tui.console import tables_out as _tables_out
 from offpoc_tui.control import ControlError, request_stop
 from offpoc_tui.control import resume as resume_run
 from offpoc_tui.import_cmd import import_app
+from offpoc_tui.plot_cmd import plot
 from store import TERMINAL, StoreError
 from store.db import check_writable
 from store.reader import PS_COLUMNS, list_runs, run_detail
@@ -406,6 +407,7 @@ def dashboard(
 
 
 app.add_typer(import_app, name="import")
+app.command()(plot)
 
 
 def main() -> None:

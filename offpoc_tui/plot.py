@@ -1,0 +1,131 @@
+"""``offpoc plot``: paper-style learning-curve figures with matplotlib.
+
+One panel per (algorithm, environment family), so a user's Hopper-v4 runs and the
+published Hopper-v2 curves share a panel; in each, every method's mean return over seeds
+with its 95% Student-t band. Where a panel mixes sources, imported curves are dashed.
+Uses matplotlib's object API (no pyplot, no GUI backend): safe in a headless worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from store.reader import eval_points, list_runs
+from store.stats import band, smooth
+from store.summary import SOURCES, env_family, env_matches, env_version, method_label, method_rank, source_of
+
+FORMATS = ("png", "svg", "pdf")
+PANEL_SIZE_IN = (4.2, 3.2)
+"""Width and height of one panel, in inches."""
+DPI = 150
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+Series = tuple[str, str, str | None, str]
+"""(env, correction, divergence, source): one line in a panel."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    algo: str
+    family: str
+    series: dict[Series, list[tuple[np.ndarray, np.ndarray]]]
+    """Each line's seeds: (steps, returns)."""
+
+
+def select_runs(
+    db: sqlite_utils.Database,
+    algos: list[str] | None = None,
+    envs: list[str] | None = None,
+    corrections: list[str] | None = None,
+    sources: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Runs matching the filters (``envs``: exact ids or families, ``Hopper`` matching every version)."""
+    runs = list_runs(db, algos=algos, corrections=corrections)
+    return [
+        r
+        for r in runs
+        if (envs is None or env_matches(r["env"], envs)) and (sources is None or source_of(r) in sources)
+    ]
+
+
+def panels(db: sqlite_utils.Database, runs: list[dict[str, Any]], window: int = 1) -> list[Panel]:
+    """The runs' evaluations (one query), smoothed over ``window`` evaluations, by panel and line."""
+    curves: dict[int, tuple[list[int], list[float]]] = {r["id"]: ([], []) for r in runs}
+    for run_id, step, _, ret in eval_points(db, dict.fromkeys(curves, -1)):
+        curves[run_id][0].append(step)
+        curves[run_id][1].append(ret)
+    found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
+    for run in runs:
+        steps, returns = curves[run["id"]]
+        if not steps:
+            continue
+        series = (run["env"], run["correction"], run["divergence"], source_of(run))
+        seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
+        seeds.append((np.asarray(steps, dtype=np.int64), smooth(np.asarray(returns), window)))
+    return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
+
+
+def _order(series: Series) -> tuple[int, str, tuple[int, str], str]:
+    env, correction, divergence, source = series
+    return SOURCES.index(source), env, method_rank(correction), divergence or ""
+
+
+def _label(algo: str, series: Series, mixed: bool) -> str:
+    env, correction, divergence, source = series
+    label = method_label(algo, correction, divergence)
+    return f"{label} [{source} {env_version(env) or env}]" if mixed else label
+
+
+def figure(panel_list: list[Panel], window: int = 1) -> Figure:
+    """Rows: algorithms; columns: environment families. Colours follow the method across panels."""
+    algos = sorted({p.algo for p in panel_list})
+    families = sorted({p.family for p in panel_list})
+    styles = sorted({(s[1], s[2], s[3]) for p in panel_list for s in p.series}, key=lambda m: _order(("", *m)))
+    colour = {m[:2]: COLOURS[i % len(COLOURS)] for i, m in enumerate(dict.fromkeys(m[:2] for m in styles))}
+    width, height = PANEL_SIZE_IN
+    fig = Figure(figsize=(width * len(families), height * len(algos)), dpi=DPI, layout="constrained")
+    grid = fig.subplots(len(algos), len(families), squeeze=False)
+    for axes in grid.flat:
+        axes.set_visible(False)
+    for panel in panel_list:
+        axes = grid[algos.index(panel.algo), families.index(panel.family)]
+        axes.set_visible(True)
+        mixed = len({(s[0], s[3]) for s in panel.series}) > 1
+        for series in sorted(panel.series, key=_order):
+            seeds = panel.series[series]
+            curve = band(seeds)
+            x, mean, half = curve.steps, curve.mean, curve.half_width
+            style = "--" if mixed and series[3] != "offpoc" else "-"
+            line_colour = colour[(series[1], series[2])]
+            label = f"{_label(panel.algo, series, mixed)} (n={len(seeds)})"
+            axes.plot(x, mean, style, color=line_colour, linewidth=1.2, label=label)
+            ok = ~np.isnan(half)
+            axes.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=line_colour, alpha=0.18, linewidth=0)
+        envs = sorted({s[0] for s in panel.series})
+        axes.set_title(f"{panel.algo.upper()} · {envs[0] if len(envs) == 1 else panel.family}", fontsize=10)
+        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+        axes.set_xlabel("environment steps", fontsize=8)
+        axes.set_ylabel("average return", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(alpha=0.3, linewidth=0.5)
+        axes.legend(fontsize=6, loc="best", frameon=False)
+    note = "mean over seeds, shaded: 95% Student-t CI"
+    fig.suptitle(note + (f"; smoothed over {window} evaluations" if window > 1 else ""), fontsize=9)
+    return fig
+
+
+def save(fig: Figure, path: Path) -> None:
+    """Write the figure in the format its suffix names, atomically (a failed write leaves no half file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=DPI)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

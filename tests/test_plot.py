@@ -1,0 +1,113 @@
+"""``offpoc plot``: paper-style figures from the published curves and the user's runs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner, Result
+
+from offpoc_tui.cli import app
+from offpoc_tui.plot import figure, panels, select_runs
+from store import open_store
+from store.runs import create_runs
+from store.stats import smooth
+from tests.conftest import REFERENCE_CURVES, needs_reference
+from tests.storefill import fill_learning, spec
+
+runner = CliRunner()
+MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
+
+
+def invoke(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+def published(algo: str, env: str, prefix: str = "") -> np.ndarray:
+    folder = REFERENCE_CURVES / "Learning Curves" / algo / env
+    return np.stack([np.load(folder / f"{prefix}{algo}_{env}_{seed}.npy") for seed in range(10)])
+
+
+@needs_reference
+def test_figure_has_a_panel_per_algo_and_env_with_the_seed_means(reference_store: Path) -> None:
+    db = open_store(reference_store)
+    runs = select_runs(db, algos=["td3", "sac"], envs=["Hopper", "Swimmer-v2"])
+    assert len(runs) == 2 * 2 * 60
+    found = panels(db, runs, window=5)
+    fig = figure(found, window=5)
+    visible = [axes for axes in fig.axes if axes.get_visible()]
+    assert [axes.get_title() for axes in visible] == ["SAC · Hopper-v2", "SAC · Swimmer-v2", "TD3 · Hopper-v2",
+                                                      "TD3 · Swimmer-v2"]  # fmt: skip
+    td3_hopper = visible[2]
+    lines = {line.get_label(): line for line in td3_hopper.get_lines()}
+    assert list(lines) == ["TD3 (n=10)", "TD3 + AC-Off-POC (n=10)", "TD3 + ACE (n=10)", "TD3 + Geoff-PAC (n=10)",
+                           "TD3 + IPG (n=10)", "TD3 + RIS-Off-PAC (n=10)"]  # fmt: skip
+    expected = np.mean([smooth(seed, 5) for seed in published("TD3", "Hopper-v2", "AC-Off-POC_")], axis=0)
+    x, y = lines["TD3 + AC-Off-POC (n=10)"].get_data()
+    np.testing.assert_array_equal(x, np.arange(1001) * 1000)
+    np.testing.assert_allclose(y, expected)
+    assert len(td3_hopper.collections) == 6  # a 95% band per method
+    assert "smoothed over 5 evaluations" in fig.get_suptitle()
+
+
+@needs_reference
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_plot_writes_each_format(reference_store: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"fig.{fmt}"
+    result = invoke("plot", "--algo", "td3", "--env", "Hopper", "--env", "Walker2d", "-o", str(out),
+                    "--db", str(reference_store))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "2 panels, 12 curves from 120 runs" in result.stderr
+    data = out.read_bytes()
+    assert len(data) > 10_000 and data.startswith(MAGIC[fmt])
+    assert not list(tmp_path.glob("*.tmp"))
+    if fmt == "png":
+        with Image.open(out) as image:
+            assert image.size[0] > image.size[1] > 300  # two panels side by side
+
+
+@needs_reference
+def test_users_runs_share_the_panel_with_the_published_curves(reference_store: Path, tmp_path: Path) -> None:
+    db_path = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db_path)
+    db = open_store(db_path)
+    ids = create_runs(db, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in (0, 1)])
+    for run_id in ids:
+        fill_learning(db_path, run_id, 8_000, gain=1.0)
+    found = panels(db, select_runs(db, algos=["td3"], envs=["Hopper"], corrections=["none", "acoffpoc"]))
+    assert len(found) == 1
+    axes = next(a for a in figure(found).axes if a.get_visible())
+    assert axes.get_title() == "TD3 · Hopper"
+    styles = {line.get_label(): line.get_linestyle() for line in axes.get_lines()}
+    assert styles == {
+        "TD3 [offpoc v4] (n=2)": "-",
+        "TD3 + AC-Off-POC [offpoc v4] (n=2)": "-",
+        "TD3 [published v2] (n=10)": "--",
+        "TD3 + AC-Off-POC [published v2] (n=10)": "--",
+    }
+    only_ours = invoke("plot", "--source", "offpoc", "-o", str(tmp_path / "ours.svg"), "--db", str(db_path))
+    assert only_ours.exit_code == 0 and "1 panel, 2 curves from 4 runs" in only_ours.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "fig.txt"], "name it .png, .svg or .pdf"),
+        (["-o", "missing-dir/fig.png"], "not a file in an existing directory"),
+        (["-o", "fig.png", "--smooth", "0"], "--smooth must be at least 1"),
+        (["-o", "fig.png", "--source", "paper"], "unknown source 'paper'"),
+        (["-o", "fig.png", "--env", "Ant"], "no evaluations match these filters"),
+        ([], "Missing option '--output'"),
+    ],
+)
+def test_bad_plot_input_exits_2_and_writes_nothing(
+    filled_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("plot", *args, "--db", str(filled_store))
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("fig*"))
