@@ -111,16 +111,17 @@ def compare(
     keys = sorted(groups, key=_ordered)
     baselines = {(k[1], k[4]): k for k in keys if k[2] == BASELINE}
     finals = {key: final_returns(seeds[key], last) for key in keys}
+    performance = {key: final_performance(seeds[key], last) for key in keys}
     if threshold is None:
         first = next((k for k in baselines.values() if len(finals[k])), None)
-        threshold = None if first is None else final_performance(seeds[first], last)[1]
+        threshold = None if first is None else performance[first][1]
     rows = []
     for key in keys:
-        n, mean, half = final_performance(seeds[key], last)
+        n, mean, half = performance[key]
         base = baselines.get((key[1], key[4]))
         diff = p = None
         if base is not None and key != base and len(finals[base]) and n:
-            reference = final_performance(seeds[base], last)[1]
+            reference = performance[base][1]
             diff = 100.0 * (mean - reference) / abs(reference) if reference else None
             p = welch_p(finals[key], finals[base])
         base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
