@@ -25,6 +25,7 @@ import numpy as np
 import sqlite_utils
 
 from store.db import write
+from store.runs import RunSpec
 
 REFERENCE_FOLDER = "Learning Curves"
 REFERENCE_EVAL_EVERY = 1000
@@ -59,14 +60,10 @@ class ImportProblem(ValueError):
 class Curve:
     """One imported run, parsed and checked, ready to write."""
 
+    run: RunSpec
+    """What the run is (name, algo, env, correction, divergence, seed, length, config)."""
     origin: str
     source: str
-    name: str
-    algo: str
-    env: str
-    correction: str
-    divergence: str | None
-    seed: int
     steps: np.ndarray
     """(T,) increasing environment steps."""
     returns: np.ndarray
@@ -74,7 +71,6 @@ class Curve:
     episode_returns: np.ndarray | None = None
     """(T, episodes) when the file records each episode."""
     episode_lengths: np.ndarray | None = None
-    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,19 +119,8 @@ def read_reference(root: Path, file: Path) -> Curve:
         "total_steps": int(steps[-1]),
         "seed": seed,
     }
-    return Curve(
-        origin=f"reference:{'/'.join(parts)}",
-        source=str(file.resolve()),
-        name="reference",
-        algo=algo,
-        env=match["env"],
-        correction=correction,
-        divergence=divergence,
-        seed=seed,
-        steps=steps,
-        returns=returns,
-        config=config,
-    )
+    run = RunSpec("reference", algo, match["env"], correction, divergence, seed, int(steps[-1]), config)
+    return Curve(run, f"reference:{'/'.join(parts)}", str(file.resolve()), steps, returns)
 
 
 def _load_npy(file: Path) -> np.ndarray:
@@ -206,20 +191,16 @@ def read_zoo(
     if not np.isfinite(results).all() or np.any(np.diff(steps) <= 0):
         raise ImportProblem(f"{file}: results must be finite and timesteps increasing")
     resolved = file.resolve()
+    config = {"imported": "Stable-Baselines3 evaluations.npz", "eval_episodes": int(results.shape[1]), "seed": seed}
+    run = RunSpec(f"zoo-{file.parent.name}", algo, env, correction, None, seed, int(steps[-1]), config)
     return Curve(
+        run,
         origin=f"zoo:{resolved}",
         source=str(resolved),
-        name=f"zoo-{file.parent.name}",
-        algo=algo,
-        env=env,
-        correction=correction,
-        divergence=None,
-        seed=seed,
         steps=steps.astype(np.int64),
         returns=results.mean(axis=1).astype(np.float64),
         episode_returns=results.astype(np.float64),
         episode_lengths=lengths.astype(np.int64),
-        config={"imported": "Stable-Baselines3 evaluations.npz", "eval_episodes": int(results.shape[1]), "seed": seed},
     )
 
 
@@ -287,12 +268,12 @@ def _write_chunk(db: sqlite_utils.Database, chunk: list[Curve], report: ImportRe
 
 
 def _insert_run(db: sqlite_utils.Database, curve: Curve) -> int:
-    now = time.time()
+    run, now = curve.run, time.time()
     cursor = db.execute(
         "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, steps,"
         " source, origin, created, finished) VALUES (?, ?, ?, ?, ?, ?, ?, 'finished', ?, 0, ?, ?, ?, ?)",
-        [curve.name, curve.algo, curve.env, curve.correction, curve.divergence, curve.seed, json.dumps(curve.config),
-         int(curve.steps[-1]), curve.source, curve.origin, now, now],
+        [run.name, run.algo, run.env, run.correction, run.divergence, run.seed, json.dumps(run.config),
+         run.total_steps, curve.source, curve.origin, now, now],
     )  # fmt: skip
     return int(cursor.lastrowid)  # type: ignore[arg-type]
 
