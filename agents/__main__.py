@@ -28,13 +28,16 @@ from agents.envs import EnvError
 from agents.sink import EvalRecord, Record, Sink, TrainStatsRecord, WeightBlock
 from agents.training import Trainer
 
+NO_VALUES = {"ret": "–", "sps": "–", "lam": "–"}
+"""The progress bar's fields before the first evaluation, statistics and weights."""
+
 
 class ProgressSink(Sink):
     """Drives the progress bar and optionally appends JSON lines."""
 
     def __init__(self, progress: Progress, task: Any, out: IO[str] | None) -> None:
         self.progress, self.task, self.out = progress, task, out
-        self.fields = {"ret": "–", "sps": "–", "lam": "–"}
+        self.fields = dict(NO_VALUES)
 
     def _write(self, record: Record) -> None:
         if self.out is not None:
@@ -90,9 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
         columns.append(TextColumn("return {task.fields[ret]}  SPS {task.fields[sps]}  λ {task.fields[lam]}"))
         with Progress(*columns) as progress:
-            fields = {"ret": "–", "sps": "–", "lam": "–"}
             description = f"{config.algo} {config.env_id} {config.correction}"
-            task = progress.add_task(description, total=config.total_steps, **fields)
+            task = progress.add_task(description, total=config.total_steps, **NO_VALUES)
             sink = ProgressSink(progress, task, None)
             # Built before any file is opened: an unusable env writes nothing.
             trainer = Trainer(config, sink, checkpoint_path=args.checkpoint, should_stop=stop)

@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter
 
 from store.reader import eval_points, list_runs
 from store.stats import band, smooth
-from store.summary import SOURCES, env_family, env_matches, env_version, method_label, method_rank, source_of
+from store.summary import env_family, env_matches, env_version, method_label, method_rank, series_order, source_of
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_SIZE_IN = (4.2, 3.2)
@@ -72,23 +72,18 @@ def panels(db: sqlite_utils.Database, runs: list[dict[str, Any]], window: int = 
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
 
 
-def _order(series: Series) -> tuple[int, str, tuple[int, str], str]:
-    env, correction, divergence, source = series
-    return SOURCES.index(source), env, method_rank(correction), divergence or ""
-
-
 def _label(algo: str, series: Series, mixed: bool) -> str:
     env, correction, divergence, source = series
     label = method_label(algo, correction, divergence)
-    return f"{label} [{source} {env_version(env) or env}]" if mixed else label
+    return f"{label} [{source} {env_version(env)}]" if mixed else label
 
 
 def figure(panel_list: list[Panel], window: int = 1) -> Figure:
     """Rows: algorithms; columns: environment families. Colours follow the method across panels."""
     algos = sorted({p.algo for p in panel_list})
     families = sorted({p.family for p in panel_list})
-    styles = sorted({(s[1], s[2], s[3]) for p in panel_list for s in p.series}, key=lambda m: _order(("", *m)))
-    colour = {m[:2]: COLOURS[i % len(COLOURS)] for i, m in enumerate(dict.fromkeys(m[:2] for m in styles))}
+    methods = sorted({s[1:3] for p in panel_list for s in p.series}, key=lambda m: (method_rank(m[0]), m[1] or ""))
+    colour = {m: COLOURS[i % len(COLOURS)] for i, m in enumerate(methods)}
     width, height = PANEL_SIZE_IN
     fig = Figure(figsize=(width * len(families), height * len(algos)), dpi=DPI, layout="constrained")
     grid = fig.subplots(len(algos), len(families), squeeze=False)
@@ -98,7 +93,7 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
         axes = grid[algos.index(panel.algo), families.index(panel.family)]
         axes.set_visible(True)
         mixed = len({(s[0], s[3]) for s in panel.series}) > 1
-        for series in sorted(panel.series, key=_order):
+        for series in sorted(panel.series, key=lambda s: series_order(*s)):
             seeds = panel.series[series]
             curve = band(seeds)
             x, mean, half = curve.steps, curve.mean, curve.half_width

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,6 +31,11 @@ def decode_weights(blob: bytes, columns: int) -> np.ndarray:
     """Inverse of :func:`encode_weights`: (n, columns) float64."""
     quantised = np.frombuffer(zlib.decompress(blob), dtype="<u2")
     return quantised.reshape(-1, columns).astype(np.float64) / SCALE
+
+
+def encode_episodes(returns: Sequence[float], lengths: Sequence[int]) -> tuple[str, str]:
+    """An evaluation's per-episode returns (to 3 decimals) and lengths, as JSON lists."""
+    return json.dumps([round(float(r), 3) for r in returns]), json.dumps([int(n) for n in lengths])
 
 
 def encode_counts(counts: np.ndarray) -> str:

@@ -15,8 +15,7 @@ from typing import IO, Any
 import sqlite_utils
 
 from store import summary, tables
-from store.codec import decode_weights
-from store.reader import META_COLUMNS, where_runs
+from store.reader import META_COLUMNS, weight_rows, where_runs
 
 TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary")
 FORMATS = ("csv", "json", "md")
@@ -66,20 +65,15 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
 
 def _weight_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
     index = {name: i for i, name in enumerate(WEIGHT_COLUMNS)}
-    cursor = db.execute(
-        f"SELECT {_META_SQL}, w.first_update, w.first_step, w.count, w.columns, w.data"
-        f" FROM weights w JOIN runs ON runs.id = w.run_id{where} ORDER BY runs.id, w.first_step",
-        params,
-    )
-    for *meta, first_update, first_step, count, names, data in cursor:
-        names = names.split(",")
-        values = decode_weights(data, len(names))
-        slots = [index[_WEIGHT_SOURCE.get(name, f"lambda_{name}")] for name in names]
-        for i in range(count):
+    slots: dict[tuple[str, ...], list[int]] = {}  # a run's stored columns → export columns, worked out once
+    for meta in db.execute(f"SELECT {_META_SQL} FROM runs{where} ORDER BY runs.id", params).fetchall():
+        for update, step, names, values in weight_rows(db, meta[0]):
+            if names not in slots:
+                slots[names] = [index[_WEIGHT_SOURCE.get(name, f"lambda_{name}")] for name in names]
             row: list[Any] = [None] * len(WEIGHT_COLUMNS)
-            for slot, value in zip(slots, values[i]):
+            for slot, value in zip(slots[names], values):
                 row[slot] = round(float(value), 6)
-            yield (*meta, first_update + i, first_step + i, *row)
+            yield (*meta, update, step, *row)
 
 
 def _md_cell(value: Any) -> str:

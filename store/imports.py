@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
+from store.codec import encode_episodes
 from store.db import write
 from store.runs import RunSpec
 
@@ -290,7 +291,7 @@ def _episode_rows(run_id: int, curve: Curve, indices: np.ndarray) -> Iterator[tu
     for i in indices:
         returns, lengths = curve.episode_returns[i], curve.episode_lengths[i]
         yield (run_id, int(curve.steps[i]), float(curve.returns[i]), float(returns.std()), float(lengths.mean()),
-               json.dumps([round(float(r), 3) for r in returns]), json.dumps([int(n) for n in lengths]))  # fmt: skip
+               *encode_episodes(returns, lengths))  # fmt: skip
 
 
 def _first_line(error: BaseException) -> str:

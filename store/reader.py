@@ -80,16 +80,6 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
     return run
 
 
-def evaluations(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
-    return _dicts(
-        db.execute(
-            "SELECT step, wall_time, return_mean, return_std, length_mean FROM evaluations WHERE run_id = ?"
-            " ORDER BY step",
-            [run_id],
-        )
-    )
-
-
 def weight_blocks(
     db: sqlite_utils.Database, run_id: int, after_step: int = -1
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,8 +41,8 @@ def env_family(env: str) -> str:
 
 
 def env_version(env: str) -> str:
-    """``v4`` for ``Hopper-v4``; empty for an id without a version."""
-    return env[len(env_family(env)) + 1 :]
+    """``v4`` for ``Hopper-v4``; the whole id when it has no version."""
+    return env[len(env_family(env)) + 1 :] or env
 
 
 def env_matches(env: str, wanted: Iterable[str]) -> bool:
@@ -69,6 +69,12 @@ def method_rank(correction: str) -> tuple[int, str]:
     return (METHOD_ORDER.index(correction) if correction in METHOD_ORDER else len(METHOD_ORDER), correction)
 
 
+def series_order(env: str, correction: str, divergence: str | None, source: str) -> tuple[Any, ...]:
+    """How a plot or a compare table lists one task's methods: runs trained here first, then
+    by env version, then the paper's order of methods (the baseline first)."""
+    return SOURCES.index(source), env, method_rank(correction), divergence or ""
+
+
 @dataclass(frozen=True)
 class SummaryRow:
     algo: str
@@ -84,9 +90,6 @@ class SummaryRow:
     env_family: str
     last_step: int
     """The furthest step any seed was evaluated at (runs still training show where they are)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, c) for c in COLUMNS)

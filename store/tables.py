@@ -41,13 +41,15 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     mixed_sources = len({r.source for r in rows}) > 1
     versions = {f: sorted({r.env for r in rows if r.env_family == f}) for f in families}
     labels: list[str | None] = []
-    for row in rows:
+    previous_algo = None
+    for row in rows:  # in the summary's order: by algorithm, then method
         label = _row_label(row, mixed_sources)
         if label in labels:
             continue
-        if labels and _row_algo(rows, labels[-1], mixed_sources) != row.algo:
+        if previous_algo is not None and row.algo != previous_algo:
             labels.append(None)
         labels.append(label)
+        previous_algo = row.algo
     best: dict[tuple[str, str], float] = {}
     for row in rows:
         key = (row.algo, row.env_family)
@@ -57,7 +59,7 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     for row in rows:
         text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
         if len(versions[row.env_family]) > 1:
-            text += f" ({env_version(row.env) or row.env})"
+            text += f" ({env_version(row.env)})"
         is_best = row.mean == best.get((row.algo, row.env_family))
         cells[(_row_label(row, mixed_sources), row.env_family)] = (text, is_best)
     out = []
@@ -66,10 +68,6 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
         headers = [versions[f][0] if len(versions[f]) == 1 else f for f in columns]
         out.append(Layout(columns, headers, labels, cells))
     return out
-
-
-def _row_algo(rows: list[SummaryRow], label: str | None, mixed_sources: bool) -> str | None:
-    return next((r.algo for r in rows if _row_label(r, mixed_sources) == label), None)
 
 
 def _grid(layout: Layout, bold: Callable[[str], str]) -> list[list[str] | None]:

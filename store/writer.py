@@ -11,7 +11,6 @@ writer of a step wins; a lost worker's evaluations stay).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from store.codec import contiguous_runs, encode_counts, encode_weights
+from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_weights
 from store.db import write
 
 FLUSH_INTERVAL_S = 1.0
@@ -74,7 +73,7 @@ class RunWriter:
             return
         self.pending["evaluations"].append(
             (self.run_id, step, wall_time, return_mean, return_std, float(np.mean(lengths)) if lengths else 0.0,
-             json.dumps([round(float(r), 3) for r in returns]), json.dumps([int(n) for n in lengths]))
+             *encode_episodes(returns, lengths))
         )  # fmt: skip
         best = self.progress.get("best_return")
         self.progress.update(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from store.stats import LAST_EVALUATIONS, Band, band, final_performance, final_returns, steps_to_reach, welch_p
-from store.summary import SOURCES, env_version, method_rank, source_of
+from store.summary import env_version, series_order, source_of
 
 GroupKey = tuple[str, str, str, str | None, str]
 """(algo, env, correction, divergence, source)."""
@@ -44,7 +44,7 @@ def row_label(key: GroupKey, versions: int) -> str:
     if key[4] != "offpoc":
         label += f" {'pub' if key[4] == 'published' else key[4]}"
     if versions > 1 or key[4] != "offpoc":
-        label += f" {env_version(key[1]) or key[1]}"
+        label += f" {env_version(key[1])}"
     return label
 
 
@@ -61,12 +61,11 @@ def task_name(family: str, rows: list[CompareRow]) -> str:
     envs = sorted({row.key[1] for row in rows})
     if len(envs) == 1:
         return envs[0]
-    return f"{family} ({', '.join(env_version(e) or e for e in envs)})"
+    return f"{family} ({', '.join(env_version(e) for e in envs)})"
 
 
-def _ordered(key: GroupKey) -> tuple[int, str, tuple[int, str], str]:
-    """Trained here first, then by env, then the paper's order of methods (the baseline first)."""
-    return (SOURCES.index(key[4]), key[1], method_rank(key[2]), key[3] or "")
+def _ordered(key: GroupKey) -> tuple[Any, ...]:
+    return series_order(key[1], key[2], key[3], key[4])
 
 
 @dataclass(frozen=True)
