@@ -27,7 +27,9 @@ def t_quantile(df: np.ndarray | float, q: float = 0.975) -> np.ndarray:
     from scipy.special import stdtrit
 
     df = np.asarray(df, dtype=np.float64)
-    return np.where(df >= 1, stdtrit(np.maximum(df, 1.0), q), np.nan)
+    # A curve band asks for thousands of points but only a few distinct seed counts.
+    distinct, where = np.unique(np.maximum(df, 1.0), return_inverse=True)
+    return np.where(df >= 1, stdtrit(distinct, q)[where].reshape(df.shape), np.nan)
 
 
 def ci95(samples: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -98,10 +100,18 @@ def band(curves: Sequence[Curve]) -> Band:
     """Put seeds' curves on the union of their steps (live runs may differ in length)."""
     if not curves:
         return Band(np.zeros(0, dtype=np.int64), np.zeros((0, 0)))
-    steps = np.unique(np.concatenate([np.asarray(s) for s, _ in curves]))
+    longest = np.asarray(max((s for s, _ in curves), key=len))
+    if all(np.array_equal(longest[: len(s)], s) for s, _ in curves):
+        # The usual case (same evaluation schedule, some seeds further on): the longest
+        # seed's steps are the grid and every other seed fills a prefix of it.
+        steps = longest
+        positions = [slice(0, len(s)) for s, _ in curves]
+    else:
+        steps = np.unique(np.concatenate([np.asarray(s) for s, _ in curves]))
+        positions = [np.searchsorted(steps, s) for s, _ in curves]
     matrix = np.full((len(curves), len(steps)), np.nan)
-    for row, (s, v) in enumerate(curves):
-        matrix[row, np.searchsorted(steps, s)] = v
+    for row, ((_, v), where) in enumerate(zip(curves, positions, strict=True)):
+        matrix[row, where] = v
     return Band(steps, matrix)
 
 

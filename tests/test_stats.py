@@ -39,6 +39,25 @@ def test_band_aligns_runs_of_different_lengths() -> None:
     assert grid.n.tolist() == [2, 2, 1]
 
 
+def test_band_on_differing_schedules_takes_the_union_of_steps() -> None:
+    # Not prefixes of one another (eval_freq 1000 vs 1500): the slow path, the same answer shape.
+    a, b = (np.array([0, 1000, 2000, 3000]), np.arange(4.0)), (np.array([0, 1500, 3000]), np.array([10.0, 11.0, 12.0]))
+    grid = band([a, b])
+    assert grid.steps.tolist() == [0, 1000, 1500, 2000, 3000]
+    assert grid.n.tolist() == [2, 1, 1, 1, 2]
+    assert grid.mean.tolist() == [5.0, 1.0, 11.0, 2.0, 7.5]
+
+
+def test_ci95_seed_counts_varying_along_the_curve_match_scipy() -> None:
+    rng = np.random.default_rng(3)
+    matrix = rng.normal(size=(6, 50))
+    matrix[rng.uniform(size=matrix.shape) < 0.3] = np.nan  # 0 to 6 seeds per point
+    n = np.sum(~np.isnan(matrix), axis=0)
+    sd = np.nanstd(np.where(n >= 2, matrix, 0.0), axis=0, ddof=1)
+    expected = np.where(n >= 2, scipy_stats.t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(n), np.nan)
+    np.testing.assert_allclose(ci95(matrix), expected, rtol=1e-12)
+
+
 def test_final_returns_smoothing_and_threshold() -> None:
     curve = (np.arange(12) * 1000, np.arange(12, dtype=float))
     assert final_returns([curve], last=10).tolist() == [np.mean(np.arange(2, 12))]
