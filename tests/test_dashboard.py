@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from offpoc_tui.cli import app as cli
 from offpoc_tui.dashboard.app import Dashboard
+from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.figures import BarsFigure, LinesFigure, MatrixFigure
@@ -212,9 +213,62 @@ def test_new_runs_and_evaluations_appear_while_a_writer_writes(dashboard_store: 
         await until(pilot, lambda: written.is_set() and len(mine()) == 1 and len(mine()[0].x) == 6)
         thread.join()
         assert mine()[0].y.tolist() == [10.0 + s for s in range(0, 5001, 1000)]
+        # Hidden, the runs table waits; back on its tab it shows the run's latest return.
+        assert "5,010.0" not in str(table.get_row(str(new_id))[12])
+        await pilot.press("1")
         await until(pilot, lambda: "5,010.0" in str(table.get_row(str(new_id))[12]))
 
     drive(dashboard_store, scenario)
+
+
+def test_the_evaluation_cache_reads_only_what_is_new(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    writer = RunWriter(db, run_id, flush_interval=0.0)
+    cache = EvalCache()
+    total = 0
+    for chunk in (1, 70, 200):  # past the first capacity (64) and its doubling
+        for step in range(total, total + chunk):
+            writer.add_eval(step * 1000, float(step), 2.0 * step, 0.0, [1.0], [1])
+        writer.flush(step * 1000, step)
+        total += chunk
+        curve = cache.update(db, [run_id])[run_id]
+        steps, wall, returns = curve.arrays()
+        assert steps.tolist() == [1000 * i for i in range(total)]
+        assert returns.tolist() == [2.0 * i for i in range(total)] and wall.tolist() == [float(i) for i in range(total)]
+        assert cache.version([run_id]) == (total,)
+    assert not returns.flags.writeable  # the figures share the cache's memory: read-only
+    assert cache.update(db, [run_id])[run_id].size == total  # nothing new: nothing appended
+    db.close()
+
+
+def test_rows_off_screen_catch_up_when_they_scroll_into_view(tmp_path: Path) -> None:
+    path = tmp_path / "many.db"
+    db = open_store(path, create=True)
+    ids = create_runs(db, [spec(seed=i) for i in range(120)])
+    db.close()
+
+    async def main() -> None:
+        app = Dashboard(path, poll_s=3600.0)  # polls only when woken: drawing on scroll is seen alone
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.query_one(RunsTable)
+            await until(pilot, lambda: table.row_count == 120)
+            db = open_store(path)
+            with db.conn:
+                db.conn.execute("UPDATE runs SET status = 'running', last_return = 1234.5")
+            db.close()
+            first, last = (str(ids[0]), str(ids[-1]))
+            app._wake.set()
+            await until(pilot, lambda: "1,234.5" in str(table.get_row(first)[12]))
+            assert "1,234.5" not in str(table.get_row(last)[12])  # off screen: noted, not drawn
+            polls = app.polls
+            table.scroll_end(animate=False)  # the last rows scroll into view (the cursor stays) and are drawn
+            await until(pilot, lambda: "1,234.5" in str(table.get_row(last)[12]))
+            assert str(table.get_row(last)[8]) == "running"
+            assert app.polls == polls  # drawn from what the table held, not from a new poll
+
+    asyncio.run(main())
 
 
 def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_store: Path) -> None:

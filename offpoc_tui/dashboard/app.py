@@ -83,6 +83,8 @@ class Dashboard(App[None]):
         """Runs updates received (tests wait on it)."""
         self.last_poll_s = 0.0
         self._wake = threading.Event()
+        self._table_behind = False
+        """Runs arrived while another tab was shown; the table catches up when it shows again."""
 
     # ---- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -192,7 +194,9 @@ class Dashboard(App[None]):
             column = self.sort_column
             visible.sort(key=lambda r: sort_value(r, column), reverse=self.sort_reverse)
         self.shown_runs = visible
-        self.table.sync(visible, self.selected)
+        self._table_behind = self.request.view != "runs"  # hidden, the table waits for its tab
+        if not self._table_behind:
+            self.table.sync(visible, self.selected)
         self._follow_cursor()
 
     def _follow_cursor(self) -> None:
@@ -228,6 +232,9 @@ class Dashboard(App[None]):
         view = event.pane.id or "runs"
         self.ask(view=view)
         if view == "runs":
+            if self._table_behind:
+                self._table_behind = False
+                self.table.sync(self.shown_runs, self.selected)
             self.table.focus()
 
     # ---- actions ---------------------------------------------------------------------------------

@@ -15,25 +15,39 @@ import sqlite_utils
 from store.reader import eval_points, weight_blocks
 
 
-@dataclass
 class RunCurve:
-    steps: list[int] = field(default_factory=list)
-    wall: list[float | None] = field(default_factory=list)
-    returns: list[float] = field(default_factory=list)
-    _arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """One run's evaluations in growable arrays: appending is amortised O(1), reading copies nothing."""
 
-    def append(self, step: int, wall: float | None, ret: float) -> None:
-        self.steps.append(step)
-        self.wall.append(wall)
-        self.returns.append(ret)
-        self._arrays = None
+    def __init__(self) -> None:
+        self._steps = np.zeros(0, dtype=np.int64)
+        self._wall = np.zeros(0, dtype=np.float64)
+        self._returns = np.zeros(0, dtype=np.float64)
+        self.size = 0
+
+    def extend(self, steps: list[int], wall: list[float | None], returns: list[float]) -> None:
+        """Append evaluations (steps increasing); a missing wall time (imported curves) becomes NaN."""
+        end = self.size + len(steps)
+        if end > len(self._steps):
+            capacity = max(end, 2 * len(self._steps), 64)
+            self._steps, self._wall, self._returns = (
+                np.concatenate([a[: self.size], np.zeros(capacity - self.size, dtype=a.dtype)])
+                for a in (self._steps, self._wall, self._returns)
+            )
+        self._steps[self.size : end] = steps
+        self._wall[self.size : end] = np.asarray(wall, dtype=np.float64)
+        self._returns[self.size : end] = returns
+        self.size = end
+
+    @property
+    def last_step(self) -> int:
+        return int(self._steps[self.size - 1]) if self.size else -1
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, wall time in s, returns), converted once per change."""
-        if self._arrays is None:
-            wall = np.asarray(self.wall, dtype=np.float64)  # None (imported: no wall time) → NaN
-            self._arrays = np.asarray(self.steps, dtype=np.int64), wall, np.asarray(self.returns)
-        return self._arrays
+        """(steps, wall time in s, returns): read-only views, valid until the next extend."""
+        views = self._steps[: self.size], self._wall[: self.size], self._returns[: self.size]
+        for view in views:
+            view.flags.writeable = False
+        return views
 
 
 class EvalCache:
@@ -46,9 +60,14 @@ class EvalCache:
         """Bring ``run_ids`` up to date (one query for all of them); returns their curves."""
         for run_id in run_ids:
             self.curves.setdefault(run_id, RunCurve())
-        after = {r: self.curves[r].steps[-1] if self.curves[r].steps else -1 for r in run_ids}
-        for run_id, step, wall, ret in eval_points(db, after):
-            self.curves[run_id].append(step, wall, ret)
+        fresh: dict[int, tuple[list[int], list[float | None], list[float]]] = {}
+        for run_id, step, wall, ret in eval_points(db, {r: self.curves[r].last_step for r in run_ids}):
+            steps, walls, returns = fresh.setdefault(run_id, ([], [], []))
+            steps.append(step)
+            walls.append(wall)
+            returns.append(ret)
+        for run_id, (steps, walls, returns) in fresh.items():
+            self.curves[run_id].extend(steps, walls, returns)
         return {r: self.curves[r] for r in run_ids}
 
     def forget(self, keep: set[int]) -> None:
@@ -58,7 +77,7 @@ class EvalCache:
 
     def version(self, run_ids: list[int]) -> tuple[int, ...]:
         """Changes whenever one of the runs gets a new evaluation."""
-        return tuple(len(self.curves[r].steps) if r in self.curves else -1 for r in run_ids)
+        return tuple(self.curves[r].size if r in self.curves else -1 for r in run_ids)
 
 
 QUANTILE_LINES = ("p10", "p50", "p90")

@@ -15,7 +15,8 @@ from textual_plotext import Plot, PlotextPlot
 
 from offpoc_tui.dashboard.figures import BarsFigure, Figure, LinesFigure, MatrixFigure, empty
 
-POINTS_PER_COLUMN = 2
+POINTS_PER_COLUMN = 1
+"""Points kept per terminal column when thinning a series (plotext's build time grows with them)."""
 
 
 def _thin(x: np.ndarray, y: np.ndarray, limit: int) -> tuple[list[float], list[float]]:
