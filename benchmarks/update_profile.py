@@ -8,15 +8,18 @@ Prints, on one torch thread:
 - the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler);
 - one twin-critic optimiser step: fused Adam (ours) vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
+- one action selection in a tight loop vs right after an update (cold caches), as a ratio;
 - with ``--compile``: one critic step eager vs ``torch.compile``d, as a ratio, and the compile time.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from microbench import ACT, OBS, B, random_batch, seconds_per_call
 from rich.console import Console
@@ -76,6 +79,25 @@ def compiled_critic_step() -> tuple[float, float, float]:
     return seconds_per_call(lambda: step(loss)), seconds_per_call(lambda: step(compiled)), compile_seconds
 
 
+def cold_action() -> tuple[float, float]:
+    """(alone, right after an update) seconds of one TD3 action selection (agent.act).
+
+    The step's small work (acting, the environment, sampling) runs on caches the update
+    has just filled with its own data and code: the same call costs several times more
+    there than in a tight loop.
+    """
+    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    obs, rng, b = np.zeros(OBS, dtype=np.float32), np.random.default_rng(0), random_batch()
+    alone = seconds_per_call(lambda: agent.act(obs, True, rng), calls=200)
+    after = []
+    for _ in range(200):
+        agent.update(b)
+        start = time.perf_counter()
+        agent.act(obs, True, rng)
+        after.append(time.perf_counter() - start)
+    return alone, statistics.median(after)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compile", action="store_true", help="also measure torch.compile on a critic step")
@@ -94,6 +116,12 @@ def main() -> None:
     console.print(
         f"twin-critic Adam step: fused {fused * 1e6:.0f} µs, per-tensor loop {loop * 1e6:.0f} µs "
         f"(per-tensor / fused = {loop / fused:.2f}, {(loop - fused) * 1e3:.2f} ms more per step)"
+    )
+
+    alone, after = cold_action()
+    console.print(
+        f"one TD3 action selection: {alone * 1e6:.0f} µs in a loop, {after * 1e6:.0f} µs right after an update "
+        f"(× {after / alone:.1f})"
     )
 
     if args.compile:
