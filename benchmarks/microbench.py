@@ -27,13 +27,13 @@ def seconds_per_call(fn: Callable[[], object], repeats: int = 7, calls: int = 30
     return statistics.median(times)
 
 
-def random_batch(seed: int = 0) -> Batch:
-    """A (B, ·) batch of Hopper-sized random transitions, none terminal."""
+def random_batch(seed: int = 0, size: int = B) -> Batch:
+    """A (size, ·) batch of Hopper-sized random transitions, none terminal."""
     g = torch.Generator().manual_seed(seed)
     return Batch(
-        obs=torch.randn(B, OBS, generator=g),
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, 1, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g),
-        not_terminated=torch.ones(B, 1),
+        obs=torch.randn(size, OBS, generator=g),
+        action=torch.rand(size, ACT, generator=g) * 2 - 1,
+        reward=torch.randn(size, 1, generator=g),
+        next_obs=torch.randn(size, OBS, generator=g),
+        not_terminated=torch.ones(size, 1),
     )

@@ -6,6 +6,7 @@
 Prints, on one torch thread:
 - the single-core throughput of a 256×256×256 float32 matrix product;
 - the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler);
+- TD3 and SAC updates at batch 8 and 256: the first is what an update costs besides arithmetic;
 - one twin-critic optimiser step: fused Adam (ours) vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
 - one action selection in a tight loop vs right after an update (cold caches), as a ratio;
@@ -18,6 +19,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -79,6 +81,16 @@ def compiled_critic_step() -> tuple[float, float, float]:
     return seconds_per_call(lambda: step(loss)), seconds_per_call(lambda: step(compiled)), compile_seconds
 
 
+def fixed_cost(algo: str) -> tuple[float, float]:
+    """(batch 8, batch 256) seconds per update: at batch 8 the matrix products are negligible,
+    which leaves the per-update cost of eager PyTorch (op dispatch, autograd, optimiser calls)."""
+    times = []
+    for size in (8, B):
+        agent = make_algorithm(TrainConfig(algo=algo, batch_size=size).resolved(), OBS, ACT, torch.Generator())
+        times.append(seconds_per_call(partial(agent.update, random_batch(size=size)), repeats=5, calls=30))
+    return times[0], times[1]
+
+
 def cold_action() -> tuple[float, float]:
     """(alone, right after an update) seconds of one TD3 action selection (agent.act).
 
@@ -117,6 +129,13 @@ def main() -> None:
         f"twin-critic Adam step: fused {fused * 1e6:.0f} µs, per-tensor loop {loop * 1e6:.0f} µs "
         f"(per-tensor / fused = {loop / fused:.2f}, {(loop - fused) * 1e3:.2f} ms more per step)"
     )
+
+    for algo in ("td3", "sac"):
+        small, full = fixed_cost(algo)
+        console.print(
+            f"{algo.upper()} update: {small * 1e3:.2f} ms at batch 8 (fixed cost of eager PyTorch), "
+            f"{full * 1e3:.2f} ms at batch {B}"
+        )
 
     alone, after = cold_action()
     console.print(
