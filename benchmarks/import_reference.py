@@ -41,7 +41,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             db = open_store(Path(tmp) / "ref.db", create=True)
             start = time.perf_counter()
-            report = import_curves(db, reference_curves(curves))
+            report = import_curves(db, reference_curves(curves, files))
             imports.append(time.perf_counter() - start)
             assert report.imported == len(files) and not report.problems
             start = time.perf_counter()

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -175,8 +176,8 @@ def _follow(db_path: Path, ids: list[int]) -> None:
         return
     except StoreError as error:
         fail(str(error))
-    summary = ", ".join(f"{n} {s}" for s in sorted(set(statuses.values())) for n in [list(statuses.values()).count(s)])
-    out.print(f"done: {summary}")
+    counts = Counter(statuses.values())
+    out.print("done: " + ", ".join(f"{counts[status]} {status}" for status in sorted(counts)))
     if any(s in ("failed", "lost") for s in statuses.values()):
         raise typer.Exit(1)
 

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
+from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue, run_dir
 
 
 class ControlError(Exception):
@@ -43,7 +43,6 @@ def resume(db_path: Path, store: Any, run_id: int) -> str:
     """Requeue a stopped or lost run and start a launcher for it; returns a line for the user."""
     from offpoc_tui.launcher import start_launcher
     from offpoc_tui.worker import CHECKPOINT
-    from store.runs import run_dir
 
     reap_lost(store)
     row = get_run(store, run_id)

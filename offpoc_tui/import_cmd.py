@@ -24,6 +24,7 @@ from store.imports import (
     ImportProblem,
     ImportReport,
     import_curves,
+    reference_curves,
     reference_files,
     reference_root,
     zoo_curves,
@@ -71,15 +72,13 @@ def _say(report: ImportReport, db_path: Path) -> None:
 @import_app.command()
 def reference(path: PathArgument, db: DbOption = DEFAULT_DB) -> None:
     """The paper's published curves: the `Learning Curves` folder or its parent."""
-    from store.imports import reference_curves
-
     try:
         files = reference_files(path)
     except ImportProblem as problem:
         fail(str(problem))
     if not files:
         fail(f"no files in {reference_root(path)}")
-    _run(db, "published curves", len(files), reference_curves(path))
+    _run(db, "published curves", len(files), reference_curves(path, files))
 
 
 @import_app.command()
@@ -99,4 +98,4 @@ def zoo(
     if seed is not None and seed < 0:
         fail(f"--seed must be at least 0, got {seed}")
     overrides = {"algo": algo.lower() if algo else None, "env": env, "seed": seed, "correction": correction.lower()}
-    _run(db, "evaluations.npz", len(files), zoo_curves(path, **overrides))
+    _run(db, "evaluations.npz", len(files), zoo_curves(path, files, **overrides))

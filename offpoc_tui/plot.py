@@ -17,9 +17,9 @@ import sqlite_utils
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from store.reader import eval_points, list_runs
+from store.reader import eval_series
 from store.stats import band, smooth
-from store.summary import env_family, env_matches, env_version, method_label, method_rank, series_order, source_of
+from store.summary import env_family, env_version, method_label, method_rank, series_order, source_of
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_SIZE_IN = (4.2, 3.2)
@@ -39,33 +39,14 @@ class Panel:
     """Each line's seeds: (steps, returns)."""
 
 
-def select_runs(
-    db: sqlite_utils.Database,
-    algos: list[str] | None = None,
-    envs: list[str] | None = None,
-    corrections: list[str] | None = None,
-    sources: list[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Runs matching the filters (``envs``: exact ids or families, ``Hopper`` matching every version)."""
-    runs = list_runs(db, algos=algos, corrections=corrections)
-    return [
-        r
-        for r in runs
-        if (envs is None or env_matches(r["env"], envs)) and (sources is None or source_of(r) in sources)
-    ]
-
-
 def panels(db: sqlite_utils.Database, runs: list[dict[str, Any]], window: int = 1) -> list[Panel]:
     """The runs' evaluations (one query), smoothed over ``window`` evaluations, by panel and line."""
-    curves: dict[int, tuple[list[int], list[float]]] = {r["id"]: ([], []) for r in runs}
-    for run_id, step, _, ret in eval_points(db, dict.fromkeys(curves, -1)):
-        curves[run_id][0].append(step)
-        curves[run_id][1].append(ret)
+    curves = eval_series(db, {r["id"]: -1 for r in runs})
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
     for run in runs:
-        steps, returns = curves[run["id"]]
-        if not steps:
+        if run["id"] not in curves:  # no evaluation yet
             continue
+        steps, _, returns = curves[run["id"]]
         series = (run["env"], run["correction"], run["divergence"], source_of(run))
         seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
         seeds.append((np.asarray(steps, dtype=np.int64), smooth(np.asarray(returns), window)))

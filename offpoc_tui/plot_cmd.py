@@ -21,7 +21,7 @@ def plot(
 ) -> None:
     """Paper-style figure: a panel per algorithm and environment, mean and 95% band per method over seeds."""
     from offpoc_tui.plot import FORMATS
-    from store.summary import SOURCES
+    from store.summary import SOURCES, matching_runs
 
     suffix = output.suffix.lstrip(".").lower()
     if suffix not in FORMATS:
@@ -34,10 +34,10 @@ def plot(
     if unknown:
         fail(f"unknown source {unknown[0]!r}: choose from {', '.join(SOURCES)}")
     store = open_db(db)
-    from offpoc_tui.plot import figure, panels, save, select_runs
+    from offpoc_tui.plot import figure, panels, save
 
     with err.status("reading evaluations…"):
-        runs = select_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
+        runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
         found = panels(store, runs, smooth)
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")

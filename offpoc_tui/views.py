@@ -29,7 +29,8 @@ def _when(timestamp: float | None) -> str:
     return "–" if timestamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
 
-def _duration(seconds: float | None) -> str:
+def duration(seconds: float | None) -> str:
+    """``1 h 05 min`` or ``4 min 09 s``; "–" for a missing one."""
     if seconds is None:
         return "–"
     hours, rest = divmod(int(seconds), 3600)
@@ -78,7 +79,7 @@ def run_view(run: dict[str, Any]) -> RenderableType:
         ("created", _when(run["created"])),
         ("started", _when(run["started"])),
         ("ended", _when(run["finished"])),
-        ("training time", _duration(run["wall_time"])),
+        ("training time", duration(run["wall_time"])),
         ("speed", f"{number(run['sps'])} steps/s"),
         ("last heartbeat", _when(run["heartbeat"])),
         ("worker", f"pid {run['pid']} on {run['host']}" if run["pid"] else "–"),

@@ -136,10 +136,11 @@ def _load_npy(file: Path) -> np.ndarray:
     return values.astype(np.float64)
 
 
-def reference_curves(path: Path) -> Iterator[Curve | ImportProblem]:
-    """Each file under ``path``'s published layout, parsed, or the problem that stops it."""
+def reference_curves(path: Path, files: list[Path] | None = None) -> Iterator[Curve | ImportProblem]:
+    """Each file under ``path``'s published layout (``files``, when already listed), parsed, or
+    the problem that stops it."""
     root = reference_root(path)
-    for file in reference_files(path):
+    for file in reference_files(path) if files is None else files:
         try:
             yield read_reference(root, file)
         except ImportProblem as problem:
@@ -205,8 +206,10 @@ def read_zoo(
     )
 
 
-def zoo_curves(path: Path, **overrides: Any) -> Iterator[Curve | ImportProblem]:
-    for file in zoo_files(path):
+def zoo_curves(path: Path, files: list[Path] | None = None, **overrides: Any) -> Iterator[Curve | ImportProblem]:
+    """Each ``evaluations.npz`` at or under ``path`` (``files``, when already listed), parsed, or
+    the problem that stops it."""
+    for file in zoo_files(path) if files is None else files:
         try:
             yield read_zoo(file, **overrides)
         except ImportProblem as problem:
@@ -247,8 +250,8 @@ def _write_chunk(db: sqlite_utils.Database, chunk: list[Curve], report: ImportRe
                 after = -1
             else:
                 run_id = row[0]
-                after = db.execute("SELECT COALESCE(MAX(step), -1) FROM evaluations WHERE run_id = ?", [run_id])
-                after = after.fetchone()[0]
+                sql = "SELECT COALESCE(MAX(step), -1) FROM evaluations WHERE run_id = ?"
+                after = db.execute(sql, [run_id]).fetchone()[0]
             fresh = curve.steps > after
             if not fresh.any():
                 report.unchanged += 1

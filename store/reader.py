@@ -128,6 +128,19 @@ def eval_points(db: sqlite_utils.Database, after: dict[int, int]) -> list[tuple[
     ).fetchall()
 
 
+def eval_series(
+    db: sqlite_utils.Database, after: dict[int, int]
+) -> dict[int, tuple[list[int], list[float | None], list[float]]]:
+    """:func:`eval_points` by run: (steps, wall times, returns); runs with nothing new are left out."""
+    series: dict[int, tuple[list[int], list[float | None], list[float]]] = {}
+    for run_id, step, wall, ret in eval_points(db, after):
+        steps, walls, returns = series.setdefault(run_id, ([], [], []))
+        steps.append(step)
+        walls.append(wall)
+        returns.append(ret)
+    return series
+
+
 def train_points(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
     """A run's training statistics, in step order."""
     return _dicts(

@@ -103,6 +103,23 @@ def _last_returns(db: sqlite_utils.Database, run_id: int, last: int) -> tuple[np
     return np.asarray([r[0] for r in rows], dtype=np.int64), np.asarray([r[1] for r in rows], dtype=np.float64)
 
 
+def matching_runs(
+    db: sqlite_utils.Database,
+    algos: list[str] | None = None,
+    envs: list[str] | None = None,
+    corrections: list[str] | None = None,
+    run_ids: list[int] | None = None,
+    sources: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Runs matching the filters: ``envs`` takes exact ids or families (``Hopper`` matches every
+    Hopper version), ``sources`` names from :data:`SOURCES`."""
+    return [
+        r
+        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids)
+        if (envs is None or env_matches(r["env"], envs)) and (sources is None or source_of(r) in sources)
+    ]
+
+
 def summary_rows(
     db: sqlite_utils.Database,
     last: int = LAST_EVALUATIONS,
@@ -113,13 +130,9 @@ def summary_rows(
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
-    ``envs`` takes exact ids or families (``Hopper`` matches every Hopper version).
+    The filters are :func:`matching_runs`'s.
     """
-    runs = [
-        r
-        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids)
-        if envs is None or env_matches(r["env"], envs)
-    ]
+    runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids)
     groups: dict[tuple[str, str, str, str | None, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
         steps, returns = _last_returns(db, run["id"], last)

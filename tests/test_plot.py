@@ -11,10 +11,11 @@ from PIL import Image
 from typer.testing import CliRunner, Result
 
 from offpoc_tui.cli import app
-from offpoc_tui.plot import figure, panels, select_runs
+from offpoc_tui.plot import figure, panels
 from store import open_store
 from store.runs import create_runs
 from store.stats import smooth
+from store.summary import matching_runs
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.storefill import fill_learning, spec
 
@@ -34,7 +35,7 @@ def published(algo: str, env: str, prefix: str = "") -> np.ndarray:
 @needs_reference
 def test_figure_has_a_panel_per_algo_and_env_with_the_seed_means(reference_store: Path) -> None:
     db = open_store(reference_store)
-    runs = select_runs(db, algos=["td3", "sac"], envs=["Hopper", "Swimmer-v2"])
+    runs = matching_runs(db, algos=["td3", "sac"], envs=["Hopper", "Swimmer-v2"])
     assert len(runs) == 2 * 2 * 60
     found = panels(db, runs, window=5)
     fig = figure(found, window=5)
@@ -77,7 +78,7 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
     ids = create_runs(db, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in (0, 1)])
     for run_id in ids:
         fill_learning(db_path, run_id, 8_000, gain=1.0)
-    found = panels(db, select_runs(db, algos=["td3"], envs=["Hopper"], corrections=["none", "acoffpoc"]))
+    found = panels(db, matching_runs(db, algos=["td3"], envs=["Hopper"], corrections=["none", "acoffpoc"]))
     assert len(found) == 1
     axes = next(a for a in figure(found).axes if a.get_visible())
     assert axes.get_title() == "TD3 · Hopper"

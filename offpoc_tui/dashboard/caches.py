@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sqlite_utils
 
-from store.reader import eval_points, weight_blocks
+from store.reader import eval_series, weight_blocks
 
 
 class RunCurve:
@@ -60,12 +60,7 @@ class EvalCache:
         """Bring ``run_ids`` up to date (one query for all of them); returns their curves."""
         for run_id in run_ids:
             self.curves.setdefault(run_id, RunCurve())
-        fresh: dict[int, tuple[list[int], list[float | None], list[float]]] = {}
-        for run_id, step, wall, ret in eval_points(db, {r: self.curves[r].last_step for r in run_ids}):
-            steps, walls, returns = fresh.setdefault(run_id, ([], [], []))
-            steps.append(step)
-            walls.append(wall)
-            returns.append(ret)
+        fresh = eval_series(db, {r: self.curves[r].last_step for r in run_ids})
         for run_id, (steps, walls, returns) in fresh.items():
             self.curves[run_id].extend(steps, walls, returns)
         return {r: self.curves[r] for r in run_ids}

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Select, Static
 
-from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label
+from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, versions_shown
 from offpoc_tui.dashboard.model import CompareData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import number
@@ -86,7 +86,7 @@ class ComparePane(Vertical):
         self.plot.show(data.figure)
         table = self.table
         table.clear()
-        versions = len({row.key[1] for row in data.rows})
+        versions = versions_shown(data.rows)
         for row in data.rows:
             table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"

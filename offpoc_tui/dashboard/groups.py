@@ -64,6 +64,11 @@ def task_name(family: str, rows: list[CompareRow]) -> str:
     return f"{family} ({', '.join(env_version(e) for e in envs)})"
 
 
+def versions_shown(rows: list[CompareRow]) -> int:
+    """How many env versions a compare table shows (its rows then name their version)."""
+    return len({row.key[1] for row in rows})
+
+
 def _ordered(key: GroupKey) -> tuple[Any, ...]:
     return series_order(key[1], key[2], key[3], key[4])
 

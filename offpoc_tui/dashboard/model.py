@@ -33,6 +33,7 @@ from offpoc_tui.dashboard.groups import (
     method,
     row_label,
     task_name,
+    versions_shown,
 )
 from store.reader import configs, histograms, run_detail, train_points
 from store.stats import band, smooth
@@ -111,7 +112,7 @@ class Model:
             if request.view == "curves":
                 members = [by_id[i] for i in request.run_ids if i in by_id]
             else:
-                members = [r for r in runs if (r["algo"], env_family(r["env"])) == key]
+                members = compare_members(runs, key)
             ids = [r["id"] for r in members]
             curves = self.evals.update(db, ids)
             basis: tuple[Any, ...] = (request, tuple(ids), self.evals.version(ids))
@@ -168,13 +169,14 @@ class Model:
 def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request) -> Figure:
     if not runs:
         return empty("Evaluation return", "no runs (select some with space, or clear the filter)")
-    # run id -> (steps, wall time in hours, smoothed returns)
-    data = {
-        run_id: (steps, wall / 3600.0, smooth(returns, request.smoothing))
-        for run_id, (steps, wall, returns) in ((i, c.arrays()) for i, c in curves.items())
-    }
+
+    def series(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, wall time in hours, smoothed returns) of a run that is drawn (wall time: only when shown)."""
+        steps, wall, returns = curves[run["id"]].arrays()
+        return steps, wall / 3600.0 if request.wall_time else wall, smooth(returns, request.smoothing)
+
     if request.wall_time:  # imported curves record no wall time
-        runs = [r for r in runs if np.isfinite(data[r["id"]][1]).any()]
+        runs = [r for r in runs if np.isfinite(curves[r["id"]].arrays()[1]).any()]
         if not runs:
             return empty("Evaluation return", "no wall time recorded for these runs (imported); press w for steps")
     x_of = 1 if request.wall_time else 0
@@ -186,12 +188,13 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
     if not request.grouped:
         for i, run in enumerate(runs[:MAX_RAW_LINES]):
             label = f"{run['id']} {run['algo']} {run['env']} {method(group_key(run))} s{run['seed']}"
-            lines.append(Line(data[run["id"]][x_of], data[run["id"]][2], colour(i), label))
+            drawn = series(run)
+            lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
             title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
         return LinesFigure(title, xlabel, "return", lines)
     for i, (key, members) in enumerate(group_runs(runs).items()):
-        seeds = [data[r["id"]] for r in members if len(data[r["id"]][0])]
+        seeds = [series(r) for r in members if curves[r["id"]].size]
         if len(runs) <= MAX_RAW_LINES:  # raw curves, faint, behind the mean
             lines.extend(Line(seed[x_of], seed[2], faint(colour(i), 0.25)) for seed in seeds)
         grid = band([(steps, returns) for steps, _, returns in seeds])
@@ -247,6 +250,11 @@ def compare_keys(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return list(dict.fromkeys((r["algo"], env_family(r["env"])) for r in runs))
 
 
+def compare_members(runs: list[dict[str, Any]], key: tuple[str, str] | None) -> list[dict[str, Any]]:
+    """The runs of one (algo, env family)."""
+    return [r for r in runs if (r["algo"], env_family(r["env"])) == key]
+
+
 def compare_key(runs: list[dict[str, Any]], request: Request) -> tuple[str, str] | None:
     """The (algo, env family) asked for, or the first present."""
     keys = compare_keys(runs)
@@ -265,7 +273,7 @@ def compare_rows(
 ) -> tuple[list[CompareRow], float | None]:
     """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
     groups = group_runs(members)
-    returns = {run_id: (c.arrays()[0], c.arrays()[2]) for run_id, c in curves.items()}
+    returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}  # (steps, returns)
     return compare(groups, returns, configs(db, [g[0]["id"] for g in groups.values()]), threshold)
 
 
@@ -287,7 +295,7 @@ def compare_figure(key: tuple[str, str], rows: list[CompareRow], threshold: floa
     steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve)."""
     own = [row for row in rows if row.key[4] == "offpoc"]
     reach = max((float(row.curve.steps[-1]) for row in own if len(row.curve.steps)), default=math.inf)
-    versions = len({row.key[1] for row in rows})
+    versions = versions_shown(rows)
     lines = []
     for i, row in enumerate(rows):
         x = row.curve.steps.astype(np.float64)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from offpoc_tui.views import STATUS_STYLE, number
+from offpoc_tui.views import STATUS_STYLE, duration, number
 
 COLUMNS = (
     ("sel", "", "left"), ("id", "id", "right"), ("name", "name", "left"), ("algo", "algo", "left"),
@@ -25,13 +25,6 @@ def eta_seconds(run: dict[str, Any]) -> float | None:
     if run["status"] != "running" or not run["sps"]:
         return None
     return max(run["total_steps"] - run["steps"], 0) / run["sps"]
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    minutes = int(seconds // 60)
-    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min {int(seconds) % 60:02d} s"
 
 
 def sort_value(run: dict[str, Any], column: str) -> Any:
@@ -93,8 +86,8 @@ class RunsTable(DataTable[Any]):
     """Rows beyond each edge of the viewport that are kept up to date as well."""
 
     def __init__(self, **kwargs: Any) -> None:
-        # No zebra stripes: they make each repaint of the visible rows about a quarter slower
-        # (benchmarks/dashboard.py), and this table repaints at every poll while runs are live.
+        # No zebra stripes: they made each repaint of the visible rows slower (a quarter, measured
+        # once), and this table repaints at every poll while runs are live.
         super().__init__(cursor_type="row", **kwargs)
         self.shown: list[int] = []
         self._cells: dict[int, list[Any]] = {}

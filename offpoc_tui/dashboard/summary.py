@@ -11,11 +11,10 @@ from rich.text import Text
 
 from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import HEADERS, NOTE, row_cells
-from offpoc_tui.dashboard.groups import task_name
-from offpoc_tui.dashboard.model import compare_keys, compare_rows
+from offpoc_tui.dashboard.groups import task_name, versions_shown
+from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
-from store.summary import env_family
 
 
 def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None) -> Table:
@@ -24,7 +23,7 @@ def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None)
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", box=None)
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("method", "config vs baseline") else "right")
-    versions = len({row.key[1] for row in rows})
+    versions = versions_shown(rows)
     for row in rows:
         table.add_row(*row_cells(row, versions))
     return table
@@ -37,7 +36,7 @@ def summary(db: sqlite_utils.Database) -> RenderableType:
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
     evals = EvalCache()
     for key in compare_keys(runs):
-        members = [r for r in runs if (r["algo"], env_family(r["env"])) == key]
+        members = compare_members(runs, key)
         rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None)
         parts += [compare_table(*key, rows, threshold), Text("")]
     parts.append(Text(f"{NOTE}; threshold: the first baseline's final return", style="dim"))
