@@ -5,7 +5,8 @@
 
 Prints, on one torch thread:
 - the single-core throughput of a 256×256×256 float32 matrix product;
-- the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler);
+- the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler),
+  and their FLOPs per update;
 - TD3 and SAC updates at batch 8 and 256: the first is what an update costs besides arithmetic;
 - one twin-critic optimiser step: fused Adam (ours) vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
@@ -32,18 +33,23 @@ from agents.config import TrainConfig
 from agents.networks import TwinCritic
 
 
-def matmul_share() -> tuple[float, float]:
-    """(ms per TD3 update, fraction of profiled CPU time in mm/addmm/bmm)."""
+def matmul_share() -> tuple[float, float, float]:
+    """(ms per TD3 update, fraction of profiled CPU time in mm/addmm/bmm, GFLOP of matrix products per update)."""
     agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
     b = random_batch()
     per_update = seconds_per_call(lambda: agent.update(b), repeats=5, calls=20)
+    products = ("aten::mm", "aten::addmm", "aten::bmm")
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(40):
             agent.update(b)
     events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events)
-    matmul = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
-    return per_update * 1e3, matmul / total
+    share = sum(e.self_cpu_time_total for e in events if e.key in products) / sum(e.self_cpu_time_total for e in events)
+    # Counting FLOPs slows what it profiles: a separate pass (an even number of updates: TD3's actor steps every other).
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        for _ in range(10):
+            agent.update(b)
+    flops = sum(e.flops for e in prof.key_averages() if e.key in products)
+    return per_update * 1e3, share, flops / 10 / 1e9
 
 
 def optimiser_steps() -> tuple[float, float]:
@@ -119,10 +125,14 @@ def main() -> None:
 
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     gemm = seconds_per_call(lambda: a @ b, calls=200)
-    console.print(f"256×256×256 float32 matmul: {2 * 256**3 / gemm / 1e9:.0f} GFLOP/s on one core")
+    rate = 2 * 256**3 / gemm / 1e9
+    console.print(f"256×256×256 float32 matmul: {rate:.0f} GFLOP/s on one core")
 
-    ms, share = matmul_share()
-    console.print(f"plain TD3 update: {ms:.2f} ms, of which matrix products {share:.0%} of profiled CPU time")
+    ms, share, gflop = matmul_share()
+    console.print(
+        f"plain TD3 update: {ms:.2f} ms, of which matrix products {share:.0%} of profiled CPU time; "
+        f"{gflop:.3f} GFLOP of matrix products per update ({gflop / rate * 1e3:.1f} ms at the rate above)"
+    )
 
     fused, loop = optimiser_steps()
     console.print(
