@@ -1,14 +1,21 @@
 """The update every algorithm shares, and the one place where weights enter.
 
-An algorithm supplies its networks, its critic target, its per-sample actor loss
-and its schedule; :meth:`ActorCritic.update` does the rest, identically for
-DDPG, TD3 and SAC:
+An algorithm supplies its networks, its critic target, its actor loss and its
+schedule; :meth:`ActorCritic.update` does the rest, identically for DDPG, TD3
+and SAC:
 
-    λ  = correction(batch, current policy)            # once, before the critic step
-    y  = target(batch)                                 # no gradient
-    critic: reduce_loss(Σ_critics (Q(s, a) − y)², λ)   # step
-    actor (when due): reduce_loss(actor_per_sample(s), λ)  # step
+    λ  = correction(batch, current policy)             # once, before the critic step
+    c  = loss_coefficients(λ, B)                       # L = Σ_i c_i ℓ_i: where λ enters
+    y  = target(batch)
+    critic: ℓ_i = Σ_critics (Q(s_i, a_i) − y_i)², step on L
+    actor (when due): ℓ_i = the algorithm's actor loss, step on L
     after_actor_step(); soft-update targets (when due)
+
+Gradients are written out rather than left to autograd: with L = Σ_i c_i ℓ_i,
+∂L/∂Q = 2 c (Q − y) for the critic, and each algorithm's ``actor_backward``
+does the same for its actor loss; the networks back-propagate from there
+(:mod:`agents.backprop`). ``tests/test_gradients.py`` checks every one of them
+against autograd on the same losses.
 """
 
 from __future__ import annotations
@@ -24,23 +31,29 @@ from torch import Tensor, nn
 from agents.algorithms.memo import PolicyMemo
 from agents.config import TrainConfig
 from agents.corrections.base import Correction, PolicyKind
+from agents.optim import AdamStep
 from agents.replay import Batch
 
 _TINY = 1e-12
 
 
-def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
-    """Reduce (B, 1) per-sample losses to a scalar: the only place weights enter.
+def loss_coefficients(weight: Tensor | None, batch_size: int) -> Tensor | float:
+    """The c_i of L = Σ_i c_i ℓ_i, i.e. ∂L/∂ℓ_i: the only place weights enter.
 
-    - ``None``: ``mean_i ℓ_i`` (the plain algorithm);
-    - 0-d λ (per batch, paper eqs. 4-5): ``λ · mean_i ℓ_i``;
-    - (B, 1) λ_i (per transition): ``Σ λ_i ℓ_i / Σ λ_i``, guarded against Σ λ_i = 0.
+    - ``None``: ``1 / B``, so L = mean_i ℓ_i (the plain algorithm);
+    - 0-d λ (per batch, paper eqs. 4-5): ``λ / B``, so L = λ · mean_i ℓ_i;
+    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, guarded against Σ λ_j = 0.
     """
     if weight is None:
-        return per_sample.mean()
+        return 1.0 / batch_size
     if weight.ndim == 0:
-        return weight * per_sample.mean()
-    return (weight * per_sample).sum() / weight.sum().clamp_min(_TINY)
+        return weight / batch_size
+    return weight / weight.sum().clamp_min(_TINY)
+
+
+def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
+    """Reduce (B, 1) per-sample losses to the scalar L = Σ_i c_i ℓ_i (see :func:`loss_coefficients`)."""
+    return (loss_coefficients(weight, per_sample.shape[0]) * per_sample).sum()
 
 
 class SoftUpdate:
@@ -111,6 +124,7 @@ class ActorCritic(ABC):
         ]
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, config.critic_weight_decay)  # type: ignore[arg-type]
         self.actor_optimizer = adam(self.actor_params, config.actor_lr)  # type: ignore[arg-type]
+        self._critic_adam, self._actor_adam = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
 
     # ---- what an algorithm defines -------------------------------------------------
     @abstractmethod
@@ -122,8 +136,8 @@ class ActorCritic(ABC):
         """The critic target y, (B, 1), computed under inference mode (no autograd bookkeeping)."""
 
     @abstractmethod
-    def actor_per_sample(self, obs: Tensor) -> Tensor:
-        """Per-sample actor loss, (B, 1)."""
+    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
+        """The per-sample actor loss ℓ_i, (B, 1); sets the actor's ``.grad`` to ∂(Σ_i c_i ℓ_i)/∂θ."""
 
     @abstractmethod
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
@@ -167,37 +181,35 @@ class ActorCritic(ABC):
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:
         """One gradient update on a batch; ``correction`` None means plain losses."""
         self.updates += 1
+        with torch.no_grad():
+            # Similarity weight: once per update, from the policy before any step.
+            weight = correction(batch, self) if correction is not None else None
+            c = loss_coefficients(weight, batch.obs.shape[0])
 
-        # Similarity weight: once per update, from the policy before any step.
-        weight = correction(batch, self) if correction is not None else None
+            # Critic: ℓ_i = Σ_critics (Q − y)², so ∂L/∂Q = 2 c (Q − y).
+            y = self.target(batch)
+            q, tapes = self.critic.forward_tape(batch.obs, batch.action)  # (E, B, 1)
+            td_error = q - y
+            critic_loss = (c * td_error.square().sum(0)).sum()
+            self.critic.backward(tapes, td_error * (2 * c))
+            self._critic_adam()
 
-        # Critic
-        y = self.target(batch)
-        q = self.critic(batch.obs, batch.action)  # (E, B, 1)
-        td_error = q - y
-        critic_loss = reduce_loss(td_error.square().sum(0), weight)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_optimizer.step()
+            # Actor (delayed for TD3); gradients reach the actor's parameters only.
+            actor_loss = None
+            stepped = self.actor_due()
+            if stepped:
+                actor_loss = (c * self.actor_backward(batch.obs, c)).sum()
+                self._actor_adam()
+                self.after_actor_step()
 
-        # Actor (delayed for TD3); gradients flow to the actor's parameters only.
-        actor_loss = None
-        stepped = self.actor_due()
-        if stepped:
-            actor_loss = reduce_loss(self.actor_per_sample(batch.obs), weight)
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward(inputs=self.actor_params)
-            self.actor_optimizer.step()
-            self.after_actor_step()
-
-        self.update_targets(stepped)
-        return UpdateStats(
-            critic_loss=critic_loss.detach(),
-            actor_loss=actor_loss.detach() if actor_loss is not None else None,
-            q_mean=q.detach().mean(),
-            alpha=self.alpha_value(),
-            weight=weight,
-        )
+            self.update_targets(stepped)
+            return UpdateStats(
+                critic_loss=critic_loss,
+                actor_loss=actor_loss,
+                q_mean=q.mean(),
+                alpha=self.alpha_value(),
+                weight=weight,
+            )
 
     # ---- helpers shared by algorithms ----------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> Tensor:

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import noisy_action
+from agents.algorithms.deterministic import noisy_action, q_actor_backward
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
@@ -31,8 +31,8 @@ class DDPG(ActorCritic):
             y = batch.reward + self.config.gamma * batch.not_terminated * next_q
         return y.clone()  # an ordinary tensor, usable in any autograd expression
 
-    def actor_per_sample(self, obs: Tensor) -> Tensor:
-        return -self.critic(obs, self.pi.for_actor_loss(obs))[0]
+    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
+        return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)

@@ -1,18 +1,36 @@
-"""What DDPG and TD3 share: acting with Gaussian exploration noise."""
+"""What DDPG and TD3 share: acting with Gaussian exploration noise, and the actor loss −Q(s, π(s))."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from agents.algorithms.base import Action
+from agents.algorithms.memo import PolicyMemo
+from agents.networks import DDPGCritic, DeterministicActor, TwinCritic
 
 
-def noisy_action(actor: nn.Module, obs: Tensor, std: float, explore: bool, rng: np.random.Generator) -> Action:
+def noisy_action(actor: DeterministicActor, obs: Tensor, std: float, explore: bool, rng: np.random.Generator) -> Action:
     """π(s), plus N(0, std²) exploration noise clipped to [-1, 1] when exploring."""
     with torch.no_grad():
         action = actor(obs)[0].cpu().numpy()
     if explore and std > 0:
         action = np.clip(action + rng.normal(0.0, std, size=action.shape), -1.0, 1.0).astype(np.float32)
     return Action(action)
+
+
+def q_actor_backward(
+    actor: DeterministicActor, critic: TwinCritic | DDPGCritic, pi: PolicyMemo, obs: Tensor, c: Tensor | float
+) -> Tensor:
+    """ℓ_i = −Q(s_i, π(s_i)) with the first critic; the actor's gradient of Σ c_i ℓ_i.
+
+    ∂L/∂Q = −c, back through the critic to the action (its own parameters get
+    no gradient), then through the actor.
+    """
+    action, actor_tape = pi.for_actor_loss(obs)
+    q, critic_tapes = critic.forward_tape(obs, action, first_only=True)  # (1, B, 1)
+    action_grad = critic.backward(critic_tapes, torch.full_like(q, -1.0) * c, params=False, action_grad=True)
+    assert action_grad is not None
+    actor.backward(actor_tape, action_grad)
+    return -q[0]

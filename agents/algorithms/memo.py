@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
-
-
-def _detach(output: Any) -> Any:
-    return tuple(t.detach() for t in output) if isinstance(output, tuple) else output.detach()
 
 
 class PolicyMemo:
@@ -17,26 +12,25 @@ class PolicyMemo:
 
     The correction asks for the policy on the batch (π(s), or SAC's mean and
     log-std) before the critic step; the actor loss needs the same output (the
-    actor has not changed in between) with gradient. When the actor steps in this
-    update, the first request runs the forward pass with gradient and the actor
-    loss reuses it; otherwise it runs without gradient.
+    actor has not changed in between) and the tape to back-propagate through.
+    When the actor steps in this update, the first request runs the taped
+    forward pass and the actor loss reuses it; otherwise it runs the plain one.
     """
 
     def __init__(self, actor: nn.Module) -> None:
         self.actor = actor
         self._obs: Tensor | None = None
-        self._output: Any = None
+        self._result: tuple[Any, Any] | None = None
 
     def for_correction(self, obs: Tensor, actor_due: bool) -> Any:
-        """The actor's output on ``obs``, detached."""
+        """The actor's output on ``obs``."""
         if not actor_due:
-            with torch.no_grad():
-                return self.actor(obs)
-        self._obs, self._output = obs, self.actor(obs)
-        return _detach(self._output)
+            return self.actor(obs)
+        self._obs, self._result = obs, self.actor.forward_tape(obs)  # type: ignore[operator]
+        return self._result[0]
 
-    def for_actor_loss(self, obs: Tensor) -> Any:
-        """The actor's output on ``obs`` with gradient, reused when the correction computed it."""
-        output = self._output if self._obs is obs else None
-        self._obs = self._output = None
-        return output if output is not None else self.actor(obs)
+    def for_actor_loss(self, obs: Tensor) -> tuple[Any, Any]:
+        """The actor's (output, tape) on ``obs``, reused when the correction computed it."""
+        result = self._result if self._obs is obs else None
+        self._obs = self._result = None
+        return result if result is not None else self.actor.forward_tape(obs)  # type: ignore[operator]

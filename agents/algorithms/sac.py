@@ -10,6 +10,7 @@ from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic, adam
 from agents.networks import GaussianPolicy, TwinCritic, squashed_sample
+from agents.optim import AdamStep
 from agents.replay import Batch
 
 
@@ -24,6 +25,7 @@ class SAC(ActorCritic):
         self.critic_target = copy.deepcopy(self.critic)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]
+        self._alpha_adam = AdamStep(self.alpha_optimizer)
         self.target_entropy = -float(self.action_dim)
         self._log_pi: Tensor | None = None
 
@@ -42,19 +44,36 @@ class SAC(ActorCritic):
             y = batch.reward + self.config.gamma * batch.not_terminated * soft_value
         return y.clone()  # an ordinary tensor, usable in any autograd expression
 
-    def actor_per_sample(self, obs: Tensor) -> Tensor:
-        mean, log_std = self.pi.for_actor_loss(obs)
-        action, log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
-        self._log_pi = log_pi.detach()
-        return self.alpha_value() * log_pi - self.critic(obs, action).min(0).values
+    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
+        """ℓ_i = α log π(a_i|s_i) − min_k Q_k(s_i, a_i), a_i = tanh(u_i), u_i = mean_i + σ_i ε_i.
+
+        With L = Σ c_i ℓ_i (α held fixed):
+        - ∂L/∂Q_k = −c on the member that is the minimum (where min's gradient goes);
+        - ∂L/∂u = c α ∂log π/∂u + ∂L/∂a (1 − a²), where ∂log π/∂u = 2 tanh(u) = 2a
+          (the tanh Jacobian term; the Gaussian term, written with ε, does not depend on u);
+        - ∂L/∂mean = ∂L/∂u, and ∂L/∂log σ = ∂L/∂u · σε − c α (from log π's −Σ log σ).
+        """
+        c = coefficients
+        (mean, log_std), actor_tape = self.pi.for_actor_loss(obs)
+        noise = self._noise(mean.shape)
+        action, log_pi = squashed_sample(mean, log_std, noise)
+        q, critic_tapes = self.critic.forward_tape(obs, action)  # (2, B, 1)
+        q_min, member = q.min(0)
+        self._log_pi = log_pi
+        members = torch.arange(q.shape[0], device=q.device).view(-1, 1, 1)
+        action_grad = self.critic.backward(critic_tapes, (member == members) * -c, params=False, action_grad=True)
+        assert action_grad is not None
+        alpha = self.alpha_value()
+        u_grad = (2 * alpha * c) * action + action_grad * (1 - action * action)
+        self.actor.backward(actor_tape, (u_grad, u_grad * (log_std.exp() * noise) - alpha * c))
+        return alpha * log_pi - q_min
 
     def after_actor_step(self) -> None:
-        # The temperature loss is never weighted by a correction.
+        # The temperature loss −log α · mean(log π + H̄) is never weighted by a correction;
+        # its gradient with respect to log α is −mean(log π + H̄).
         assert self._log_pi is not None
-        alpha_loss = -(self.log_alpha * (self._log_pi + self.target_entropy)).mean()
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        alpha_loss.backward()
-        self.alpha_optimizer.step()
+        self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean()
+        self._alpha_adam()
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         with torch.no_grad():

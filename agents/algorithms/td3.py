@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import noisy_action
+from agents.algorithms.deterministic import noisy_action, q_actor_backward
 from agents.networks import DeterministicActor, TwinCritic
 from agents.replay import Batch
 
@@ -37,8 +37,8 @@ class TD3(ActorCritic):
             y = batch.reward + c.gamma * batch.not_terminated * next_q
         return y.clone()  # an ordinary tensor, usable in any autograd expression
 
-    def actor_per_sample(self, obs: Tensor) -> Tensor:
-        return -self.critic.q1(obs, self.pi.for_actor_loss(obs))  # type: ignore[operator]
+    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
+        return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
 
     def actor_due(self) -> bool:
         return self.updates % self.config.policy_delay == 0

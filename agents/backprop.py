@@ -1,0 +1,103 @@
+"""Forward and backward passes of an MLP written out, for the update's hot path.
+
+The update computes its gradients without autograd: every loss in it is simple
+enough to differentiate by hand (see :mod:`agents.algorithms.base`), and
+skipping the graph bookkeeping makes training about a third faster on a CPU
+(``benchmarks/throughput.py``). The arithmetic is autograd's own: the same
+``addmm``/``mm``/``sum`` calls in the same order, so the results match it
+exactly, which ``tests/test_gradients.py`` checks for every algorithm.
+
+A chain is a view of existing ``nn.Linear`` layers' parameters, not a module:
+networks keep their ``nn.Sequential`` structure, state-dict keys and
+initialisation. It holds the parameter tensors themselves, which stay the same
+objects through optimiser steps, ``load_state_dict`` and ``copy.deepcopy`` of
+the owning network (the copy's chain holds the copy's parameters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Tape(NamedTuple):
+    """What a chain's backward needs from its forward."""
+
+    inputs: list[Tensor]
+    """Each layer's input: the chain's input, then each hidden ReLU output."""
+    output: Tensor
+    """The chain's output (after its Tanh, when it has one)."""
+
+
+class LinearChain:
+    """Linear layers with a ReLU after each but the last, optionally a Tanh after the last.
+
+    Built from the modules of an MLP in order, e.g. ``LinearChain(mlp([4, 8, 2]))``;
+    a final ``nn.ReLU`` makes the last layer's output pass through a ReLU too.
+    """
+
+    def __init__(self, modules: Iterable[nn.Module]) -> None:
+        modules = list(modules)
+        self.layers: list[tuple[Tensor, Tensor]] = []
+        """(weight, bias) of each layer: the parameters themselves, looked up once."""
+        self.relu_after: list[bool] = []
+        self.tanh = False
+        for i, module in enumerate(modules):
+            if isinstance(module, nn.Linear):
+                self.layers.append((module.weight, module.bias))
+                nxt = modules[i + 1] if i + 1 < len(modules) else None
+                self.relu_after.append(isinstance(nxt, nn.ReLU))
+            elif isinstance(module, nn.Tanh):
+                if i != len(modules) - 1:
+                    raise ValueError("a Tanh may only end a LinearChain")
+                self.tanh = True
+            elif not isinstance(module, nn.ReLU):
+                raise TypeError(f"a LinearChain holds Linear, ReLU and a final Tanh, not {type(module).__name__}")
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """The output alone (inference, targets): what the ``nn.Sequential`` computes."""
+        for (weight, bias), relu in zip(self.layers, self.relu_after):
+            x = F.linear(x, weight, bias)
+            if relu:
+                x = x.relu_()
+        return torch.tanh(x) if self.tanh else x
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tape]:
+        """The output and the tape for :meth:`backward`. Run under ``torch.no_grad()``."""
+        inputs = []
+        for (weight, bias), relu in zip(self.layers, self.relu_after):
+            inputs.append(x)
+            x = F.linear(x, weight, bias)
+            if relu:
+                x = x.relu_()
+        if self.tanh:
+            x = torch.tanh(x)
+        return x, Tape(inputs, x)
+
+    def backward(self, tape: Tape, grad: Tensor, params: bool = True, input_grad: bool = False) -> Tensor | None:
+        """Back-propagate ``grad`` (∂L/∂output) through the chain.
+
+        With ``params``, sets every layer's ``weight.grad`` and ``bias.grad`` (replacing,
+        not accumulating). Returns ∂L/∂input when ``input_grad``, else None.
+        """
+        if self.tanh:
+            grad = torch.ops.aten.tanh_backward(grad, tape.output)
+        last = len(self.layers) - 1
+        for i in range(last, -1, -1):
+            (weight, bias), x = self.layers[i], tape.inputs[i]
+            if self.relu_after[i] and i == last:
+                grad = torch.ops.aten.threshold_backward(grad, tape.output, 0.0)
+            if params:
+                weight.grad = grad.t().mm(x)
+                bias.grad = grad.sum(0)
+            if i == 0 and not input_grad:
+                return None
+            grad = grad.mm(weight)
+            if i > 0 and self.relu_after[i - 1]:
+                # x is the previous layer's ReLU output: it passes the gradient where positive.
+                grad = torch.ops.aten.threshold_backward(grad, x, 0.0)
+        return grad

@@ -1,0 +1,76 @@
+"""AdamStep: the fused kernel called directly gives exactly what torch.optim.Adam.step() gives."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from agents.optim import AdamStep
+
+
+def pair(weight_decay: float = 0.0) -> tuple[nn.Module, torch.optim.Adam, nn.Module, torch.optim.Adam]:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2))
+    twin = copy.deepcopy(net)
+    make = lambda m: torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=weight_decay, fused=True)  # noqa: E731
+    return net, make(net), twin, make(twin)
+
+
+def set_grads(module: nn.Module, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    for p in module.parameters():
+        p.grad = torch.randn(p.shape, generator=g)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_adam_step_is_bit_identical_to_optimizer_step(weight_decay: float) -> None:
+    net, opt, twin, twin_opt = pair(weight_decay)
+    step = AdamStep(twin_opt)
+    for i in range(5):
+        set_grads(net, i)
+        set_grads(twin, i)
+        opt.step()
+        step()
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(opt.state.values(), twin_opt.state.values()):
+        assert all(torch.equal(a[k], b[k]) for k in ("exp_avg", "exp_avg_sq", "step"))
+    assert float(next(iter(twin_opt.state.values()))["step"]) == 5
+
+
+def test_adam_step_follows_a_loaded_state() -> None:
+    net, opt, twin, twin_opt = pair()
+    step = AdamStep(twin_opt)
+    for i in range(3):
+        set_grads(net, i)
+        opt.step()
+        set_grads(twin, i)
+        step()
+    # Restore both from the first one's checkpoint: the shortcut must use the new state tensors.
+    twin.load_state_dict(net.state_dict())
+    twin_opt.load_state_dict(copy.deepcopy(opt.state_dict()))  # as from a checkpoint file: no shared tensors
+    for i in range(3, 6):
+        set_grads(net, i)
+        opt.step()
+        set_grads(twin, i)
+        step()
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_adam_step_skips_parameters_without_gradient_like_step_does() -> None:
+    net, opt, twin, twin_opt = pair()
+    step = AdamStep(twin_opt)
+    for i in range(2):
+        set_grads(net, i)
+        set_grads(twin, i)
+        opt.step()
+        step()
+    net[0].weight.grad = twin[0].weight.grad = None
+    opt.step()
+    step()
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
