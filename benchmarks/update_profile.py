@@ -8,8 +8,10 @@ Prints, on one torch thread:
 - the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler),
   and their FLOPs per update;
 - TD3 and SAC updates at batch 8 and 256: the first is what an update costs besides arithmetic;
-- one twin-critic optimiser step: fused Adam (ours) vs the per-tensor loop (torch's
+- one twin-critic optimiser step: fused Adam vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
+- the same fused step right after an update, as the training loop runs it: through
+  ``Adam.step()`` vs ``agents.optim.AdamStep`` (the kernel called directly), as a ratio;
 - one action selection in a tight loop vs right after an update (cold caches), as a ratio;
 - with ``--compile``: one critic step eager vs ``torch.compile``d, as a ratio, and the compile time.
 """
@@ -31,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 from agents.algorithms import make_algorithm
 from agents.config import TrainConfig
 from agents.networks import TwinCritic
+from agents.optim import AdamStep
 
 
 def matmul_share() -> tuple[float, float, float]:
@@ -62,6 +65,23 @@ def optimiser_steps() -> tuple[float, float]:
         optimiser = torch.optim.Adam(critic.parameters(), lr=3e-4, **kwargs)
         results.append(seconds_per_call(optimiser.step, calls=100))
     return results[0], results[1]
+
+
+def adam_in_context() -> tuple[float, float]:
+    """(Adam.step(), AdamStep) median seconds of the twin critic's fused step, each timed right
+    after a TD3 update, as in the training loop (where caches hold the update's data)."""
+    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    b = random_batch()
+    optimiser = agent.critic_optimizer
+    steps: dict[str, Callable[[], object]] = {"step()": optimiser.step, "AdamStep": AdamStep(optimiser)}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(400):
+        name = "step()" if i % 2 else "AdamStep"
+        agent.update(b)
+        start = time.perf_counter()
+        steps[name]()
+        times[name].append(time.perf_counter() - start)
+    return statistics.median(times["step()"]), statistics.median(times["AdamStep"])
 
 
 def compiled_critic_step() -> tuple[float, float, float]:
@@ -138,6 +158,12 @@ def main() -> None:
     console.print(
         f"twin-critic Adam step: fused {fused * 1e6:.0f} µs, per-tensor loop {loop * 1e6:.0f} µs "
         f"(per-tensor / fused = {loop / fused:.2f}, {(loop - fused) * 1e3:.2f} ms more per step)"
+    )
+
+    through_step, direct = adam_in_context()
+    console.print(
+        f"twin-critic Adam step right after an update: Adam.step() {through_step * 1e3:.2f} ms, "
+        f"AdamStep {direct * 1e3:.2f} ms (step() / AdamStep = {through_step / direct:.2f})"
     )
 
     for algo in ("td3", "sac"):

@@ -1,8 +1,8 @@
 """What a correction is: given a batch and the current policy, the loss weights.
 
 A correction never touches networks, targets or exploration. It returns a weight
-that the algorithms' single loss reduction (``agents.algorithms.base.reduce_loss``)
-applies:
+that the algorithms' single reduction point (``agents.algorithms.base.loss_coefficients``)
+turns into the coefficients of L = Σ_i c_i ℓ_i, for the losses and their gradients alike:
 
 - ``None``: no correction, the plain mean;
 - a 0-d tensor λ (per batch): ``λ · mean_i(ℓ_i)``;
