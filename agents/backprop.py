@@ -2,10 +2,12 @@
 
 The update computes its gradients without autograd: every loss in it is simple
 enough to differentiate by hand (see :mod:`agents.algorithms.base`), and
-skipping the graph bookkeeping makes training about a third faster on a CPU
-(``benchmarks/throughput.py``). The arithmetic is autograd's own: the same
-``addmm``/``mm``/``sum`` calls in the same order, so the results match it
-exactly, which ``tests/test_gradients.py`` checks for every algorithm.
+skipping the graph's bookkeeping (nodes, saved tensors, gradient accumulation)
+is what brings the update close to the time of its matrix products on a CPU
+(``benchmarks/update_profile.py``). The arithmetic is autograd's own kernels
+(``addmm``/``mm``/``sum``, ``threshold_backward``, ``tanh_backward``), so the
+gradients match autograd's to float32 rounding, which ``tests/test_gradients.py``
+checks for every algorithm.
 
 A chain is a view of existing ``nn.Linear`` layers' parameters, not a module:
 networks keep their ``nn.Sequential`` structure, state-dict keys and

@@ -7,6 +7,8 @@ Prints, on one torch thread:
 - the single-core throughput of a 256×256×256 float32 matrix product;
 - the share of a plain TD3 update (Hopper sizes, batch 256) spent in matrix products (torch.profiler),
   and their FLOPs per update;
+- TD3's and SAC's matrix products replayed alone, back to back (recorded from real updates), against the
+  whole update: the floor that arithmetic sets, and what the rest of the update costs on top;
 - TD3 and SAC updates at batch 8 and 256: the first is what an update costs besides arithmetic;
 - one twin-critic optimiser step: fused Adam vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
@@ -29,6 +31,7 @@ import torch
 from microbench import ACT, OBS, B, random_batch, seconds_per_call
 from rich.console import Console
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from agents.algorithms import make_algorithm
 from agents.config import TrainConfig
@@ -53,6 +56,38 @@ def matmul_share() -> tuple[float, float, float]:
             agent.update(b)
     flops = sum(e.flops for e in prof.key_averages() if e.key in products)
     return per_update * 1e3, share, flops / 10 / 1e9
+
+
+PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.linear.default")
+
+
+class _RecordProducts(TorchDispatchMode):
+    """Records every matrix product an update runs, with copies of its operands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Callable[..., object], list[object]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if str(func) in PRODUCTS:
+            self.calls.append((func, [a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        return func(*args, **(kwargs or {}))
+
+
+def products_alone(algo: str) -> tuple[float, float, float]:
+    """(whole update, its matrix products replayed alone, products per update) in seconds and count."""
+    agent = make_algorithm(TrainConfig(algo=algo).resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    b = random_batch()
+    whole = seconds_per_call(lambda: (agent.update(b), agent.update(b)), calls=10) / 2  # TD3: one actor step
+    with _RecordProducts() as recorder:
+        agent.update(b)
+        agent.update(b)
+
+    def replay() -> None:
+        for func, args in recorder.calls:
+            func(*args)
+
+    return whole, seconds_per_call(replay, calls=10) / 2, len(recorder.calls) / 2
 
 
 def optimiser_steps() -> tuple[float, float]:
@@ -153,6 +188,13 @@ def main() -> None:
         f"plain TD3 update: {ms:.2f} ms, of which matrix products {share:.0%} of profiled CPU time; "
         f"{gflop:.3f} GFLOP of matrix products per update ({gflop / rate * 1e3:.1f} ms at the rate above)"
     )
+
+    for algo in ("td3", "sac"):
+        whole, alone, count = products_alone(algo)
+        console.print(
+            f"{algo.upper()} update: {whole * 1e3:.2f} ms; its {count:.0f} matrix products replayed alone "
+            f"{alone * 1e3:.2f} ms ({alone / whole:.0%}), everything else {(whole - alone) * 1e3:.2f} ms"
+        )
 
     fused, loop = optimiser_steps()
     console.print(

@@ -117,13 +117,12 @@ class ActorCritic(ABC):
         self.updates = 0
         self.build()
         self.pi = PolicyMemo(self.actor)
-        self.actor_params = list(self.actor.parameters())
         self.soft_updates = [
             SoftUpdate(target, source, config.tau)  # type: ignore[arg-type]
             for target, source in self.target_pairs()
         ]
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, config.critic_weight_decay)  # type: ignore[arg-type]
-        self.actor_optimizer = adam(self.actor_params, config.actor_lr)  # type: ignore[arg-type]
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr)  # type: ignore[arg-type]
         self._critic_adam, self._actor_adam = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
 
     # ---- what an algorithm defines -------------------------------------------------
