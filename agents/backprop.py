@@ -36,10 +36,10 @@ class Tape(NamedTuple):
 
 
 class LinearChain:
-    """Linear layers with a ReLU after each but the last, optionally a Tanh after the last.
+    """Linear layers (with biases), each optionally followed by a ReLU, the last optionally by a Tanh.
 
-    Built from the modules of an MLP in order, e.g. ``LinearChain(mlp([4, 8, 2]))``;
-    a final ``nn.ReLU`` makes the last layer's output pass through a ReLU too.
+    Built from the modules of an MLP in order, e.g. ``LinearChain(mlp([4, 8, 2]))``
+    (a ReLU between layers), or ``LinearChain([*trunk, head])``.
     """
 
     def __init__(self, modules: Iterable[nn.Module]) -> None:
@@ -50,6 +50,8 @@ class LinearChain:
         self.tanh = False
         for i, module in enumerate(modules):
             if isinstance(module, nn.Linear):
+                if module.bias is None:
+                    raise ValueError("a LinearChain's Linear layers need a bias")
                 self.layers.append((module.weight, module.bias))
                 nxt = modules[i + 1] if i + 1 < len(modules) else None
                 self.relu_after.append(isinstance(nxt, nn.ReLU))

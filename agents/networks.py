@@ -107,6 +107,7 @@ class DDPGCritic(nn.Module):
         return self.head_chain(torch.cat([self.state_chain(obs), action], dim=-1)).unsqueeze(0)
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
+        """(1, B, 1) values and their tapes (one critic: ``first_only`` changes nothing)."""
         h, state_tape = self.state_chain.forward(obs)
         q, head_tape = self.head_chain.forward(torch.cat([h, action], dim=-1))
         return q.unsqueeze(0), [state_tape, head_tape]
@@ -114,6 +115,7 @@ class DDPGCritic(nn.Module):
     def backward(
         self, tapes: list[Tape], grad: Tensor, params: bool = True, action_grad: bool = False
     ) -> Tensor | None:
+        """As :meth:`TwinCritic.backward`; the state layer gets its gradient through the head's input."""
         state_tape, head_tape = tapes
         x_grad = self.head_chain.backward(head_tape, grad[0], params=params, input_grad=True)
         assert x_grad is not None

@@ -160,6 +160,8 @@ def test_linear_chain_matches_autograd(modules) -> None:
 def test_linear_chain_rejects_what_it_cannot_differentiate() -> None:
     with pytest.raises(TypeError, match="Sigmoid"):
         LinearChain([nn.Linear(2, 2), nn.Sigmoid()])
+    with pytest.raises(ValueError, match="need a bias"):
+        LinearChain([nn.Linear(2, 2, bias=False)])
     with pytest.raises(ValueError, match="Tanh may only end"):
         LinearChain([nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 2)])
 
