@@ -14,43 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from agents.algorithms import ActorCritic, make_algorithm
 from agents.backprop import LinearChain
-from agents.config import TrainConfig
 from agents.networks import mlp, squashed_sample
-from agents.replay import Batch
-
-OBS, ACT, B = 5, 2, 32
-
-
-class ConstantWeight:
-    name = "constant"
-    needs_behaviour_params = False
-
-    def __init__(self, value: torch.Tensor | None) -> None:
-        self.value = value
-
-    def __call__(self, batch: Batch, policy: object) -> torch.Tensor | None:
-        return self.value
-
-
-def make(algo: str) -> ActorCritic:
-    torch.manual_seed(0)
-    config = TrainConfig(algo=algo, hidden=(32, 32)).resolved()
-    return make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(0))
-
-
-def batch(seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    not_terminated = torch.ones(B, 1)
-    not_terminated[::5] = 0.0
-    return Batch(
-        obs=torch.randn(B, OBS, generator=g),
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, 1, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g),
-        not_terminated=not_terminated,
-    )
+from tests.test_algorithms import ACT, B, ConstantWeight, batch
+from tests.test_algorithms import agent as make
 
 
 def reference_reduce(per_sample: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
@@ -82,7 +49,7 @@ WEIGHTS = {
 @pytest.mark.parametrize("weighting", WEIGHTS)
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_update_gradients_equal_autograd(algo: str, weighting: str) -> None:
-    agent, b, weight = make(algo), batch(), WEIGHTS[weighting]
+    agent, b, weight = make(algo), batch(terminated_every=5), WEIGHTS[weighting]
     agent.updates = 1  # the next update steps the actor too (TD3's delay)
     reference = copy.deepcopy(agent)
     state = agent.generator.get_state()
