@@ -25,17 +25,26 @@ def set_grads(module: nn.Module, seed: int) -> None:
         p.grad = torch.randn(p.shape, generator=g)
 
 
+def step_both(net: nn.Module, opt: torch.optim.Adam, twin: nn.Module, step: AdamStep, seeds: range) -> None:
+    """The same gradients into both; Adam.step() on one, AdamStep on the other."""
+    for i in seeds:
+        set_grads(net, i)
+        opt.step()
+        set_grads(twin, i)
+        step()
+
+
+def assert_same_parameters(net: nn.Module, twin: nn.Module) -> None:
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
 def test_adam_step_is_bit_identical_to_optimizer_step(weight_decay: float) -> None:
     net, opt, twin, twin_opt = pair(weight_decay)
     step = AdamStep(twin_opt)
-    for i in range(5):
-        set_grads(net, i)
-        set_grads(twin, i)
-        opt.step()
-        step()
-    for a, b in zip(net.parameters(), twin.parameters()):
-        assert torch.equal(a, b)
+    step_both(net, opt, twin, step, range(5))
+    assert_same_parameters(net, twin)
     for a, b in zip(opt.state.values(), twin_opt.state.values()):
         assert all(torch.equal(a[k], b[k]) for k in ("exp_avg", "exp_avg_sq", "step"))
     assert float(next(iter(twin_opt.state.values()))["step"]) == 5
@@ -44,33 +53,19 @@ def test_adam_step_is_bit_identical_to_optimizer_step(weight_decay: float) -> No
 def test_adam_step_follows_a_loaded_state() -> None:
     net, opt, twin, twin_opt = pair()
     step = AdamStep(twin_opt)
-    for i in range(3):
-        set_grads(net, i)
-        opt.step()
-        set_grads(twin, i)
-        step()
+    step_both(net, opt, twin, step, range(3))
     # Restore both from the first one's checkpoint: the shortcut must use the new state tensors.
     twin.load_state_dict(net.state_dict())
     twin_opt.load_state_dict(copy.deepcopy(opt.state_dict()))  # as from a checkpoint file: no shared tensors
-    for i in range(3, 6):
-        set_grads(net, i)
-        opt.step()
-        set_grads(twin, i)
-        step()
-    for a, b in zip(net.parameters(), twin.parameters()):
-        assert torch.equal(a, b)
+    step_both(net, opt, twin, step, range(3, 6))
+    assert_same_parameters(net, twin)
 
 
 def test_adam_step_skips_parameters_without_gradient_like_step_does() -> None:
     net, opt, twin, twin_opt = pair()
     step = AdamStep(twin_opt)
-    for i in range(2):
-        set_grads(net, i)
-        set_grads(twin, i)
-        opt.step()
-        step()
+    step_both(net, opt, twin, step, range(2))
     net[0].weight.grad = twin[0].weight.grad = None
     opt.step()
     step()
-    for a, b in zip(net.parameters(), twin.parameters()):
-        assert torch.equal(a, b)
+    assert_same_parameters(net, twin)
