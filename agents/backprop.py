@@ -64,11 +64,7 @@ class LinearChain:
 
     def __call__(self, x: Tensor) -> Tensor:
         """The output alone (inference, targets): what the ``nn.Sequential`` computes."""
-        for (weight, bias), relu in zip(self.layers, self.relu_after):
-            x = F.linear(x, weight, bias)
-            if relu:
-                x = x.relu_()
-        return torch.tanh(x) if self.tanh else x
+        return self.forward(x)[0]
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tape]:
         """The output and the tape for :meth:`backward`. Run under ``torch.no_grad()``."""

@@ -67,10 +67,6 @@ class TwinCritic(nn.Module):
         x = torch.cat([obs, action], dim=-1)
         return torch.stack([chain(x) for chain in self.chains])
 
-    def q1(self, obs: Tensor, action: Tensor) -> Tensor:
-        """The first member only, (B, 1): TD3's actor objective."""
-        return self.chains[0](torch.cat([obs, action], dim=-1))
-
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(E, B, 1) values and their tapes; ``first_only``: Q1 alone, (1, B, 1)."""
         x = torch.cat([obs, action], dim=-1)

@@ -174,7 +174,7 @@ def test_no_correction_reproduces_the_plain_td3_losses() -> None:
         r.critic_optimizer.step()
         torch.testing.assert_close(stats[update - 1].critic_loss, critic_loss.detach(), rtol=1e-6, atol=1e-7)
         if update == 2:
-            actor_loss = -r.critic.q1(b.obs, r.actor(b.obs)).mean()
+            actor_loss = -r.critic(b.obs, r.actor(b.obs))[0].mean()
             torch.testing.assert_close(stats[1].actor_loss, actor_loss.detach(), rtol=1e-6, atol=1e-7)
 
 

@@ -73,7 +73,7 @@ def test_update_gradients_equal_autograd(algo: str, weighting: str) -> None:
         alpha = r.log_alpha.detach().exp()
         per_sample = alpha * log_pi - r.critic(b.obs, action).min(0).values
     elif algo == "td3":
-        per_sample = -r.critic.q1(b.obs, r.actor(b.obs))
+        per_sample = -r.critic(b.obs, r.actor(b.obs))[0]
     else:
         per_sample = -r.critic(b.obs, r.actor(b.obs))[0]
     actor_loss = reference_reduce(per_sample, weight)

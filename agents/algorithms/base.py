@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from agents.algorithms.memo import PolicyMemo
 from agents.config import TrainConfig
 from agents.corrections.base import Correction, PolicyKind
+from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
 from agents.replay import Batch
 
@@ -51,9 +52,14 @@ def loss_coefficients(weight: Tensor | None, batch_size: int) -> Tensor | float:
     return weight / weight.sum().clamp_min(_TINY)
 
 
+def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:
+    """L = Σ_i c_i ℓ_i for (B, 1) or (E, B, 1) per-sample losses."""
+    return (coefficients * per_sample).sum()
+
+
 def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
     """Reduce (B, 1) per-sample losses to the scalar L = Σ_i c_i ℓ_i (see :func:`loss_coefficients`)."""
-    return (loss_coefficients(weight, per_sample.shape[0]) * per_sample).sum()
+    return weighted_sum(per_sample, loss_coefficients(weight, per_sample.shape[0]))
 
 
 class SoftUpdate:
@@ -102,9 +108,9 @@ class ActorCritic(ABC):
     """Shared state and update of an off-policy actor-critic agent."""
 
     policy_kind: PolicyKind
-    actor: nn.Module
-    critic: nn.Module
-    critic_target: nn.Module
+    actor: DeterministicActor | GaussianPolicy
+    critic: TwinCritic | DDPGCritic
+    critic_target: TwinCritic | DDPGCritic
     actor_target: nn.Module | None = None
     """DDPG and TD3 keep a target actor; SAC has none."""
 
@@ -189,7 +195,7 @@ class ActorCritic(ABC):
             y = self.target(batch)
             q, tapes = self.critic.forward_tape(batch.obs, batch.action)  # (E, B, 1)
             td_error = q - y
-            critic_loss = (c * td_error.square().sum(0)).sum()
+            critic_loss = weighted_sum(td_error.square().sum(0), c)
             self.critic.backward(tapes, td_error * (2 * c))
             self._critic_adam()
 
@@ -197,7 +203,7 @@ class ActorCritic(ABC):
             actor_loss = None
             stepped = self.actor_due()
             if stepped:
-                actor_loss = (c * self.actor_backward(batch.obs, c)).sum()
+                actor_loss = weighted_sum(self.actor_backward(batch.obs, c), c)
                 self._actor_adam()
                 self.after_actor_step()
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
+
+from agents.networks import DeterministicActor, GaussianPolicy
 
 
 class PolicyMemo:
@@ -17,7 +19,7 @@ class PolicyMemo:
     forward pass and the actor loss reuses it; otherwise it runs the plain one.
     """
 
-    def __init__(self, actor: nn.Module) -> None:
+    def __init__(self, actor: DeterministicActor | GaussianPolicy) -> None:
         self.actor = actor
         self._obs: Tensor | None = None
         self._result: tuple[Any, Any] | None = None
@@ -26,11 +28,11 @@ class PolicyMemo:
         """The actor's output on ``obs``."""
         if not actor_due:
             return self.actor(obs)
-        self._obs, self._result = obs, self.actor.forward_tape(obs)  # type: ignore[operator]
+        self._obs, self._result = obs, self.actor.forward_tape(obs)
         return self._result[0]
 
     def for_actor_loss(self, obs: Tensor) -> tuple[Any, Any]:
         """The actor's (output, tape) on ``obs``, reused when the correction computed it."""
         result = self._result if self._obs is obs else None
         self._obs = self._result = None
-        return result if result is not None else self.actor.forward_tape(obs)  # type: ignore[operator]
+        return result if result is not None else self.actor.forward_tape(obs)
