@@ -79,7 +79,9 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
 
 def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Path) -> None:
     db = tmp_path / "offpoc.db"
-    offpoc(db, "run", "td3", "Hopper-v4", "--steps", "3000", "--eval-freq", "500", *SMALL,
+    # 6,000 steps: the kill must land while the worker still runs, and each poll below is a
+    # subprocess that can take a second or more while small networks train fast.
+    offpoc(db, "run", "td3", "Hopper-v4", "--steps", "6000", "--eval-freq", "500", *SMALL,
            "--set", "checkpoint_every=1000")  # fmt: skip
     wait_for(lambda: runs(db)[1]["steps"] >= 1700, what="step 1700")  # past the checkpoint at 1000
     os.kill(runs(db)[1]["pid"], signal.SIGKILL)
@@ -90,7 +92,7 @@ def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Pa
     offpoc(db, "resume", "1", "--follow")
     after = export(db, "evaluations")
     steps = [int(r["step"]) for r in after]
-    assert steps == list(range(0, 3001, 500))  # every step once
+    assert steps == list(range(0, 6001, 500))  # every step once
     assert all(before[int(r["step"])] == r["return_mean"] for r in after if int(r["step"]) in before)  # kept
     assert runs(db)[1]["status"] == "finished"
     weight_steps = [int(r["step"]) for r in export(db, "weights")]
