@@ -98,8 +98,38 @@ def test_jsd_agrees_with_numerical_integral_in_1d(m1: float, s1: float, m2: floa
     t = lambda v: torch.tensor([[float(v)]], dtype=torch.float64)  # noqa: E731
     full = gaussian_jsd(t(m1)[0], t(s1**2), t(m2)[0], t(s2**2))
     diag = diag_gaussian_jsd(t(m1), t(math.log(s1)), t(m2), t(math.log(s2)))
-    assert abs(float(full) - expected) < 1e-2
-    assert abs(float(diag) - expected) < 1e-2
+    # The spec asks for 1e-2; the quasi-Monte Carlo estimate is within 2e-3 on these.
+    assert abs(float(full) - expected) < 3e-3
+    assert abs(float(diag) - expected) < 3e-3
+
+
+def sampled_jsd(mean_p: torch.Tensor, std_p: torch.Tensor, mean_q: torch.Tensor, std_q: torch.Tensor) -> torch.Tensor:
+    """½ E_P[log p − log m] + ½ E_Q[log q − log m] from 50,000 independent samples each."""
+    p, q = Independent(Normal(mean_p, std_p), 1), Independent(Normal(mean_q, std_q), 1)
+    g = torch.Generator().manual_seed(99)
+    total = torch.zeros(mean_p.shape[0], dtype=torch.float64)
+    for _ in range(10):
+        for own, other, mean, std in ((p, q, mean_p, std_p), (q, p, mean_q, std_q)):
+            x = mean + std * torch.randn(5_000, *mean.shape, generator=g, dtype=torch.float64)
+            log_own, log_other = own.log_prob(x), other.log_prob(x)
+            log_m = torch.logaddexp(log_own, log_other) - LN2
+            total += 0.5 * (log_own - log_m).mean(0)
+    return total / 10
+
+
+@pytest.mark.parametrize("d", [3, 6])
+def test_jsd_is_accurate_beyond_one_dimension(d: int) -> None:
+    # Plain Monte Carlo with 512 independent samples per distribution (offpoc's
+    # estimator before) has rms error 0.009-0.013 on these pairs, depending on the
+    # sample table; benchmarks/jsd_accuracy.py compares the two more widely.
+    g = torch.Generator().manual_seed(20 + d)
+    mean_p = torch.randn(64, d, generator=g, dtype=torch.float64)
+    log_std_p = torch.rand(64, d, generator=g, dtype=torch.float64) * -2.0
+    mean_q = mean_p + log_std_p.exp() * torch.randn(64, d, generator=g, dtype=torch.float64)
+    log_std_q = log_std_p + 0.5 * torch.randn(64, d, generator=g, dtype=torch.float64)
+    expected = sampled_jsd(mean_p, log_std_p.exp(), mean_q, log_std_q.exp())
+    error = diag_gaussian_jsd(mean_p, log_std_p, mean_q, log_std_q) - expected
+    assert float(error.square().mean().sqrt()) < 0.006
 
 
 def test_diagonal_and_full_jsd_share_their_estimator() -> None:
