@@ -78,10 +78,10 @@ class TwinCritic(nn.Module):
     ) -> Tensor | None:
         """From ∂L/∂Q (E, B, 1): parameter gradients (``params``) and ∂L/∂action (``action_grad``)."""
         total = None
+        action = slice(-self.action_dim, None)
         for chain, tape, g in zip(self.chains, tapes, grad):
-            x_grad = chain.backward(tape, g, params=params, input_grad=action_grad)
-            if x_grad is not None:
-                a_grad = x_grad[:, -self.action_dim :]
+            a_grad = chain.backward(tape, g, params=params, input_grad=action_grad, input_columns=action)
+            if a_grad is not None:
                 total = a_grad if total is None else total + a_grad
         return total
 

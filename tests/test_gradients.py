@@ -104,6 +104,8 @@ def test_critic_parameters_get_no_gradient_from_the_actor_loss() -> None:
         pytest.param(lambda: mlp([4, 8, 8, 3], nn.Tanh()), id="tanh-output"),
         pytest.param(lambda: mlp([4, 8, 1]), id="linear-output"),
         pytest.param(lambda: [nn.Linear(4, 8), nn.ReLU()], id="relu-output"),
+        # Wide enough for the plain products too (narrow results are computed transposed).
+        pytest.param(lambda: [nn.Linear(4, 48), nn.ReLU(), nn.Linear(48, 40), nn.ReLU()], id="wide"),
     ],
 )
 def test_linear_chain_matches_autograd(modules) -> None:
@@ -122,6 +124,18 @@ def test_linear_chain_matches_autograd(modules) -> None:
     assert x_grad is not None
     torch.testing.assert_close(x_grad, expected[0])
     assert_grads_close([p.grad for p in layers.parameters()], expected[1:])  # type: ignore[misc]
+
+
+def test_linear_chain_input_columns_are_a_slice_of_the_input_gradient() -> None:
+    torch.manual_seed(2)
+    chain = LinearChain(mlp([6, 40, 1]))
+    with torch.no_grad():
+        _, tape = chain.forward(torch.randn(16, 6))
+        g = torch.randn(16, 1)
+        full = chain.backward(tape, g, params=False, input_grad=True)
+        action = chain.backward(tape, g, params=False, input_grad=True, input_columns=slice(-2, None))
+    assert full is not None and action is not None
+    torch.testing.assert_close(action, full[:, -2:])
 
 
 def test_linear_chain_rejects_what_it_cannot_differentiate() -> None:
