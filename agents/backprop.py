@@ -28,11 +28,14 @@ from torch import Tensor, nn
 NARROW = 32
 """Products whose result has fewer columns than this are computed transposed."""
 
+ALL_COLUMNS = slice(None)
+"""``LinearChain.backward``'s default ``input_columns``: the whole input gradient."""
+
 
 def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
     """a @ b, for a b with few columns (under :data:`NARROW`), as (bᵀaᵀ)ᵀ, contiguous.
 
-    Single-threaded MKL on this CPU runs many such products 1.2-5x slower than
+    Single-threaded MKL (measured on an AMD EPYC) runs many such products 1.2-5x slower than
     the same product transposed, e.g. a (256, 11) weight gradient in 208 µs
     against 46 µs; from 64 columns on, the plain product wins
     (``benchmarks/gemm_layouts.py``). They are the first layer's weight and
@@ -42,6 +45,7 @@ def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _mm(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b, transposed when the result is narrow."""
     return narrow_mm(a, b) if b.shape[1] < NARROW else a.mm(b)
 
 
@@ -52,9 +56,6 @@ class Tape(NamedTuple):
     """Each layer's input: the chain's input, then each hidden ReLU output."""
     output: Tensor
     """The chain's output (after its Tanh, when it has one)."""
-
-
-ALL = slice(None)
 
 
 class LinearChain:
@@ -101,7 +102,12 @@ class LinearChain:
         return x, Tape(inputs, x)
 
     def backward(
-        self, tape: Tape, grad: Tensor, params: bool = True, input_grad: bool = False, input_columns: slice = ALL
+        self,
+        tape: Tape,
+        grad: Tensor,
+        params: bool = True,
+        input_grad: bool = False,
+        input_columns: slice = ALL_COLUMNS,
     ) -> Tensor | None:
         """Back-propagate ``grad`` (∂L/∂output) through the chain.
 
