@@ -64,8 +64,7 @@ class TwinCritic(nn.Module):
         self.chains = [LinearChain(member) for member in self.members]
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        x = torch.cat([obs, action], dim=-1)
-        return torch.stack([chain(x) for chain in self.chains])
+        return self.forward_tape(obs, action)[0]
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(E, B, 1) values and their tapes; ``first_only``: Q1 alone, (1, B, 1)."""
@@ -100,7 +99,7 @@ class DDPGCritic(nn.Module):
         self.head_chain = LinearChain(self.head)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.head_chain(torch.cat([self.state_chain(obs), action], dim=-1)).unsqueeze(0)
+        return self.forward_tape(obs, action)[0]
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(1, B, 1) values and their tapes (one critic: ``first_only`` changes nothing)."""
@@ -132,8 +131,7 @@ class GaussianPolicy(nn.Module):
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """(mean, log_std), each (B, d)."""
-        mean, log_std = self.chain(obs).chunk(2, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return self.forward_tape(obs)[0]
 
     def forward_tape(self, obs: Tensor) -> tuple[tuple[Tensor, Tensor], Any]:
         out, tape = self.chain.forward(obs)

@@ -72,9 +72,7 @@ def test_update_gradients_equal_autograd(algo: str, weighting: str) -> None:
         action, log_pi = squashed_sample(mean, log_std, noise)
         alpha = r.log_alpha.detach().exp()
         per_sample = alpha * log_pi - r.critic(b.obs, action).min(0).values
-    elif algo == "td3":
-        per_sample = -r.critic(b.obs, r.actor(b.obs))[0]
-    else:
+    else:  # DDPG and TD3: the (first) critic at π(s)
         per_sample = -r.critic(b.obs, r.actor(b.obs))[0]
     actor_loss = reference_reduce(per_sample, weight)
     assert_grads_close(grads(agent.actor), torch.autograd.grad(actor_loss, actor_params))

@@ -138,7 +138,7 @@ class ActorCritic(ABC):
 
     @abstractmethod
     def target(self, batch: Batch) -> Tensor:
-        """The critic target y, (B, 1), computed under inference mode (no autograd bookkeeping)."""
+        """The critic target y, (B, 1), computed without gradient."""
 
     @abstractmethod
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:

@@ -26,10 +26,10 @@ class DDPG(ActorCritic):
         self.critic_target = copy.deepcopy(self.critic)
 
     def target(self, batch: Batch) -> Tensor:
-        with torch.inference_mode():
+        with torch.no_grad():
             next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
             y = batch.reward + self.config.gamma * batch.not_terminated * next_q
-        return y.clone()  # an ordinary tensor, usable in any autograd expression
+        return y
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)

@@ -36,13 +36,13 @@ class SAC(ActorCritic):
         return self.log_alpha.detach().exp()
 
     def target(self, batch: Batch) -> Tensor:
-        with torch.inference_mode():
+        with torch.no_grad():
             mean, log_std = self.actor(batch.next_obs)
             next_action, next_log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
             next_q = self.critic_target(batch.next_obs, next_action).min(0).values
             soft_value = next_q - self.alpha_value() * next_log_pi
             y = batch.reward + self.config.gamma * batch.not_terminated * soft_value
-        return y.clone()  # an ordinary tensor, usable in any autograd expression
+        return y
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         """ℓ_i = α log π(a_i|s_i) − min_k Q_k(s_i, a_i), a_i = tanh(u_i), u_i = mean_i + σ_i ε_i.

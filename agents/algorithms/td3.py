@@ -27,7 +27,7 @@ class TD3(ActorCritic):
 
     def target(self, batch: Batch) -> Tensor:
         c = self.config
-        with torch.inference_mode():
+        with torch.no_grad():
             # Target policy smoothing: clipped Gaussian noise on the target action.
             noise = torch.randn(batch.action.shape, generator=self.generator, device=self.device)
             noise = (noise * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
@@ -35,7 +35,7 @@ class TD3(ActorCritic):
             # Clipped double Q-learning: the smaller of the twin targets.
             next_q = self.critic_target(batch.next_obs, next_action).min(0).values
             y = batch.reward + c.gamma * batch.not_terminated * next_q
-        return y.clone()  # an ordinary tensor, usable in any autograd expression
+        return y
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
