@@ -16,6 +16,8 @@ maximally off-policy, never as λ = 1.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -29,7 +31,6 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
     jsd_from_log_ratios,
-    safe_cholesky,
 )
 from agents.replay import Batch
 
@@ -63,56 +64,76 @@ def _clamp_rho(rho: Tensor) -> Tensor:
     return torch.nan_to_num(rho, nan=RHO_MAX, posinf=RHO_MAX).clamp(0.0, RHO_MAX)
 
 
+class _BatchConstants(NamedTuple):
+    """What every batch of a given action dimension shares, made once (float64)."""
+
+    ridge: Tensor
+    """(d, d) RIDGE·I"""
+    z: Tensor
+    """(K, d) the JSD's base samples"""
+    z_t: Tensor
+    """(d, K) their transpose, contiguous"""
+    half_zz: Tensor
+    """(K,) ½|z|²"""
+
+
+@lru_cache(maxsize=16)
+def _batch_constants(d: int, device: str) -> _BatchConstants:
+    ridge = RIDGE * torch.eye(d, dtype=torch.float64, device=device)
+    z = base_normals(d, JSD_SAMPLES, device, torch.float64)
+    return _BatchConstants(ridge, z, z.T.contiguous(), 0.5 * z.square().sum(-1))
+
+
 def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
     """ρ between N(μ̇, Σ̇) fitted to the differences and the reference N(0, s·I), s = ref_std.
 
     Specialised to the isotropic reference: one Cholesky factor L of Σ̇ serves
     every divergence (tests pin it to the general :func:`gaussian_kl` and
-    :func:`~agents.corrections.divergences.gaussian_jsd`).
+    :func:`~agents.corrections.divergences.gaussian_jsd`). Written for few
+    operations: on a (256, 3) batch each costs more than its arithmetic.
     """
     diff = action_diff.detach().to(torch.float64)
-    n = diff.shape[0]
+    n, d = diff.shape
+    const = _batch_constants(d, str(diff.device))
     mean = diff.mean(0)
     centred = diff - mean
-    # Unbiased 1/(B-1) as printed in the paper; a single sample has no spread.
-    cov = centred.T @ centred / max(n - 1, 1)
-    cov.diagonal().add_(RIDGE)
-    chol, ok = safe_cholesky(cov)
-    rho = _batch_rho_from_factor(mean, cov, chol, ref_std, divergence)
-    # Cannot be factorised (non-finite input): maximally off-policy for every measure.
-    worst = torch.full_like(rho, math.log(2.0) if divergence == "jsd" else math.inf)
-    return torch.where(ok, rho, worst)
-
-
-def _batch_rho_from_factor(mean: Tensor, cov: Tensor, chol: Tensor, ref_std: float, divergence: str) -> Tensor:
-    d = mean.shape[0]
+    # Unbiased 1/(B-1) as printed in the paper, plus the ridge; a single sample has no spread.
+    cov = torch.addmm(const.ridge, centred.T, centred, alpha=1.0 / max(n - 1, 1))
+    chol, info = torch.linalg.cholesky_ex(cov)
     s = float(ref_std)  # the published method puts the exploration std on the diagonal
-    log_s = math.log(s)
-    half_logdet = chol.diagonal().log().sum()
+    # Not factorised, or not finite (non-finite input): maximally off-policy for every measure.
     if divergence == "jsd":
-        return _batch_jsd(mean, chol, half_logdet, s)
-    # KL(P‖Q) = ½[tr Σ̇/s + |μ̇|²/s − d + d ln s − ln det Σ̇]
-    forward = 0.5 * ((cov.diagonal().sum() + mean.square().sum()) / s - d + d * log_s) - half_logdet
+        return torch.where(info == 0, _batch_jsd(mean, chol, const, s), math.log(2.0))  # always finite
+    rho = _batch_kl(mean, cov, chol, s, divergence)
+    return torch.where((info == 0) & (rho.abs() < math.inf), rho, RHO_MAX)
+
+
+def _batch_kl(mean: Tensor, cov: Tensor, chol: Tensor, s: float, divergence: str) -> Tensor:
+    """KL or symmetric KL between N(μ̇, Σ̇ = LLᵀ) and N(0, s·I)."""
+    d = mean.shape[0]
+    # (tr Σ̇ + |μ̇|²)/s, shared by both directions.
+    spread = (cov.trace() + mean.dot(mean)).div_(s)
     if divergence == "kl":
-        return forward
-    # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇]
-    inv_chol = torch.linalg.solve_triangular(chol, torch.eye(d, dtype=torch.float64), upper=False)
-    backward = 0.5 * (s * inv_chol.square().sum() + (inv_chol @ mean).square().sum() - d - d * log_s) + half_logdet
-    return 0.5 * (forward + backward)
+        # KL(P‖Q) = ½[tr Σ̇/s + |μ̇|²/s − d + d ln s − ln det Σ̇]
+        return (0.5 * spread).sub_(chol.diagonal().log().sum()).add_(0.5 * d * (math.log(s) - 1.0))
+    # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇]; in the mean of the two directions the
+    # log-determinants cancel, and s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ = s‖L⁻¹[I, μ̇/√s]‖²_F (one triangular solve).
+    rhs = torch.cat([torch.eye(d, dtype=mean.dtype, device=mean.device), (mean / math.sqrt(s)).unsqueeze(1)], 1)
+    inverse_spread = torch.linalg.solve_triangular(chol, rhs, upper=False).square().sum().mul_(s)
+    return (spread + inverse_spread).sub_(2 * d).mul_(0.25)
 
 
-def _batch_jsd(mean: Tensor, chol: Tensor, half_logdet: Tensor, s: float) -> Tensor:
+def _batch_jsd(mean: Tensor, chol: Tensor, const: _BatchConstants, s: float) -> Tensor:
     """Monte Carlo JSD(N(μ̇, LLᵀ) ‖ N(0, s·I)) with the shared base samples."""
     d = mean.shape[0]
-    z = base_normals(d, JSD_SAMPLES, str(mean.device), mean.dtype)  # (K, d)
-    half_zz = 0.5 * z.square().sum(-1)
-    half_log_det_q = 0.5 * d * math.log(s)
+    # ½ ln det Σ̇ − ½ ln det(sI)
+    half_log_det_ratio = chol.diagonal().log().sum().sub_(0.5 * d * math.log(s))
     # At P's samples x = μ̇ + L z:   log q − log p = ½|z|² − |x|²/(2s) + ½ln det Σ̇ − ½ln det(sI)
-    x = mean + z @ chol.T
-    at_p = half_zz - 0.5 * x.square().sum(-1) / s + (half_logdet - half_log_det_q)
+    x = torch.addmm(mean, const.z, chol.T)
+    at_p = (const.half_zz + half_log_det_ratio).sub_(x.square().sum(-1), alpha=0.5 / s)
     # At Q's samples y = √s z:       log p − log q = ½|z|² − ½|L⁻¹(y − μ̇)|² − ½ln det Σ̇ + ½ln det(sI)
-    w = torch.linalg.solve_triangular(chol, (math.sqrt(s) * z - mean).T, upper=False)
-    at_q = half_zz - 0.5 * w.square().sum(0) + (half_log_det_q - half_logdet)
+    w = torch.linalg.solve_triangular(chol, (const.z_t * math.sqrt(s)).sub_(mean.unsqueeze(1)), upper=False)
+    at_q = (const.half_zz - half_log_det_ratio).sub_(w.square().sum(0), alpha=0.5)
     return jsd_from_log_ratios(torch.stack([at_p, at_q]))
 
 
@@ -133,7 +154,8 @@ def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str 
         0-d float32 tensor λ ∈ (0, 1], detached.
     """
     _check_divergence(divergence)
-    return torch.exp(-_clamp_rho(_batch_rho(action_diff, ref_std, divergence))).to(torch.float32)
+    rho = _batch_rho(action_diff, ref_std, divergence)  # finite
+    return rho.clamp(0.0, RHO_MAX).neg_().exp_().to(torch.float32)
 
 
 def _diag_log_density_ratio(u: Tensor, mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:

@@ -146,11 +146,10 @@ def jsd_from_log_ratios(log_ratios: Tensor) -> Tensor:
     a = log_ratios.abs()
     t = torch.sigmoid(a.neg())
     entropy = torch.log1p(t.neg()).neg_().addcmul_(a, t)
-    spread = entropy.mean(-1)
-    jsd = _LOG2 - 0.5 * (spread[0] + spread[1])  # exactly symmetric: a + b == b + a
+    # ln 2 − ½(mean_P H + mean_Q H), exactly symmetric: the sum over two terms is a + b == b + a.
+    jsd = torch.rsub(entropy.mean(-1).sum(0), _LOG2, alpha=0.5)
     # A non-finite estimate only comes from non-finite inputs: call it maximal.
-    jsd = torch.where(torch.isfinite(jsd), jsd, torch.full_like(jsd, _LOG2))
-    return jsd.clamp(0.0, _LOG2)
+    return jsd.nan_to_num_(nan=_LOG2, posinf=_LOG2, neginf=_LOG2).clamp_(0.0, _LOG2)
 
 
 def diag_gaussian_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
