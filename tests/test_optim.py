@@ -69,3 +69,20 @@ def test_adam_step_skips_parameters_without_gradient_like_step_does() -> None:
     opt.step()
     step()
     assert_same_parameters(net, twin)
+    # Each parameter keeps its own step count, through the shortcut's shared counter too.
+    step_both(net, opt, twin, step, range(2, 4))
+    assert_same_parameters(net, twin)
+    steps = [float(s["step"]) for s in twin_opt.state.values()]
+    assert steps == [float(s["step"]) for s in opt.state.values()]
+    assert steps == [4.0, 5.0, 5.0, 5.0]
+
+
+def test_adam_step_state_survives_a_checkpoint_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    net, opt, twin, twin_opt = pair()
+    step = AdamStep(twin_opt)
+    step_both(net, opt, twin, step, range(3))
+    torch.save(twin_opt.state_dict(), tmp_path / "opt.pt")
+    twin_opt.load_state_dict(torch.load(tmp_path / "opt.pt"))
+    step_both(net, opt, twin, step, range(3, 6))
+    assert_same_parameters(net, twin)
+    assert [float(s["step"]) for s in twin_opt.state.values()] == [6.0] * 4
