@@ -67,21 +67,18 @@ def _clamp_rho(rho: Tensor) -> Tensor:
 class _BatchConstants(NamedTuple):
     """What every batch of a given action dimension shares, made once (float64)."""
 
-    ridge: Tensor
-    """(d, d) RIDGE·I"""
+    eye: Tensor
+    """(d, d) identity"""
     z: Tensor
     """(K, d) the JSD's base samples"""
-    z_t: Tensor
-    """(d, K) their transpose, contiguous"""
     half_zz: Tensor
     """(K,) ½|z|²"""
 
 
 @lru_cache(maxsize=16)
 def _batch_constants(d: int, device: str) -> _BatchConstants:
-    ridge = RIDGE * torch.eye(d, dtype=torch.float64, device=device)
     z = base_normals(d, JSD_SAMPLES, device, torch.float64)
-    return _BatchConstants(ridge, z, z.T.contiguous(), 0.5 * z.square().sum(-1))
+    return _BatchConstants(torch.eye(d, dtype=torch.float64, device=device), z, 0.5 * z.square().sum(-1))
 
 
 def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
@@ -98,17 +95,17 @@ def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
     mean = diff.mean(0)
     centred = diff - mean
     # Unbiased 1/(B-1) as printed in the paper, plus the ridge; a single sample has no spread.
-    cov = torch.addmm(const.ridge, centred.T, centred, alpha=1.0 / max(n - 1, 1))
+    cov = torch.addmm(const.eye, centred.T, centred, beta=RIDGE, alpha=1.0 / max(n - 1, 1))
     chol, info = torch.linalg.cholesky_ex(cov)
     s = float(ref_std)  # the published method puts the exploration std on the diagonal
     # Not factorised, or not finite (non-finite input): maximally off-policy for every measure.
     if divergence == "jsd":
         return torch.where(info == 0, _batch_jsd(mean, chol, const, s), math.log(2.0))  # always finite
-    rho = _batch_kl(mean, cov, chol, s, divergence)
+    rho = _batch_kl(mean, cov, chol, const.eye, s, divergence)
     return torch.where((info == 0) & (rho.abs() < math.inf), rho, RHO_MAX)
 
 
-def _batch_kl(mean: Tensor, cov: Tensor, chol: Tensor, s: float, divergence: str) -> Tensor:
+def _batch_kl(mean: Tensor, cov: Tensor, chol: Tensor, eye: Tensor, s: float, divergence: str) -> Tensor:
     """KL or symmetric KL between N(μ̇, Σ̇ = LLᵀ) and N(0, s·I)."""
     d = mean.shape[0]
     # (tr Σ̇ + |μ̇|²)/s, shared by both directions.
@@ -118,7 +115,7 @@ def _batch_kl(mean: Tensor, cov: Tensor, chol: Tensor, s: float, divergence: str
         return (0.5 * spread).sub_(chol.diagonal().log().sum()).add_(0.5 * d * (math.log(s) - 1.0))
     # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇]; in the mean of the two directions the
     # log-determinants cancel, and s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ = s‖L⁻¹[I, μ̇/√s]‖²_F (one triangular solve).
-    rhs = torch.cat([torch.eye(d, dtype=mean.dtype, device=mean.device), (mean / math.sqrt(s)).unsqueeze(1)], 1)
+    rhs = torch.cat([eye, (mean / math.sqrt(s)).unsqueeze(1)], 1)
     inverse_spread = torch.linalg.solve_triangular(chol, rhs, upper=False).square().sum().mul_(s)
     return (spread + inverse_spread).sub_(2 * d).mul_(0.25)
 
@@ -132,7 +129,7 @@ def _batch_jsd(mean: Tensor, chol: Tensor, const: _BatchConstants, s: float) -> 
     x = torch.addmm(mean, const.z, chol.T)
     at_p = (const.half_zz + half_log_det_ratio).sub_(x.square().sum(-1), alpha=0.5 / s)
     # At Q's samples y = √s z:       log p − log q = ½|z|² − ½|L⁻¹(y − μ̇)|² − ½ln det Σ̇ + ½ln det(sI)
-    w = torch.linalg.solve_triangular(chol, (const.z_t * math.sqrt(s)).sub_(mean.unsqueeze(1)), upper=False)
+    w = torch.linalg.solve_triangular(chol, (const.z.T * math.sqrt(s)).sub_(mean.unsqueeze(1)), upper=False)
     at_q = (const.half_zz - half_log_det_ratio).sub_(w.square().sum(0), alpha=0.5)
     return jsd_from_log_ratios(torch.stack([at_p, at_q]))
 
