@@ -80,7 +80,6 @@ class ReplayBuffer:
         """Next slot to write."""
         self.filled = 0
         """Slots [0, filled) may start a transition: ptr until the first wrap, then capacity."""
-        self._views = {name: torch.from_numpy(array) for name, array in self._arrays().items()}
 
     def _arrays(self) -> dict[str, np.ndarray]:
         arrays = {
@@ -148,21 +147,26 @@ class ReplayBuffer:
 
         Slots that start no transition (and, with ``exclude_random_phase``, the
         random-phase transitions) are rejected and redrawn, so the sample is
-        exactly uniform over the eligible transitions.
+        exactly uniform over the eligible transitions. The slots are drawn from
+        ``generator``; the rows are gathered in NumPy (``take``), whose per-call
+        cost is a fraction of torch's on arrays this small.
         """
-        starts, random_phase = self._views["starts_transition"], self._views["random_phase"]
+        starts, random_phase = self.starts_transition, self.random_phase
 
-        def ineligible(idx: Tensor) -> Tensor:
+        def draw(count: int) -> np.ndarray:
+            return torch.randint(self.filled, (count,), generator=generator).numpy()
+
+        def ineligible(idx: np.ndarray) -> np.ndarray:
             # Look up only the sampled slots: a whole-buffer mask would cost O(capacity).
-            bad = ~starts.index_select(0, idx)
-            return bad | random_phase.index_select(0, idx) if exclude_random_phase else bad
+            bad = ~starts.take(idx)
+            return bad | random_phase.take(idx) if exclude_random_phase else bad
 
-        idx = torch.randint(self.filled, (batch_size,), generator=generator)
+        idx = draw(batch_size)
         bad = ineligible(idx)
         for _ in range(_REJECTION_ROUNDS):
-            if not bool(bad.any()):
+            if not bad.any():
                 break
-            idx[bad] = torch.randint(self.filled, (int(bad.sum()),), generator=generator)
+            idx[bad] = draw(int(bad.sum()))
             bad = ineligible(idx)
         else:
             # Few eligible slots (e.g. right after the random phase is excluded): draw
@@ -170,23 +174,26 @@ class ReplayBuffer:
             eligible = starts[: self.filled]
             if exclude_random_phase:
                 eligible = eligible & ~random_phase[: self.filled]
-            candidates = eligible.nonzero().squeeze(1)
-            if candidates.numel() == 0:
+            candidates = np.flatnonzero(eligible)
+            if candidates.size == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")
-            pick = torch.randint(candidates.numel(), (int(bad.sum()),), generator=generator)
+            pick = torch.randint(candidates.size, (int(bad.sum()),), generator=generator).numpy()
             idx[bad] = candidates[pick]
-        next_idx = (idx + 1) % self.capacity
-        v = self._views
-        behaviour = "behaviour_mean" in v
-        # index_select, not v[idx]: the same rows, at half the cost of advanced indexing.
+        next_idx = idx + 1
+        next_idx[next_idx == self.capacity] = 0
+
+        def rows(array: np.ndarray, at: np.ndarray = idx) -> Tensor:
+            return torch.from_numpy(array.take(at, axis=0))
+
+        mean, log_std = self.behaviour_mean, self.behaviour_log_std
         batch = Batch(
-            obs=v["obs"].index_select(0, idx),
-            action=v["action"].index_select(0, idx),
-            reward=v["reward"].index_select(0, idx),
-            next_obs=v["obs"].index_select(0, next_idx),
-            not_terminated=v["not_terminated"].index_select(0, idx),
-            behaviour_mean=v["behaviour_mean"].index_select(0, idx) if behaviour else None,
-            behaviour_log_std=v["behaviour_log_std"].index_select(0, idx) if behaviour else None,
+            obs=rows(self.obs),
+            action=rows(self.action),
+            reward=rows(self.reward),
+            next_obs=rows(self.obs, next_idx),
+            not_terminated=rows(self.not_terminated),
+            behaviour_mean=rows(mean) if mean is not None else None,
+            behaviour_log_std=rows(log_std) if log_std is not None else None,
         )
         if self.device.type != "cpu":
             batch = Batch(*(t.to(self.device, non_blocking=True) if t is not None else None for t in batch))

@@ -14,7 +14,8 @@ Prints, on one torch thread:
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
 - the same fused step right after an update, as the training loop runs it: through
   ``Adam.step()`` vs ``agents.optim.AdamStep`` (the kernel called directly), as a ratio;
-- one action selection in a tight loop vs right after an update (cold caches), as a ratio;
+- one action selection in a tight loop vs right after an update (cold caches), through the NumPy
+  forward pass acting uses on a CPU and through torch, and torch / NumPy right after an update;
 - with ``--compile``: one critic step eager vs ``torch.compile``d, as a ratio, and the compile time.
 """
 
@@ -152,23 +153,31 @@ def fixed_cost(algo: str) -> tuple[float, float]:
     return times[0], times[1]
 
 
-def cold_action() -> tuple[float, float]:
-    """(alone, right after an update) seconds of one TD3 action selection (agent.act).
+def cold_action() -> dict[str, tuple[float, float]]:
+    """Seconds of one TD3 action selection (agent.act), (alone, right after an update), by forward pass:
+    ``numpy`` (the CPU default, :mod:`agents.host_forward`) and ``torch``.
 
     The step's small work (acting, the environment, sampling) runs on caches the update
     has just filled with its own data and code: the same call costs several times more
     there than in a tight loop.
     """
     agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    host = agent.host_forward
     obs, rng, b = np.zeros(OBS, dtype=np.float32), np.random.default_rng(0), random_batch()
-    alone = seconds_per_call(lambda: agent.act(obs, True, rng), calls=200)
-    after = []
+    paths = {"numpy": host, "torch": None}
+    alone, after = {}, {name: [] for name in paths}
+    for name, forward in paths.items():
+        agent.host_forward = forward
+        alone[name] = seconds_per_call(lambda: agent.act(obs, True, rng), calls=200)
     for _ in range(200):
-        agent.update(b)
-        start = time.perf_counter()
-        agent.act(obs, True, rng)
-        after.append(time.perf_counter() - start)
-    return alone, statistics.median(after)
+        for name, forward in paths.items():
+            agent.host_forward = forward
+            agent.update(b)
+            start = time.perf_counter()
+            agent.act(obs, True, rng)
+            after[name].append(time.perf_counter() - start)
+    agent.host_forward = host
+    return {name: (alone[name], statistics.median(after[name])) for name in paths}
 
 
 def main() -> None:
@@ -215,11 +224,13 @@ def main() -> None:
             f"{full * 1e3:.2f} ms at batch {B}"
         )
 
-    alone, after = cold_action()
-    console.print(
-        f"one TD3 action selection: {alone * 1e6:.0f} µs in a loop, {after * 1e6:.0f} µs right after an update "
-        f"(× {after / alone:.1f})"
-    )
+    action = cold_action()
+    for name, (alone, after) in action.items():
+        console.print(
+            f"one TD3 action selection, {name} forward: {alone * 1e6:.0f} µs in a loop, "
+            f"{after * 1e6:.0f} µs right after an update (× {after / alone:.1f})"
+        )
+    console.print(f"right after an update, torch / numpy = {action['torch'][1] / action['numpy'][1]:.2f}")
 
     if args.compile:
         eager, compiled, compile_seconds = compiled_critic_step()

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from agents.algorithms.memo import PolicyMemo
 from agents.config import TrainConfig
 from agents.corrections.base import Correction, PolicyKind
+from agents.host_forward import HostForward
 from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
 from agents.replay import Batch
@@ -123,6 +124,7 @@ class ActorCritic(ABC):
         self.updates = 0
         self.build()
         self.pi = PolicyMemo(self.actor)
+        self.host_forward = HostForward(self.actor.chain) if self.device.type == "cpu" else None
         self.soft_updates = [
             SoftUpdate(target, source, config.tau)  # type: ignore[arg-type]
             for target, source in self.target_pairs()
@@ -217,5 +219,14 @@ class ActorCritic(ABC):
             )
 
     # ---- helpers shared by algorithms ----------------------------------------------
-    def obs_tensor(self, obs: np.ndarray) -> Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
+    def actor_output(self, obs: np.ndarray) -> np.ndarray:
+        """The actor's last layer on one observation, (out,) float32, without gradient.
+
+        On a CPU in NumPy on the parameters' memory (see :mod:`agents.host_forward`),
+        elsewhere through torch.
+        """
+        if self.host_forward is not None:
+            return self.host_forward(obs)
+        with torch.no_grad():
+            x = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
+            return self.actor.chain(x)[0].cpu().numpy()

@@ -35,7 +35,7 @@ class DDPG(ActorCritic):
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
+        return noisy_action(self.actor_output(obs), self.config.exploration_std, explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())

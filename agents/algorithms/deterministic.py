@@ -11,13 +11,11 @@ from agents.algorithms.memo import PolicyMemo
 from agents.networks import DDPGCritic, DeterministicActor, TwinCritic
 
 
-def noisy_action(actor: DeterministicActor, obs: Tensor, std: float, explore: bool, rng: np.random.Generator) -> Action:
-    """π(s), plus N(0, std²) exploration noise clipped to [-1, 1] when exploring."""
-    with torch.no_grad():
-        action = actor(obs)[0].cpu().numpy()
+def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Generator) -> Action:
+    """π(s) (the actor's output, (d,)), plus N(0, std²) exploration noise clipped to [-1, 1] when exploring."""
     if explore and std > 0:
-        action = np.clip(action + rng.normal(0.0, std, size=action.shape), -1.0, 1.0).astype(np.float32)
-    return Action(action)
+        return Action(np.clip(pi + rng.normal(0.0, std, size=pi.shape), -1.0, 1.0).astype(np.float32))
+    return Action(pi)
 
 
 def q_actor_backward(

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic, adam
-from agents.networks import GaussianPolicy, TwinCritic, squashed_sample
+from agents.networks import LOG_STD_MAX, LOG_STD_MIN, GaussianPolicy, TwinCritic, squashed_sample
 from agents.optim import AdamStep
 from agents.replay import Batch
 
@@ -76,12 +76,13 @@ class SAC(ActorCritic):
         self._alpha_adam()
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        with torch.no_grad():
-            mean, log_std = self.actor(self.obs_tensor(obs))
-            if not explore:
-                return Action(torch.tanh(mean)[0].cpu().numpy())
-            action, _ = squashed_sample(mean, log_std, self._noise(mean.shape))
-        return Action(action[0].cpu().numpy(), (mean[0].cpu().numpy(), log_std[0].cpu().numpy()))
+        # What GaussianPolicy.forward and squashed_sample compute, on one observation.
+        mean, log_std = np.split(self.actor_output(obs), 2)
+        log_std = np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        if not explore:
+            return Action(np.tanh(mean))
+        noise = self._noise(mean.shape).cpu().numpy()
+        return Action(np.tanh(mean + np.exp(log_std) * noise), (mean, log_std))
 
     def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         return self.pi.for_correction(obs, self.actor_due())

@@ -49,7 +49,7 @@ class TD3(ActorCritic):
             super().update_targets(actor_stepped)
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        return noisy_action(self.actor, self.obs_tensor(obs), self.config.exploration_std, explore, rng)
+        return noisy_action(self.actor_output(obs), self.config.exploration_std, explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())
