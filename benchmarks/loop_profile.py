@@ -94,9 +94,10 @@ def main() -> None:
     trainer = Trainer(config, Sink())
     timer = PhaseTimer()
     agent, buffer, env = trainer.agent, trainer.buffer, trainer.env
-    act, update, sample = agent.act, agent.update, buffer.sample
+    act, update, sample, add, step = agent.act, agent.update, buffer.sample, buffer.add, env.step
     agent.act = timer.wrap("action", act)  # type: ignore[method-assign]
-    env.step = timer.wrap("environment step", env.step)  # type: ignore[method-assign]
+    env.step = timer.wrap("environment step", step)  # type: ignore[method-assign]
+    buffer.add = timer.wrap("replay add", add)  # type: ignore[method-assign]
     buffer.sample = timer.wrap("replay sample", sample)  # type: ignore[method-assign]
     agent.update = timer.wrap("update", update)  # type: ignore[method-assign]
     correction = trainer.correction
@@ -109,10 +110,20 @@ def main() -> None:
     # The same calls alone, on the trained agent and one fixed batch.
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(0)
-    batch = sample(trainer.config.batch_size, torch.Generator().manual_seed(0), correction.needs_behaviour_params)
+    generator = torch.Generator().manual_seed(0)
+    exclude_random = correction.needs_behaviour_params
+    batch = sample(trainer.config.batch_size, generator, exclude_random)
     weight_on = correction if args.correction != "none" else None
+    zero_action = np.zeros(agent.action_dim, dtype=np.float32)
+
+    def env_step() -> None:
+        if any(step(zero_action)[2:4]):
+            env.reset()
+
     alone = {
         "action": seconds_per_call(lambda: act(obs, True, rng)),
+        "environment step": seconds_per_call(env_step),
+        "replay sample": seconds_per_call(lambda: sample(trainer.config.batch_size, generator, exclude_random)),
         "update": seconds_per_call(lambda: update(batch, weight_on)),
     }
     if weight_on is not None:
