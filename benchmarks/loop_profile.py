@@ -4,10 +4,11 @@
     python benchmarks/loop_profile.py --algo td3 --correction acoffpoc --divergence kl
 
 Runs the Trainer on Hopper-v4 (1,000 random steps, then 3,000 learning steps, one
-torch thread) with timers around the action, the environment step, replay
-sampling, the update and, with a correction, the similarity weight inside the
-update. Then times the action, the update and the weight on their own, in a
-tight loop on one fixed batch, as micro-benchmarks do. In the loop each phase
+torch thread) with timers around the action, the environment step, storing and
+sampling replay, the update and, with a correction, the similarity weight inside
+the update. Then times the action, the environment step, sampling, the update
+and the weight on their own, in a tight loop (the update and the weight on one
+fixed batch), as micro-benchmarks do. In the loop each phase
 starts with caches filled by the previous one, so small operations cost
 several times more than alone; the ratio column shows by how much.
 """
