@@ -8,30 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.algorithms import ActorCritic, make_algorithm
+from agents.algorithms import ActorCritic
 from agents.backprop import LinearChain
-from agents.config import TrainConfig
 from agents.host_forward import HostForward
-from agents.replay import Batch
-
-OBS, ACT, B = 5, 2, 32
-
-
-def agent(algo: str, seed: int = 0) -> ActorCritic:
-    config = TrainConfig(algo=algo, hidden=(32, 32)).resolved()
-    torch.manual_seed(seed)
-    return make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(seed))
-
-
-def batch(seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=g),
-        action=torch.rand(B, ACT, generator=g) * 2 - 1,
-        reward=torch.randn(B, 1, generator=g),
-        next_obs=torch.randn(B, OBS, generator=g),
-        not_terminated=torch.ones(B, 1),
-    )
+from tests.test_algorithms import ACT, OBS, agent, batch
 
 
 def observations(count: int = 8) -> np.ndarray:
