@@ -153,8 +153,9 @@ class ReplayBuffer:
         """
         starts, random_phase = self.starts_transition, self.random_phase
 
-        def draw(count: int) -> np.ndarray:
-            return torch.randint(self.filled, (count,), generator=generator).numpy()
+        def draw(count: int, high: int = self.filled) -> np.ndarray:
+            # On the generator's device (the run's); on a CPU .cpu() returns the tensor itself.
+            return torch.randint(high, (count,), generator=generator, device=generator.device).cpu().numpy()
 
         def ineligible(idx: np.ndarray) -> np.ndarray:
             # Look up only the sampled slots: a whole-buffer mask would cost O(capacity).
@@ -177,8 +178,7 @@ class ReplayBuffer:
             candidates = np.flatnonzero(eligible)
             if candidates.size == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")
-            pick = torch.randint(candidates.size, (int(bad.sum()),), generator=generator).numpy()
-            idx[bad] = candidates[pick]
+            idx[bad] = candidates[draw(int(bad.sum()), candidates.size)]
         next_idx = idx + 1
         next_idx[next_idx == self.capacity] = 0
 
