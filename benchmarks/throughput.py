@@ -99,6 +99,12 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
 LABELS = {"sb3": "SB3", "none": "ours none"}
 
 
+def paired_ratios(ours: list[float], peer: list[float]) -> list[float]:
+    """SPS ratios repeat by repeat: each run against the peer's run of the same repeat,
+    minutes apart at most, so the VM's slow drift between repeats cancels."""
+    return [a / b for a, b in zip(ours, peer, strict=True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v4")
@@ -148,6 +154,13 @@ def main() -> None:
         table.add_row(algo.upper(), label, f"{median[case]:.1f}", runs, ratio, overhead)
     console.print(table)
     console.print("overhead = extra wall time per step relative to 'ours none' (time ratio − 1)")
+    for algo in args.algos.split(","):
+        if f"{algo}:sb3" in results:
+            ratios = paired_ratios(results[f"{algo}:none"], results[f"{algo}:sb3"])
+            console.print(
+                f"{algo.upper()} ours none / SB3 per repeat (each against the SB3 run of the same repeat): "
+                f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
+            )
 
 
 if __name__ == "__main__":
