@@ -31,45 +31,68 @@ class WeightRecorder:
         self.steps = np.zeros(block, dtype=np.int64)
         self.size = 0
         self.counts = torch.zeros(bins, dtype=torch.float64, device=device)
-        self._quantile_index: tuple[Tensor, Tensor, Tensor] | None = None
-        self._quantile_n = 0
+        self._lambdas: Tensor | None = None if per_transition else self.values
+        """Every λ recorded in this block, one row per update: the per-batch λ column itself, or
+        (block, B) λ_i. Histograms bin them in bulk (one ``histc`` per block or interval)."""
+        self._binned = 0
+        """Rows of ``_lambdas`` already in ``counts``."""
+        self._summary_index: tuple[Tensor, Tensor, Tensor] | None = None
+        self._summary_n = 0
 
-    def _summary(self, weight: Tensor) -> Tensor:
-        w, _ = weight.reshape(-1).sort()
-        if self._quantile_index is None or self._quantile_n != w.numel():
-            # Linear interpolation between order statistics, as torch.quantile does.
-            pos = torch.tensor(_QUANTILES, dtype=torch.float32, device=w.device) * (w.numel() - 1)
-            self._quantile_index = (pos.floor().long(), pos.ceil().long(), pos - pos.floor())
-            self._quantile_n = w.numel()
-        lo, hi, frac = self._quantile_index
-        quantiles = w[lo] * (1.0 - frac) + w[hi] * frac
-        return torch.cat([torch.stack([w.mean(), w[0], w[-1]]), quantiles])
+    def _summarise_into(self, row: Tensor, weight: Tensor) -> None:
+        """Write mean, min, max and the quantiles of the λ_i (flat) into ``row``."""
+        w, _ = weight.sort()
+        n = w.numel()
+        if self._summary_index is None or self._summary_n != n:
+            # min, max, then the quantiles by linear interpolation between order statistics, as torch.quantile.
+            pos = torch.tensor((0.0, 1.0, *_QUANTILES), dtype=torch.float64) * (n - 1)
+            lo, hi = pos.floor(), pos.ceil()
+            self._summary_index = (lo.long().to(w.device), hi.long().to(w.device), (pos - lo).float().to(w.device))
+            self._summary_n = n
+        lo, hi, frac = self._summary_index
+        torch.mean(w, 0, keepdim=True, out=row[:1])
+        torch.lerp(w[lo], w[hi], frac, out=row[1:])
 
     def add(self, update: int, step: int, weight: Tensor) -> WeightBlock | None:
         """Record one update's weight; returns a full block when one completes."""
-        row = self._summary(weight) if len(self.columns) > 1 else weight.reshape(1)
-        self.values[self.size].copy_(row)
+        row, flat = self.values[self.size], weight.reshape(-1)
+        if len(self.columns) > 1:
+            if self._lambdas is None or self._lambdas.shape[1] != flat.numel():
+                self._bin_pending()  # a new batch size: a new buffer, the rows so far counted
+                self._lambdas = torch.empty(self.block, flat.numel(), device=self.device)
+            self._lambdas[self.size].copy_(flat)
+            self._summarise_into(row, flat)
+        else:
+            row.copy_(flat)
         self.updates[self.size] = update
         self.steps[self.size] = step
         self.size += 1
-        self.counts += torch.histc(weight.reshape(-1).double(), bins=self.bins, min=0.0, max=1.0)
         return self.flush() if self.size == self.block else None
+
+    def _bin_pending(self) -> None:
+        """Add the λ recorded since the last call to the histogram."""
+        if self._lambdas is not None and self.size > self._binned:
+            pending = self._lambdas[self._binned : self.size].reshape(-1).double()
+            self.counts += torch.histc(pending, bins=self.bins, min=0.0, max=1.0)
+            self._binned = self.size
 
     def flush(self) -> WeightBlock | None:
         """The pending rows as a block (None when there are none)."""
         if self.size == 0:
             return None
+        self._bin_pending()
         block = WeightBlock(
             columns=self.columns,
             updates=self.updates[: self.size].copy(),
             steps=self.steps[: self.size].copy(),
             values=self.values[: self.size].cpu().numpy().copy(),
         )
-        self.size = 0
+        self.size = self._binned = 0
         return block
 
     def histogram(self, step: int) -> WeightHistogram | None:
         """The interval's histogram (None if no weight was recorded), then reset."""
+        self._bin_pending()
         counts = self.counts.cpu().numpy().round().astype(np.int64)
         if counts.sum() == 0:
             return None
@@ -77,6 +100,7 @@ class WeightRecorder:
         return WeightHistogram(step=step, edges=np.linspace(0.0, 1.0, self.bins + 1), counts=counts)
 
     def state_dict(self) -> dict[str, Tensor]:
+        self._bin_pending()
         return {"counts": self.counts.cpu()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
@@ -96,7 +120,7 @@ class StatsAccumulator:
     def add(self, stats: UpdateStats) -> None:
         actor = stats.actor_loss if stats.actor_loss is not None else self._zero
         alpha = stats.alpha if stats.alpha is not None else self._zero
-        self.sums += torch.stack([stats.critic_loss, stats.q_mean, alpha, actor]).double()
+        self.sums.add_(torch.stack([stats.critic_loss, stats.q_mean, alpha, actor]))
         self.updates += 1
         self.actor_updates += stats.actor_loss is not None
 

@@ -6,7 +6,8 @@
 Runs the Trainer on Hopper-v4 (1,000 random steps, then 3,000 learning steps, one
 torch thread) with timers around the action, the environment step, storing and
 sampling replay, the update and, with a correction, the similarity weight inside
-the update. Then times the action, the environment step, sampling, the update
+the update and its recording (block row and histogram); also the training
+statistics' accumulation. Then times the action, the environment step, sampling, the update
 and the weight on their own, in a tight loop (the update and the weight on one
 fixed batch), as micro-benchmarks do. In the loop each phase
 starts with caches filled by the previous one, so small operations cost
@@ -101,6 +102,8 @@ def main() -> None:
     buffer.add = timer.wrap("replay add", add)  # type: ignore[method-assign]
     buffer.sample = timer.wrap("replay sample", sample)  # type: ignore[method-assign]
     agent.update = timer.wrap("update", update)  # type: ignore[method-assign]
+    trainer.stats.add = timer.wrap("training statistics", trainer.stats.add)  # type: ignore[method-assign]
+    trainer.weights.add = timer.wrap("weight record", trainer.weights.add)  # type: ignore[method-assign]
     correction = trainer.correction
     if args.correction != "none":
         trainer.correction = TimedCorrection(correction, timer)  # type: ignore[assignment]
