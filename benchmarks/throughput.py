@@ -161,6 +161,19 @@ def main() -> None:
                 f"{algo.upper()} ours none / SB3 per repeat (each against the SB3 run of the same repeat): "
                 f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
             )
+        overheads = []
+        for divergence in ("jsd", "symkl", "kl"):
+            per_repeat = [
+                r - 1 for r in paired_ratios(results[f"{algo}:none"], results[f"{algo}:acoffpoc:{divergence}"])
+            ]
+            overheads.append(
+                f"{divergence} {statistics.median(per_repeat) * 100:+.1f}% "
+                f"({min(per_repeat) * 100:+.1f}% to {max(per_repeat) * 100:+.1f}%)"
+            )
+        console.print(
+            f"{algo.upper()} overhead per repeat (each against the none run of the same repeat), median "
+            f"(range): {', '.join(overheads)}"
+        )
 
 
 if __name__ == "__main__":
