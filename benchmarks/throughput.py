@@ -139,7 +139,7 @@ def main() -> None:
                 results[case].append(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
                 progress.advance(task)
 
-    console = Console()
+    console = Console(width=140)
     table = Table(title=f"Throughput on {args.env}: env steps/s with one update per step, 1 torch thread")
     for column in ("algo", "implementation", "SPS (median)", "runs", "ours / SB3", "overhead vs none"):
         table.add_column(column, justify="left" if column in ("algo", "implementation") else "right")
