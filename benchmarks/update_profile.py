@@ -16,6 +16,8 @@ Prints, on one torch thread:
   ``Adam.step()`` vs ``agents.optim.AdamStep`` (the kernel called directly), as a ratio;
 - one action selection in a tight loop vs right after an update (cold caches), through the NumPy
   forward pass acting uses on a CPU and through torch, and torch / NumPy right after an update;
+- the TD3 kl similarity right after an update, then repeated twice: the cold-cache cost falls on
+  the first run of each piece of code after the update, not on every operation;
 - with ``--compile``: one critic step eager vs ``torch.compile``d, as a ratio, and the compile time.
 """
 
@@ -36,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from agents.algorithms import make_algorithm
 from agents.config import TrainConfig
+from agents.corrections.acoffpoc import batch_similarity
 from agents.networks import TwinCritic
 from agents.optim import AdamStep
 
@@ -180,6 +183,22 @@ def cold_action() -> dict[str, tuple[float, float]]:
     return {name: (alone[name], statistics.median(after[name])) for name in paths}
 
 
+def cold_similarity(calls: int = 3) -> list[float]:
+    """Median seconds of ``calls`` successive TD3 kl similarities (``batch_similarity``) right after an
+    update: the first runs code the update has evicted from the caches, the next ones find it warm."""
+    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    b = random_batch()
+    diff = b.action * 0.1
+    times: list[list[float]] = [[] for _ in range(calls)]
+    for _ in range(200):
+        agent.update(b)
+        for column in times:
+            start = time.perf_counter()
+            batch_similarity(diff, 0.1, "kl")
+            column.append(time.perf_counter() - start)
+    return [statistics.median(column) for column in times]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compile", action="store_true", help="also measure torch.compile on a critic step")
@@ -231,6 +250,13 @@ def main() -> None:
             f"{after * 1e6:.0f} µs right after an update (× {after / alone:.1f})"
         )
     console.print(f"right after an update, torch / numpy = {action['torch'][1] / action['numpy'][1]:.2f}")
+
+    first, *then = cold_similarity()
+    console.print(
+        f"TD3 kl similarity right after an update: {first * 1e6:.0f} µs, then "
+        f"{', '.join(f'{t * 1e6:.0f}' for t in then)} µs for the same call repeated (first / second = "
+        f"{first / then[0]:.1f})"
+    )
 
     if args.compile:
         eager, compiled, compile_seconds = compiled_critic_step()
