@@ -6,10 +6,10 @@
 Runs the Trainer on Hopper-v4 (1,000 random steps, then 3,000 learning steps, one
 torch thread) with timers around the action, the environment step, storing and
 sampling replay, the update and, with a correction, the similarity weight inside
-the update and its recording (block row and histogram); also the training
-statistics' accumulation. Then times the action, the environment step, sampling, the update
-and the weight on their own, in a tight loop (the update and the weight on one
-fixed batch), as micro-benchmarks do. In the loop each phase
+the update and its recording (block row and histogram), and the training
+statistics' accumulation. Then times the action, the environment step, sampling,
+the update and the weight on their own, in a tight loop (the update and the
+weight on one fixed batch), as micro-benchmarks do. In the loop each phase
 starts with caches filled by the previous one, so small operations cost
 several times more than alone; the ratio column shows by how much.
 """
