@@ -6,6 +6,8 @@ preallocated tensors and converted once per block or interval.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -16,6 +18,15 @@ from agents.sink import TrainStatsRecord, WeightBlock, WeightHistogram
 BATCH_COLUMNS = ("lambda",)
 TRANSITION_COLUMNS = ("mean", "min", "max", "p10", "p25", "p50", "p75", "p90")
 _QUANTILES = (0.10, 0.25, 0.50, 0.75, 0.90)
+
+
+@lru_cache(maxsize=8)
+def _order_statistics(n: int, device: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(lo, hi, frac) such that lerp(sorted[lo], sorted[hi], frac) is the min, the max, then each of
+    ``_QUANTILES`` of n sorted values, interpolating linearly between order statistics as torch.quantile."""
+    pos = torch.tensor((0.0, 1.0, *_QUANTILES), dtype=torch.float64) * (n - 1)
+    lo, hi = pos.floor(), pos.ceil()
+    return lo.long().to(device), hi.long().to(device), (pos - lo).float().to(device)
 
 
 class WeightRecorder:
@@ -36,20 +47,11 @@ class WeightRecorder:
         (block, B) λ_i. Histograms bin them in bulk (one ``histc`` per block or interval)."""
         self._binned = 0
         """Rows of ``_lambdas`` already in ``counts``."""
-        self._summary_index: tuple[Tensor, Tensor, Tensor] | None = None
-        self._summary_n = 0
 
     def _summarise_into(self, row: Tensor, weight: Tensor) -> None:
         """Write mean, min, max and the quantiles of the λ_i (flat) into ``row``."""
         w, _ = weight.sort()
-        n = w.numel()
-        if self._summary_index is None or self._summary_n != n:
-            # min, max, then the quantiles by linear interpolation between order statistics, as torch.quantile.
-            pos = torch.tensor((0.0, 1.0, *_QUANTILES), dtype=torch.float64) * (n - 1)
-            lo, hi = pos.floor(), pos.ceil()
-            self._summary_index = (lo.long().to(w.device), hi.long().to(w.device), (pos - lo).float().to(w.device))
-            self._summary_n = n
-        lo, hi, frac = self._summary_index
+        lo, hi, frac = _order_statistics(w.numel(), str(w.device))
         torch.mean(w, 0, keepdim=True, out=row[:1])
         torch.lerp(w[lo], w[hi], frac, out=row[1:])
 

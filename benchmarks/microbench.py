@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import torch
 
+from agents.algorithms import ActorCritic, make_algorithm
+from agents.config import TrainConfig
 from agents.replay import Batch
 
 OBS, ACT, B = 11, 3, 256
@@ -37,3 +39,9 @@ def random_batch(seed: int = 0, size: int = B) -> Batch:
         next_obs=torch.randn(size, OBS, generator=g),
         not_terminated=torch.ones(size, 1),
     )
+
+
+def make_agent(algo: str, **config: object) -> ActorCritic:
+    """A Hopper-sized agent with the algorithm's defaults (``config`` overrides them), seeded."""
+    resolved = TrainConfig(algo=algo, **config).resolved()  # type: ignore[arg-type]
+    return make_algorithm(resolved, OBS, ACT, torch.Generator().manual_seed(0))

@@ -31,13 +31,11 @@ from functools import partial
 
 import numpy as np
 import torch
-from microbench import ACT, OBS, B, random_batch, seconds_per_call
+from microbench import ACT, OBS, B, make_agent, random_batch, seconds_per_call
 from rich.console import Console
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from agents.algorithms import make_algorithm
-from agents.config import TrainConfig
 from agents.corrections.acoffpoc import batch_similarity
 from agents.networks import TwinCritic
 from agents.optim import AdamStep
@@ -45,7 +43,7 @@ from agents.optim import AdamStep
 
 def matmul_share() -> tuple[float, float, float]:
     """(ms per TD3 update, fraction of profiled CPU time in mm/addmm/bmm, GFLOP of matrix products per update)."""
-    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent("td3")
     b = random_batch()
     per_update = seconds_per_call(lambda: agent.update(b), repeats=5, calls=20)
     products = ("aten::mm", "aten::addmm", "aten::bmm")
@@ -80,7 +78,7 @@ class _RecordProducts(TorchDispatchMode):
 
 def products_alone(algo: str) -> tuple[float, float, float]:
     """(whole update, its matrix products replayed alone, products per update) in seconds and count."""
-    agent = make_algorithm(TrainConfig(algo=algo).resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent(algo)
     b = random_batch()
     whole = seconds_per_call(lambda: (agent.update(b), agent.update(b)), calls=10) / 2  # TD3: one actor step
     with _RecordProducts() as recorder:
@@ -109,7 +107,7 @@ def optimiser_steps() -> tuple[float, float]:
 def adam_in_context() -> tuple[float, float]:
     """(Adam.step(), AdamStep) median seconds of the twin critic's fused step, each timed right
     after a TD3 update, as in the training loop (where caches hold the update's data)."""
-    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent("td3")
     b = random_batch()
     optimiser = agent.critic_optimizer
     steps: dict[str, Callable[[], object]] = {"step()": optimiser.step, "AdamStep": AdamStep(optimiser)}
@@ -151,7 +149,7 @@ def fixed_cost(algo: str) -> tuple[float, float]:
     which leaves the per-update cost of eager PyTorch (op dispatch, autograd, optimiser calls)."""
     times = []
     for size in (8, B):
-        agent = make_algorithm(TrainConfig(algo=algo, batch_size=size).resolved(), OBS, ACT, torch.Generator())
+        agent = make_agent(algo, batch_size=size)
         times.append(seconds_per_call(partial(agent.update, random_batch(size=size)), repeats=5, calls=30))
     return times[0], times[1]
 
@@ -164,7 +162,7 @@ def cold_action() -> dict[str, tuple[float, float]]:
     has just filled with its own data and code: the same call costs several times more
     there than in a tight loop.
     """
-    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent("td3")
     host = agent.host_forward
     obs, rng, b = np.zeros(OBS, dtype=np.float32), np.random.default_rng(0), random_batch()
     paths = {"numpy": host, "torch": None}
@@ -186,7 +184,7 @@ def cold_action() -> dict[str, tuple[float, float]]:
 def cold_similarity(calls: int = 3) -> list[float]:
     """Median seconds of ``calls`` successive TD3 kl similarities (``batch_similarity``) right after an
     update: the first runs code the update has evicted from the caches, the next ones find it warm."""
-    agent = make_algorithm(TrainConfig(algo="td3").resolved(), OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent("td3")
     b = random_batch()
     diff = b.action * 0.1
     times: list[list[float]] = [[] for _ in range(calls)]

@@ -11,18 +11,15 @@ SAC update on Hopper-sized networks measured in the same run.
 from __future__ import annotations
 
 import torch
-from microbench import ACT, OBS, B, random_batch, seconds_per_call
+from microbench import ACT, B, make_agent, random_batch, seconds_per_call
 from rich.console import Console
 from rich.table import Table
 
-from agents.algorithms import make_algorithm
-from agents.config import TrainConfig
 from agents.corrections.acoffpoc import batch_similarity, transition_similarity
 
 
 def plain_update(algo: str) -> float:
-    config = TrainConfig(algo=algo).resolved()
-    agent = make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(0))
+    agent = make_agent(algo)
     batch = random_batch(seed=1)
     return seconds_per_call(lambda: agent.update(batch), repeats=5, calls=20)
 
