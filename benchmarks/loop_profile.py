@@ -6,8 +6,9 @@
 Runs the Trainer on Hopper-v4 (1,000 random steps, then 3,000 learning steps, one
 torch thread) with timers around the action, the environment step, storing and
 sampling replay, the update and, with a correction, the similarity weight inside
-the update and its recording (block row and histogram), and the training
-statistics' accumulation. Then times the action, the environment step, sampling,
+the update (and of it, the similarity without the policy pass on the batch) and
+its recording (block row and histogram), and the training statistics'
+accumulation. Then times the action, the environment step, sampling,
 the update and the weight on their own, in a tight loop (the update and the
 weight on one fixed batch), as micro-benchmarks do. In the loop each phase
 starts with caches filled by the previous one, so small operations cost
@@ -30,8 +31,12 @@ from rich.console import Console
 from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer
+from agents.corrections import acoffpoc
 
 warnings.filterwarnings("ignore")
+
+WEIGHT = "weight (inside update)"
+SIMILARITY = "of which similarity"
 
 
 class PhaseTimer:
@@ -61,7 +66,7 @@ class TimedCorrection:
 
     def __init__(self, correction: Any, timer: PhaseTimer) -> None:
         self._correction = correction
-        self._call = timer.wrap("weight (inside update)", correction.__call__)
+        self._call = timer.wrap(WEIGHT, correction.__call__)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._correction, name)
@@ -107,9 +112,15 @@ def main() -> None:
     correction = trainer.correction
     if args.correction != "none":
         trainer.correction = TimedCorrection(correction, timer)  # type: ignore[assignment]
+    # The similarity without the policy pass on the batch: the corrections look it up in their module.
+    similarities = {name: getattr(acoffpoc, name) for name in ("batch_similarity", "transition_similarity")}
+    for name, fn in similarities.items():
+        setattr(acoffpoc, name, timer.wrap(SIMILARITY, fn))
     began = time.perf_counter()
     trainer.run()
     loop = time.perf_counter() - began
+    for name, fn in similarities.items():
+        setattr(acoffpoc, name, fn)
 
     # The same calls alone, on the trained agent and one fixed batch.
     obs, _ = env.reset(seed=0)
@@ -132,13 +143,16 @@ def main() -> None:
     }
     if weight_on is not None:
         with torch.no_grad():
-            alone["weight (inside update)"] = seconds_per_call(lambda: correction(batch, agent))
+            alone[WEIGHT] = seconds_per_call(lambda: correction(batch, agent))
 
     label = args.algo.upper() + (f" + {args.correction} {args.divergence}" if args.correction != "none" else "")
     table = Table(title=f"{label} on {args.env}: {trainer.step:,} steps in {loop:.1f} s, 1 torch thread")
     for column in ("phase", "calls", "µs per call in the loop", "µs per call alone", "loop / alone"):
         table.add_column(column, justify="left" if column == "phase" else "right")
-    for name in timer.seconds:
+    phases = [name for name in timer.seconds if name != SIMILARITY]
+    if SIMILARITY in timer.seconds:
+        phases.insert(phases.index(WEIGHT) + 1, SIMILARITY)
+    for name in phases:
         in_loop = timer.per_call(name)
         ratio = f"{in_loop / alone[name]:.1f}" if name in alone else ""
         standalone = f"{alone[name] * 1e6:.0f}" if name in alone else ""

@@ -47,6 +47,27 @@ def test_batch_similarity_equals_the_general_divergences(divergence: str, batch:
     torch.testing.assert_close(batch_similarity(diff.float(), 0.1, divergence), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("divergence", ["jsd", "kl"])
+@pytest.mark.parametrize(("d", "pinned"), [(4, [2]), (17, [3, 4, 9])])
+def test_saturated_dimensions_agree_with_the_general_divergences(divergence: str, d: int, pinned: list[int]) -> None:
+    # Dimensions whose differences are all 0 have only the ridge as variance: L has 1e-3 on its
+    # diagonal, L⁻¹ has 1e3, and the result must still match the general (solve-based) forms.
+    # (The symmetric KL's s·tr Σ̇⁻¹ ≈ 1e5 per such dimension puts its λ at the floor.)
+    diff = torch.randn(256, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64) * 0.3
+    diff[:, pinned] = 0.0
+    mean = diff.mean(0)
+    cov = torch.cov(diff.T) + RIDGE * torch.eye(d, dtype=torch.float64)
+    ref_mean, ref_cov = torch.zeros(d, dtype=torch.float64), 0.1 * torch.eye(d, dtype=torch.float64)
+    rho = {
+        "kl": gaussian_kl(mean, cov, ref_mean, ref_cov),
+        "symkl": 0.5 * (gaussian_kl(mean, cov, ref_mean, ref_cov) + gaussian_kl(ref_mean, ref_cov, mean, cov)),
+        "jsd": gaussian_jsd(mean, cov, ref_mean, ref_cov),
+    }[divergence]
+    lam = batch_similarity(diff.float(), 0.1, divergence)
+    assert LAMBDA_MIN < float(lam) < 0.99
+    torch.testing.assert_close(lam, torch.exp(-rho.clamp(0, RHO_MAX)).float(), rtol=1e-5, atol=1e-9)
+
+
 @pytest.mark.parametrize("divergence", DIVERGENCES)
 def test_lambda_decreases_as_the_mean_shift_grows(divergence: str) -> None:
     base = whitened(256, 3, 0.1)
@@ -64,6 +85,9 @@ def test_jsd_lambda_lies_in_half_to_one_and_kl_can_go_lower() -> None:
 def degenerate_inputs() -> dict[str, torch.Tensor]:
     saturated = torch.randn(256, 4, generator=torch.Generator().manual_seed(1)) * 0.3
     saturated[:, 2] = 0.7  # a dimension pinned at the bound: zero variance
+    # Two equal columns at a scale where the ridge is lost: Σ̇ = 2⁴⁰·[[1, 1], [1, 1]] exactly, and
+    # the Cholesky factorisation meets a zero pivot (every step is exact in float64).
+    collinear = torch.tensor([[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0]]) * 2.0**20
     return {
         "fewer samples than dimensions": torch.randn(3, 17, generator=torch.Generator().manual_seed(2)),
         "single sample": torch.full((1, 3), 0.2),
@@ -72,6 +96,7 @@ def degenerate_inputs() -> dict[str, torch.Tensor]:
         "huge": torch.full((256, 3), 1e30) * torch.randn(256, 3, generator=torch.Generator().manual_seed(3)),
         "infinite": torch.full((8, 2), float("inf")),
         "nan": torch.full((8, 2), float("nan")),
+        "not factorisable": collinear,
     }
 
 
@@ -84,7 +109,7 @@ def test_lambda_is_finite_and_in_range_on_degenerate_inputs(case: str, divergenc
 
 
 @pytest.mark.parametrize("divergence", DIVERGENCES)
-@pytest.mark.parametrize("case", ["huge", "infinite", "nan"])
+@pytest.mark.parametrize("case", ["huge", "infinite", "nan", "not factorisable"])
 def test_broken_inputs_never_fall_back_to_one(case: str, divergence: str) -> None:
     lam = float(batch_similarity(degenerate_inputs()[case], ref_std=0.1, divergence=divergence))
     floor = 0.5 if divergence == "jsd" else LAMBDA_MIN
@@ -100,6 +125,12 @@ def test_all_zero_differences_are_close_but_not_identical_to_the_reference() -> 
 def test_unknown_divergence_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown divergence 'tv'"):
         batch_similarity(torch.zeros(4, 2), divergence="tv")
+
+
+@pytest.mark.parametrize("ref_std", [0.0, -0.1, math.nan, math.inf])
+def test_a_reference_std_that_is_not_positive_is_a_clear_error(ref_std: float) -> None:
+    with pytest.raises(ValueError, match="ref_std must be a positive number"):
+        batch_similarity(torch.zeros(4, 2), ref_std=ref_std)
 
 
 def policy(batch: int = 64, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from operator import mul
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -30,7 +32,6 @@ from agents.corrections.divergences import (
     diag_gaussian_jsd,
     diag_gaussian_kl,
     gaussian_kl,
-    jsd_from_log_ratios,
 )
 from agents.replay import Batch
 
@@ -47,6 +48,8 @@ __all__ = [
 RIDGE = 1e-6
 """ε added to the batch covariance's diagonal so it is always positive definite."""
 
+_LOG2 = math.log(2.0)
+
 RHO_MAX = 80.0
 """Largest divergence used; exp(-80) ≈ 1.8e-35 is still a normal float32."""
 
@@ -59,79 +62,90 @@ def _check_divergence(divergence: str) -> None:
         raise ValueError(f"unknown divergence {divergence!r}: choose one of {', '.join(DIVERGENCES)}")
 
 
+def _check_ref_std(ref_std: float) -> None:
+    if not (ref_std > 0 and math.isfinite(ref_std)):
+        raise ValueError(f"ref_std must be a positive number, got {ref_std}")
+
+
 def _clamp_rho(rho: Tensor) -> Tensor:
     """ρ in [0, RHO_MAX]; NaN and +inf (degenerate input) become RHO_MAX."""
     return torch.nan_to_num(rho, nan=RHO_MAX, posinf=RHO_MAX).clamp(0.0, RHO_MAX)
 
 
 class _BatchConstants(NamedTuple):
-    """What every batch of a given action dimension shares, made once (float64)."""
+    """What every batch of a given action dimension shares, made once (float64, on the host)."""
 
     eye: Tensor
     """(d, d) identity"""
-    z: Tensor
+    z: np.ndarray
     """(K, d) the JSD's base samples"""
-    half_zz: Tensor
+    half_zz: np.ndarray
     """(K,) ½|z|²"""
 
 
 @lru_cache(maxsize=16)
-def _batch_constants(d: int, device: str) -> _BatchConstants:
-    z = base_normals(d, JSD_SAMPLES, device, torch.float64)
-    return _BatchConstants(torch.eye(d, dtype=torch.float64, device=device), z, 0.5 * z.square().sum(-1))
+def _batch_constants(d: int) -> _BatchConstants:
+    z = base_normals(d, JSD_SAMPLES, "cpu", torch.float64).numpy()
+    return _BatchConstants(torch.eye(d, dtype=torch.float64), z, 0.5 * np.square(z).sum(-1))
 
 
-def _batch_rho(action_diff: Tensor, ref_std: float, divergence: str) -> Tensor:
+def _batch_rho(action_diff: Tensor, s: float, divergence: str) -> float:
     """ρ between N(μ̇, Σ̇) fitted to the differences and the reference N(0, s·I), s = ref_std.
 
     Specialised to the isotropic reference: one Cholesky factor L of Σ̇ serves
     every divergence (tests pin it to the general :func:`gaussian_kl` and
-    :func:`~agents.corrections.divergences.gaussian_jsd`). Written for few
-    operations: on a (256, 3) batch each costs more than its arithmetic.
+    :func:`~agents.corrections.divergences.gaussian_jsd`). Torch reduces the
+    (B, d) batch to μ̇, Σ̇ and L in float64 on the host; the rest works on those
+    few numbers as Python floats and, for the JSD's samples, NumPy arrays. On a
+    (256, 3) batch each tensor operation costs more than its arithmetic, and
+    several times more right after an update, so the scalar algebra stays out
+    of torch (``benchmarks/loop_profile.py`` times the weight in the loop).
     """
-    diff = action_diff.detach().to(torch.float64)
-    n, d = diff.shape
-    const = _batch_constants(d, str(diff.device))
-    mean = diff.mean(0)
-    centred = diff - mean
+    x = action_diff.detach().to("cpu", torch.float64)
+    n, d = x.shape
+    const = _batch_constants(d)
+    mean = x.mean(0)
+    centred = x - mean
     # Unbiased 1/(B-1) as printed in the paper, plus the ridge; a single sample has no spread.
     cov = torch.addmm(const.eye, centred.T, centred, beta=RIDGE, alpha=1.0 / max(n - 1, 1))
     chol, info = torch.linalg.cholesky_ex(cov)
-    s = float(ref_std)  # the published method puts the exploration std on the diagonal
+    mu = mean.tolist()
+    trace = sum(cov.diagonal().tolist())
     # Not factorised, or not finite (non-finite input): maximally off-policy for every measure.
-    if divergence == "jsd":
-        return torch.where(info == 0, _batch_jsd(mean, chol, const, s), math.log(2.0))  # always finite
-    rho = _batch_kl(mean, cov, chol, const.eye, s, divergence)
-    return torch.where((info == 0) & (rho.abs() < math.inf), rho, RHO_MAX)
-
-
-def _batch_kl(mean: Tensor, cov: Tensor, chol: Tensor, eye: Tensor, s: float, divergence: str) -> Tensor:
-    """KL or symmetric KL between N(μ̇, Σ̇ = LLᵀ) and N(0, s·I)."""
-    d = mean.shape[0]
-    # (tr Σ̇ + |μ̇|²)/s, shared by both directions.
-    spread = (cov.trace() + mean.dot(mean)).div_(s)
+    if info.item() != 0 or not math.isfinite(trace + sum(mu)):
+        return _LOG2 if divergence == "jsd" else RHO_MAX
+    half_log_det = sum(map(math.log, chol.diagonal().tolist()))  # ½ ln det Σ̇
+    spread = (trace + sum(map(mul, mu, mu))) / s  # (tr Σ̇ + |μ̇|²)/s, shared by both KL directions
     if divergence == "kl":
         # KL(P‖Q) = ½[tr Σ̇/s + |μ̇|²/s − d + d ln s − ln det Σ̇]
-        return (0.5 * spread).sub_(chol.diagonal().log().sum()).add_(0.5 * d * (math.log(s) - 1.0))
-    # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇]; in the mean of the two directions the
-    # log-determinants cancel, and s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ = s‖L⁻¹[I, μ̇/√s]‖²_F (one triangular solve).
-    rhs = torch.cat([eye, (mean / math.sqrt(s)).unsqueeze(1)], 1)
-    inverse_spread = torch.linalg.solve_triangular(chol, rhs, upper=False).square().sum().mul_(s)
-    return (spread + inverse_spread).sub_(2 * d).mul_(0.25)
+        return 0.5 * (spread - d + d * math.log(s)) - half_log_det
+    inverse = torch.linalg.solve_triangular(chol, const.eye, upper=False)  # L⁻¹
+    if divergence == "symkl":
+        # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇], with Σ̇⁻¹ = L⁻ᵀL⁻¹; in the
+        # mean of the two directions the log-determinants cancel.
+        rows = inverse.tolist()
+        inverse_spread = s * sum(sum(map(mul, r, r)) for r in rows) + sum(sum(map(mul, r, mu)) ** 2 for r in rows)
+        return 0.25 * (spread + inverse_spread - 2 * d)
+    half_log_det_ratio = half_log_det - 0.5 * d * math.log(s)  # ½ ln det Σ̇ − ½ ln det(sI)
+    return _batch_jsd(mean.numpy(), chol.numpy(), inverse.numpy(), half_log_det_ratio, const, s)
 
 
-def _batch_jsd(mean: Tensor, chol: Tensor, const: _BatchConstants, s: float) -> Tensor:
-    """Monte Carlo JSD(N(μ̇, LLᵀ) ‖ N(0, s·I)) with the shared base samples."""
-    d = mean.shape[0]
-    # ½ ln det Σ̇ − ½ ln det(sI)
-    half_log_det_ratio = chol.diagonal().log().sum().sub_(0.5 * d * math.log(s))
+def _batch_jsd(
+    mean: np.ndarray, chol: np.ndarray, inverse: np.ndarray, half_log_det_ratio: float, const: _BatchConstants, s: float
+) -> float:
+    """Monte Carlo JSD(N(μ̇, LLᵀ) ‖ N(0, s·I)) with the shared base samples z."""
+    z, half_zz = const.z, const.half_zz
     # At P's samples x = μ̇ + L z:   log q − log p = ½|z|² − |x|²/(2s) + ½ln det Σ̇ − ½ln det(sI)
-    x = torch.addmm(mean, const.z, chol.T)
-    at_p = (const.half_zz + half_log_det_ratio).sub_(x.square().sum(-1), alpha=0.5 / s)
+    x = z @ chol.T + mean
     # At Q's samples y = √s z:       log p − log q = ½|z|² − ½|L⁻¹(y − μ̇)|² − ½ln det Σ̇ + ½ln det(sI)
-    w = torch.linalg.solve_triangular(chol, (const.z.T * math.sqrt(s)).sub_(mean.unsqueeze(1)), upper=False)
-    at_q = (const.half_zz - half_log_det_ratio).sub_(w.square().sum(0), alpha=0.5)
-    return jsd_from_log_ratios(torch.stack([at_p, at_q]))
+    w = (z * math.sqrt(s) - mean) @ inverse.T
+    at_p = half_zz - (0.5 / s) * np.square(x).sum(1) + half_log_det_ratio
+    at_q = half_zz - 0.5 * np.square(w).sum(1) - half_log_det_ratio
+    # As jsd_from_log_ratios: ln 2 − mean H over both sets, H = ln(1 + e) + a·e/(1 + e), a = |r|, e = exp(−a).
+    a = np.abs(np.concatenate([at_p, at_q]))
+    e = np.exp(-a)
+    jsd = _LOG2 - float((np.log1p(e) + a * e / (1.0 + e)).mean())
+    return jsd if math.isfinite(jsd) else _LOG2
 
 
 def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str = "jsd") -> Tensor:
@@ -139,7 +153,8 @@ def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str 
 
     Fits N(μ̇, Σ̇) to the action differences (unbiased covariance plus a ridge
     ``RIDGE``·I) and compares it with the reference N(0, ref_std·I):
-    λ = exp(-D(N(μ̇, Σ̇) ‖ N(0, ref_std·I))), computed in float64.
+    λ = exp(-D(N(μ̇, Σ̇) ‖ N(0, ref_std·I))), computed in float64. The d × d
+    algebra runs on the host, so on a GPU the call waits for ``action_diff``.
 
     Args:
         action_diff: (B, d) differences a − π(s) between stored and current actions.
@@ -148,11 +163,16 @@ def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str 
         divergence: ``jsd`` (Monte Carlo, λ ∈ [0.5, 1]), ``symkl`` or ``kl``.
 
     Returns:
-        0-d float32 tensor λ ∈ (0, 1], detached.
+        0-d float32 tensor λ ∈ (0, 1] on ``action_diff``'s device, detached.
+
+    Raises:
+        ValueError: an unknown divergence, or a ``ref_std`` that is not a positive number.
     """
     _check_divergence(divergence)
-    rho = _batch_rho(action_diff, ref_std, divergence)  # finite
-    return rho.clamp(0.0, RHO_MAX).neg_().exp_().to(torch.float32)
+    _check_ref_std(ref_std)
+    rho = _batch_rho(action_diff, float(ref_std), divergence)
+    rho = RHO_MAX if math.isnan(rho) else min(max(rho, 0.0), RHO_MAX)
+    return torch.tensor(math.exp(-rho), dtype=torch.float32, device=action_diff.device)
 
 
 def _diag_log_density_ratio(u: Tensor, mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
@@ -210,8 +230,7 @@ class DeterministicACOffPOC:
 
     def __init__(self, settings: CorrectionSettings) -> None:
         _check_divergence(settings.divergence)
-        if not (settings.ref_std > 0 and math.isfinite(settings.ref_std)):
-            raise ValueError(f"ref_std must be a positive number, got {settings.ref_std}")
+        _check_ref_std(settings.ref_std)
         self.divergence = settings.divergence
         self.ref_std = settings.ref_std
         self.start_step = settings.start_step
