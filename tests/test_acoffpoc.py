@@ -31,10 +31,9 @@ def test_lambda_is_one_when_differences_match_the_reference(divergence: str) -> 
     assert float(lam) == pytest.approx(1.0, abs=1e-3)
 
 
-@pytest.mark.parametrize("divergence", DIVERGENCES)
-@pytest.mark.parametrize(("batch", "d", "shift"), [(256, 3, 0.0), (256, 6, 0.2), (64, 17, -0.05), (5, 2, 0.5)])
-def test_batch_similarity_equals_the_general_divergences(divergence: str, batch: int, d: int, shift: float) -> None:
-    diff = torch.randn(batch, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64) * 0.4 + shift
+def general_lambda(diff: torch.Tensor, divergence: str) -> torch.Tensor:
+    """λ from the general full-covariance divergences of ``divergences.py`` (float64 diff)."""
+    d = diff.shape[1]
     mean = diff.mean(0)
     cov = torch.cov(diff.T, correction=1).reshape(d, d) + RIDGE * torch.eye(d, dtype=torch.float64)
     ref_mean, ref_cov = torch.zeros(d, dtype=torch.float64), 0.1 * torch.eye(d, dtype=torch.float64)
@@ -43,7 +42,14 @@ def test_batch_similarity_equals_the_general_divergences(divergence: str, batch:
         "symkl": 0.5 * (gaussian_kl(mean, cov, ref_mean, ref_cov) + gaussian_kl(ref_mean, ref_cov, mean, cov)),
         "jsd": gaussian_jsd(mean, cov, ref_mean, ref_cov),
     }[divergence]
-    expected = torch.exp(-rho.clamp(0, RHO_MAX)).float()
+    return torch.exp(-rho.clamp(0, RHO_MAX)).float()
+
+
+@pytest.mark.parametrize("divergence", DIVERGENCES)
+@pytest.mark.parametrize(("batch", "d", "shift"), [(256, 3, 0.0), (256, 6, 0.2), (64, 17, -0.05), (5, 2, 0.5)])
+def test_batch_similarity_equals_the_general_divergences(divergence: str, batch: int, d: int, shift: float) -> None:
+    diff = torch.randn(batch, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64) * 0.4 + shift
+    expected = general_lambda(diff, divergence)
     torch.testing.assert_close(batch_similarity(diff.float(), 0.1, divergence), expected, rtol=1e-5, atol=1e-6)
 
 
@@ -55,17 +61,9 @@ def test_saturated_dimensions_agree_with_the_general_divergences(divergence: str
     # (The symmetric KL's s·tr Σ̇⁻¹ ≈ 1e5 per such dimension puts its λ at the floor.)
     diff = torch.randn(256, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64) * 0.3
     diff[:, pinned] = 0.0
-    mean = diff.mean(0)
-    cov = torch.cov(diff.T) + RIDGE * torch.eye(d, dtype=torch.float64)
-    ref_mean, ref_cov = torch.zeros(d, dtype=torch.float64), 0.1 * torch.eye(d, dtype=torch.float64)
-    rho = {
-        "kl": gaussian_kl(mean, cov, ref_mean, ref_cov),
-        "symkl": 0.5 * (gaussian_kl(mean, cov, ref_mean, ref_cov) + gaussian_kl(ref_mean, ref_cov, mean, cov)),
-        "jsd": gaussian_jsd(mean, cov, ref_mean, ref_cov),
-    }[divergence]
     lam = batch_similarity(diff.float(), 0.1, divergence)
     assert LAMBDA_MIN < float(lam) < 0.99
-    torch.testing.assert_close(lam, torch.exp(-rho.clamp(0, RHO_MAX)).float(), rtol=1e-5, atol=1e-9)
+    torch.testing.assert_close(lam, general_lambda(diff, divergence), rtol=1e-5, atol=1e-9)
 
 
 @pytest.mark.parametrize("divergence", DIVERGENCES)
