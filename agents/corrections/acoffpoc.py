@@ -28,6 +28,7 @@ from agents.corrections.base import CorrectionSettings
 from agents.corrections.divergences import (
     DIVERGENCES,
     JSD_SAMPLES,
+    LOG2,
     base_normals,
     diag_gaussian_jsd,
     diag_gaussian_kl,
@@ -47,8 +48,6 @@ __all__ = [
 
 RIDGE = 1e-6
 """ε added to the batch covariance's diagonal so it is always positive definite."""
-
-_LOG2 = math.log(2.0)
 
 RHO_MAX = 80.0
 """Largest divergence used; exp(-80) ≈ 1.8e-35 is still a normal float32."""
@@ -95,11 +94,12 @@ def _batch_rho(action_diff: Tensor, s: float, divergence: str) -> float:
     Specialised to the isotropic reference: one Cholesky factor L of Σ̇ serves
     every divergence (tests pin it to the general :func:`gaussian_kl` and
     :func:`~agents.corrections.divergences.gaussian_jsd`). Torch reduces the
-    (B, d) batch to μ̇, Σ̇ and L in float64 on the host; the rest works on those
-    few numbers as Python floats and, for the JSD's samples, NumPy arrays. On a
-    (256, 3) batch each tensor operation costs more than its arithmetic, and
-    several times more right after an update, so the scalar algebra stays out
-    of torch (``benchmarks/loop_profile.py`` times the weight in the loop).
+    (B, d) batch to μ̇, Σ̇, L and (symkl, jsd) L⁻¹ in float64 on the host; the
+    rest works on those few numbers as Python floats and, for the JSD's
+    samples, NumPy arrays. On a (256, 3) batch each tensor operation costs more
+    than its arithmetic, and several times more right after an update, so the
+    scalar algebra stays out of torch (``benchmarks/loop_profile.py`` times
+    the similarity in the loop).
     """
     x = action_diff.detach().to("cpu", torch.float64)
     n, d = x.shape
@@ -113,7 +113,7 @@ def _batch_rho(action_diff: Tensor, s: float, divergence: str) -> float:
     trace = sum(cov.diagonal().tolist())
     # Not factorised, or not finite (non-finite input): maximally off-policy for every measure.
     if info.item() != 0 or not math.isfinite(trace + sum(mu)):
-        return _LOG2 if divergence == "jsd" else RHO_MAX
+        return LOG2 if divergence == "jsd" else RHO_MAX
     half_log_det = sum(map(math.log, chol.diagonal().tolist()))  # ½ ln det Σ̇
     spread = (trace + sum(map(mul, mu, mu))) / s  # (tr Σ̇ + |μ̇|²)/s, shared by both KL directions
     if divergence == "kl":
@@ -124,7 +124,8 @@ def _batch_rho(action_diff: Tensor, s: float, divergence: str) -> float:
         # KL(Q‖P) = ½[s tr Σ̇⁻¹ + μ̇ᵀΣ̇⁻¹μ̇ − d − d ln s + ln det Σ̇], with Σ̇⁻¹ = L⁻ᵀL⁻¹; in the
         # mean of the two directions the log-determinants cancel.
         rows = inverse.tolist()
-        inverse_spread = s * sum(sum(map(mul, r, r)) for r in rows) + sum(sum(map(mul, r, mu)) ** 2 for r in rows)
+        whitened_mean = [sum(map(mul, r, mu)) for r in rows]  # L⁻¹μ̇
+        inverse_spread = s * sum(sum(map(mul, r, r)) for r in rows) + sum(map(mul, whitened_mean, whitened_mean))
         return 0.25 * (spread + inverse_spread - 2 * d)
     half_log_det_ratio = half_log_det - 0.5 * d * math.log(s)  # ½ ln det Σ̇ − ½ ln det(sI)
     return _batch_jsd(mean.numpy(), chol.numpy(), inverse.numpy(), half_log_det_ratio, const, s)
@@ -144,8 +145,8 @@ def _batch_jsd(
     # As jsd_from_log_ratios: ln 2 − mean H over both sets, H = ln(1 + e) + a·e/(1 + e), a = |r|, e = exp(−a).
     a = np.abs(np.concatenate([at_p, at_q]))
     e = np.exp(-a)
-    jsd = _LOG2 - float((np.log1p(e) + a * e / (1.0 + e)).mean())
-    return jsd if math.isfinite(jsd) else _LOG2
+    jsd = LOG2 - float((np.log1p(e) + a * e / (1.0 + e)).mean())
+    return jsd if math.isfinite(jsd) else LOG2
 
 
 def batch_similarity(action_diff: Tensor, ref_std: float = 0.1, divergence: str = "jsd") -> Tensor:

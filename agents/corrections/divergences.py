@@ -36,7 +36,8 @@ JSD_SAMPLES = 128
 """Base samples per distribution for the Monte Carlo JSD (a power of two, as Sobol points want)."""
 
 _BASE_SEED = 0x0FF_90C
-_LOG2 = math.log(2.0)
+LOG2 = math.log(2.0)
+"""ln 2, the largest Jensen-Shannon divergence in nats."""
 _U_MIN = 2.0**-40
 """Sobol coordinates are kept inside [2⁻⁴⁰, 1 − 2⁻⁴⁰], so no base sample is infinite."""
 
@@ -132,7 +133,7 @@ def gaussian_jsd(mean_p: Tensor, cov_p: Tensor, mean_q: Tensor, cov_q: Tensor, n
         [log_ratio_at(mean_p, chol_p, mean_q, chol_q), log_ratio_at(mean_q, chol_q, mean_p, chol_p)]
     )
     jsd = jsd_from_log_ratios(log_ratios)
-    return torch.where(ok_p & ok_q, jsd, torch.full_like(jsd, _LOG2))
+    return torch.where(ok_p & ok_q, jsd, torch.full_like(jsd, LOG2))
 
 
 def jsd_from_log_ratios(log_ratios: Tensor) -> Tensor:
@@ -147,9 +148,9 @@ def jsd_from_log_ratios(log_ratios: Tensor) -> Tensor:
     t = torch.sigmoid(a.neg())
     entropy = torch.log1p(t.neg()).neg_().addcmul_(a, t)
     # ln 2 − ½(mean_P H + mean_Q H), exactly symmetric: the sum over two terms is a + b == b + a.
-    jsd = torch.rsub(entropy.mean(-1).sum(0), _LOG2, alpha=0.5)
+    jsd = torch.rsub(entropy.mean(-1).sum(0), LOG2, alpha=0.5)
     # A non-finite estimate only comes from non-finite inputs: call it maximal.
-    return jsd.nan_to_num_(nan=_LOG2, posinf=_LOG2, neginf=_LOG2).clamp_(0.0, _LOG2)
+    return jsd.nan_to_num_(nan=LOG2, posinf=LOG2, neginf=LOG2).clamp_(0.0, LOG2)
 
 
 def diag_gaussian_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
