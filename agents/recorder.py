@@ -44,57 +44,61 @@ class WeightRecorder:
         self.counts = torch.zeros(bins, dtype=torch.float64, device=device)
         self._lambdas: Tensor | None = None if per_transition else self.values
         """Every λ recorded in this block, one row per update: the per-batch λ column itself, or
-        (block, B) λ_i. Histograms bin them in bulk (one ``histc`` per block or interval)."""
-        self._binned = 0
-        """Rows of ``_lambdas`` already in ``counts``."""
-
-    def _summarise_into(self, row: Tensor, weight: Tensor) -> None:
-        """Write mean, min, max and the quantiles of the λ_i (flat) into ``row``."""
-        w, _ = weight.sort()
-        lo, hi, frac = _order_statistics(w.numel(), str(w.device))
-        torch.mean(w, 0, keepdim=True, out=row[:1])
-        torch.lerp(w[lo], w[hi], frac, out=row[1:])
+        (block, B) λ_i. Summaries and histograms are made from them in bulk (see :meth:`_settle`)."""
+        self._settled = 0
+        """Rows of ``_lambdas`` already summarised into ``values`` and counted in ``counts``."""
 
     def add(self, update: int, step: int, weight: Tensor) -> WeightBlock | None:
         """Record one update's weight; returns a full block when one completes."""
-        row, flat = self.values[self.size], weight.reshape(-1)
+        flat = weight.reshape(-1)
         if len(self.columns) > 1:
             if self._lambdas is None or self._lambdas.shape[1] != flat.numel():
-                self._bin_pending()  # a new batch size: a new buffer, the rows so far counted
+                self._settle()  # a new batch size: a new buffer, the rows so far summarised and counted
                 self._lambdas = torch.empty(self.block, flat.numel(), device=self.device)
             self._lambdas[self.size].copy_(flat)
-            self._summarise_into(row, flat)
         else:
-            row.copy_(flat)
+            self.values[self.size].copy_(flat)
         self.updates[self.size] = update
         self.steps[self.size] = step
         self.size += 1
         return self.flush() if self.size == self.block else None
 
-    def _bin_pending(self) -> None:
-        """Add the λ recorded since the last call to the histogram."""
-        if self._lambdas is not None and self.size > self._binned:
-            pending = self._lambdas[self._binned : self.size].reshape(-1).double()
-            self.counts += torch.histc(pending, bins=self.bins, min=0.0, max=1.0)
-            self._binned = self.size
+    def _settle(self) -> None:
+        """Summarise the rows recorded since the last call and add them to the histogram.
+
+        One sort and one ``histc`` for many updates: per update they would cost
+        more than the λ_i themselves.
+        """
+        if self._lambdas is None or self.size == self._settled:
+            return
+        pending = self._lambdas[self._settled : self.size]
+        if len(self.columns) > 1:
+            # Per row: mean, then min, max and the quantiles from the sorted λ_i.
+            w, _ = pending.sort(dim=1)
+            lo, hi, frac = _order_statistics(w.shape[1], str(w.device))
+            rows = self.values[self._settled : self.size]
+            torch.mean(w, 1, keepdim=True, out=rows[:, :1])
+            torch.lerp(w[:, lo], w[:, hi], frac, out=rows[:, 1:])
+        self.counts += torch.histc(pending.reshape(-1).double(), bins=self.bins, min=0.0, max=1.0)
+        self._settled = self.size
 
     def flush(self) -> WeightBlock | None:
         """The pending rows as a block (None when there are none)."""
         if self.size == 0:
             return None
-        self._bin_pending()
+        self._settle()
         block = WeightBlock(
             columns=self.columns,
             updates=self.updates[: self.size].copy(),
             steps=self.steps[: self.size].copy(),
             values=self.values[: self.size].cpu().numpy().copy(),
         )
-        self.size = self._binned = 0
+        self.size = self._settled = 0
         return block
 
     def histogram(self, step: int) -> WeightHistogram | None:
         """The interval's histogram (None if no weight was recorded), then reset."""
-        self._bin_pending()
+        self._settle()
         counts = self.counts.cpu().numpy().round().astype(np.int64)
         if counts.sum() == 0:
             return None
@@ -102,7 +106,7 @@ class WeightRecorder:
         return WeightHistogram(step=step, edges=np.linspace(0.0, 1.0, self.bins + 1), counts=counts)
 
     def state_dict(self) -> dict[str, Tensor]:
-        self._bin_pending()
+        self._settle()
         return {"counts": self.counts.cpu()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from agents.algorithms import ActorCritic, make_algorithm, reduce_loss
 from agents.config import TrainConfig
 from agents.corrections import CorrectionSettings, make_correction
+from agents.corrections.acoffpoc import transition_similarity
 from agents.replay import Batch
 
 OBS, ACT, B = 5, 2, 32
@@ -242,3 +243,23 @@ def test_stochastic_acoffpoc_is_one_for_data_from_the_current_policy() -> None:
     torch.testing.assert_close(lam, torch.ones(B, 1), rtol=0, atol=1e-5)
     other = correction(batch(behaviour=True)._replace(action=action), a)
     assert float(other.mean()) < 0.99
+
+
+@pytest.mark.parametrize("divergence", ["jsd", "symkl", "kl"])
+def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(divergence: str) -> None:
+    # λ_i = min(π(a_i|s_i)/η(a_i|s_i), exp(−ρ_i)): the ratio from torch's own densities at u = atanh(a).
+    a = agent("sac")
+    b = batch(behaviour=True)
+    noise = torch.randn(B, ACT, generator=torch.Generator().manual_seed(5))
+    b = b._replace(action=torch.tanh(b.behaviour_mean + b.behaviour_log_std.exp() * noise))
+    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence))(b, a)
+
+    mean, log_std = a.policy_distribution(b.obs)
+    u = torch.atanh(b.action.double().clamp(-1 + 1e-6, 1 - 1e-6))
+    log_pi = torch.distributions.Normal(mean.double(), log_std.double().exp()).log_prob(u).sum(-1, keepdim=True)
+    eta = torch.distributions.Normal(b.behaviour_mean.double(), b.behaviour_log_std.double().exp())
+    log_ratio = log_pi - eta.log_prob(u).sum(-1, keepdim=True)
+    expected = transition_similarity(mean, log_std, b.behaviour_mean, b.behaviour_log_std, log_ratio, divergence)
+    torch.testing.assert_close(lam, expected, rtol=1e-5, atol=1e-7)
+    unclipped = transition_similarity(mean, log_std, b.behaviour_mean, b.behaviour_log_std, log_ratio + 1e9, divergence)
+    assert (lam < 0.9 * unclipped).any(), "some λ_i must be set by the ratio for this test to check it"
