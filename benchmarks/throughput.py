@@ -46,8 +46,11 @@ class _Clock(Sink):
             self.times[record.step] = time.perf_counter()
 
 
-def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd") -> float:
-    config = TrainConfig(
+def ours_config(
+    algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd"
+) -> TrainConfig:
+    """The benchmark's run: no evaluation but the first, statistics every ``start`` steps, one torch thread."""
+    return TrainConfig(
         algo=algo,
         env_id=env_id,
         correction=correction,
@@ -60,12 +63,16 @@ def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none
         stats_every=start,
         threads=1,
     )
+
+
+def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd") -> float:
     clock = _Clock(start, start + steps)
-    Trainer(config, clock).run()
+    Trainer(ours_config(algo, env_id, start, steps, correction, divergence), clock).run()
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
-def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
+def sb3_model(algo: str, env_id: str, start: int):  # type: ignore[no-untyped-def]
+    """Stable-Baselines3's TD3 or SAC with the same hyperparameters, its random phase done."""
     import gymnasium as gym
     from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.noise import NormalActionNoise
@@ -81,6 +88,11 @@ def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
     else:
         model = SAC("MlpPolicy", env, ent_coef="auto", **common)
     model.learn(start)
+    return model
+
+
+def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
+    model = sb3_model(algo, env_id, start)
     began = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     return steps / (time.perf_counter() - began)
