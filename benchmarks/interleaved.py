@@ -46,7 +46,8 @@ class OursChunks:
 
     def __init__(self, algo: str, env_id: str, start: int, steps: int, correction: str, divergence: str) -> None:
         self.target = start
-        config = ours_config(algo, env_id, start, steps, correction, divergence)
+        # One step past the last turn: every turn ends on the stop, never on the end-of-run evaluation.
+        config = ours_config(algo, env_id, start, steps + 1, correction, divergence)
         self.trainer = Trainer(config, Sink(), should_stop=lambda: self.trainer.step >= self.target)
         self.trainer.run()  # the random phase (and the first evaluation), untimed
 
@@ -110,6 +111,8 @@ def main() -> None:
                     cases[name](args.chunk)
                     times[name].append(time.perf_counter() - began)
                 progress.advance(task)
+        gc.unfreeze()  # this algorithm's runs may go now
+        del cases
 
         for name in names:
             sps = f"{args.steps / sum(times[name]):.1f}"
