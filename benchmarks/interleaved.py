@@ -35,10 +35,9 @@ from rich.table import Table
 from throughput import ours_config, sb3_model
 
 from agents import Sink, Trainer
+from agents.corrections.divergences import DIVERGENCES
 
 warnings.filterwarnings("ignore")
-
-DIVERGENCES = ("jsd", "symkl", "kl")
 
 
 class OursChunks:
