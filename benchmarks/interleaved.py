@@ -7,8 +7,8 @@
 shared VM the speed of repeats of one case differs by ±10% and more, so
 overheads of a few percent come out ±10 points. Here every case of an algorithm
 (Stable-Baselines3, ours ``none``, ours ``acoffpoc`` with each divergence) lives
-in one process: each runs its random phase, then they take turns, ``--chunk``
-learning steps at a time, in an order rotated every round. Each round gives
+in one process: each runs its random phase and one untimed turn, then they take
+turns, ``--chunk`` learning steps at a time, in an order rotated every round. Each round gives
 every case the same minute of the machine, so the round's ratios (ours / SB3,
 acoffpoc / none) cancel most of the drift. The ratios reported are medians over
 rounds, with the range, and the ratio of total times.
@@ -90,12 +90,17 @@ def main() -> None:
     rounds = args.steps // args.chunk
     for algo in args.algos.split(","):
         cases: dict[str, Callable[[int], None]] = {}
-        with console.status(f"{algo.upper()}: building the runs and their random phases"):
+        with console.status(f"{algo.upper()}: building the runs, their random phases and a first turn"):
             if not args.no_sb3:
                 cases["SB3"] = SB3Chunks(algo, args.env, args.start)
-            cases["none"] = OursChunks(algo, args.env, args.start, args.steps, "none", "jsd")
+            run_steps = args.chunk + args.steps  # the untimed first turn, then the timed ones
+            cases["none"] = OursChunks(algo, args.env, args.start, run_steps, "none", "jsd")
             for divergence in DIVERGENCES:
-                cases[divergence] = OursChunks(algo, args.env, args.start, args.steps, "acoffpoc", divergence)
+                cases[divergence] = OursChunks(algo, args.env, args.start, run_steps, "acoffpoc", divergence)
+            # One untimed turn each: a run's first updates (optimiser state, first allocations) and
+            # the process's first matrix products cost more, and would fall on round 0's order.
+            for run in cases.values():
+                run(args.chunk)
         names = list(cases)
         # Freeze what the runs hold so far: Python's cyclic collector then walks only what each turn
         # allocates, not every run's objects on behalf of whichever turn triggers a collection.
