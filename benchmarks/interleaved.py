@@ -1,6 +1,6 @@
 """Throughput ratios from runs interleaved in one process, chunk by chunk.
 
-    python benchmarks/interleaved.py                    # TD3 and SAC on Hopper-v4, about 6 minutes
+    python benchmarks/interleaved.py                    # TD3 and SAC on Hopper-v4, about 5 minutes
     python benchmarks/interleaved.py --algos sac --no-sb3 --steps 4000
 
 ``throughput.py`` runs each case in its own process, one after another; on this
