@@ -33,6 +33,7 @@ class WeightRecorder:
     """Every batch's weight (λ, or a summary of the λ_i) plus a λ histogram per interval."""
 
     def __init__(self, per_transition: bool, block: int, bins: int, device: torch.device) -> None:
+        self.per_transition = per_transition
         self.columns = TRANSITION_COLUMNS if per_transition else BATCH_COLUMNS
         self.block = block
         self.bins = bins
@@ -51,7 +52,7 @@ class WeightRecorder:
     def add(self, update: int, step: int, weight: Tensor) -> WeightBlock | None:
         """Record one update's weight; returns a full block when one completes."""
         flat = weight.reshape(-1)
-        if len(self.columns) > 1:
+        if self.per_transition:
             if self._lambdas is None or self._lambdas.shape[1] != flat.numel():
                 self._settle()  # a new batch size: a new buffer, the rows so far summarised and counted
                 self._lambdas = torch.empty(self.block, flat.numel(), device=self.device)
@@ -72,7 +73,7 @@ class WeightRecorder:
         if self._lambdas is None or self.size == self._settled:
             return
         pending = self._lambdas[self._settled : self.size]
-        if len(self.columns) > 1:
+        if self.per_transition:
             # Per row: mean, then min, max and the quantiles from the sorted λ_i.
             w, _ = pending.sort(dim=1)
             lo, hi, frac = _order_statistics(w.shape[1], str(w.device))

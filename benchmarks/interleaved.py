@@ -32,7 +32,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from throughput import ours_config, sb3_model
+from throughput import LABELS, ours_config, sb3_model
 
 from agents import Sink, Trainer
 from agents.corrections.divergences import DIVERGENCES
@@ -92,7 +92,7 @@ def main() -> None:
         cases: dict[str, Callable[[int], None]] = {}
         with console.status(f"{algo.upper()}: building the runs, their random phases and a first turn"):
             if not args.no_sb3:
-                cases["SB3"] = SB3Chunks(algo, args.env, args.start)
+                cases["sb3"] = SB3Chunks(algo, args.env, args.start)
             run_steps = args.chunk + args.steps  # the untimed first turn, then the timed ones
             cases["none"] = OursChunks(algo, args.env, args.start, run_steps, "none", "jsd")
             for divergence in DIVERGENCES:
@@ -120,9 +120,9 @@ def main() -> None:
 
         for name in names:
             sps = f"{args.steps / sum(times[name]):.1f}"
-            label = {"SB3": "SB3", "none": "ours none"}.get(name, f"ours acoffpoc {name}")
-            if name == "none" and "SB3" in times:  # speed-up: SB3's time for the same steps over ours
-                median, low, high, total = ratio_summary(times, "SB3", name)
+            label = LABELS.get(name, f"ours acoffpoc {name}")
+            if name == "none" and "sb3" in times:  # speed-up: SB3's time for the same steps over ours
+                median, low, high, total = ratio_summary(times, "sb3", name)
                 table.add_row(
                     algo.upper(), label, sps, "SB3", f"{median:.2f} ({low:.2f} to {high:.2f})", f"{total:.2f}"
                 )

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer
 from agents.corrections import acoffpoc
+from agents.corrections.divergences import DIVERGENCES
 
 warnings.filterwarnings("ignore")
 
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--algo", default="td3", choices=["ddpg", "td3", "sac"])
     parser.add_argument("--env", default="Hopper-v4")
     parser.add_argument("--correction", default="none", choices=["none", "acoffpoc"])
-    parser.add_argument("--divergence", default="jsd", choices=["jsd", "symkl", "kl"])
+    parser.add_argument("--divergence", default="jsd", choices=DIVERGENCES)
     parser.add_argument("--steps", type=int, default=3000, help="learning steps after 1,000 random ones")
     args = parser.parse_args()
 

@@ -30,6 +30,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
+from agents.corrections.divergences import DIVERGENCES
 
 warnings.filterwarnings("ignore")
 
@@ -137,7 +138,7 @@ def main() -> None:
     for algo in args.algos.split(","):
         if not args.no_sb3:
             cases.append(f"{algo}:sb3")
-        cases += [f"{algo}:none"] + [f"{algo}:acoffpoc:{d}" for d in ("jsd", "symkl", "kl")]
+        cases += [f"{algo}:none"] + [f"{algo}:acoffpoc:{d}" for d in DIVERGENCES]
 
     results: dict[str, list[float]] = {case: [] for case in cases}
     with Progress() as progress:
@@ -174,7 +175,7 @@ def main() -> None:
                 f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
             )
         overheads = []
-        for divergence in ("jsd", "symkl", "kl"):
+        for divergence in DIVERGENCES:
             per_repeat = [
                 r - 1 for r in paired_ratios(results[f"{algo}:none"], results[f"{algo}:acoffpoc:{divergence}"])
             ]

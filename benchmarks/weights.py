@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.corrections.acoffpoc import batch_similarity, transition_similarity
+from agents.corrections.divergences import DIVERGENCES
 
 
 def plain_update(algo: str) -> float:
@@ -35,10 +36,10 @@ def main() -> None:
     table = Table(title=f"One similarity weight vs one plain update (batch {B}, action dim {ACT}, 1 thread)")
     for column in ("function", "divergence", "µs per call", "share of a plain update"):
         table.add_column(column, justify="left" if column in ("function", "divergence") else "right")
-    for divergence in ("jsd", "symkl", "kl"):
+    for divergence in DIVERGENCES:
         cost = seconds_per_call(lambda d=divergence: batch_similarity(diff, 0.1, d), calls=50)
         table.add_row("batch_similarity", divergence, f"{cost * 1e6:.0f}", f"{cost / updates['td3']:.1%} of TD3")
-    for divergence in ("jsd", "symkl", "kl"):
+    for divergence in DIVERGENCES:
         cost = seconds_per_call(
             lambda d=divergence: transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio, d), calls=50
         )

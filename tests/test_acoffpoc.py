@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from agents.corrections.acoffpoc import RHO_MAX, RIDGE, batch_similarity, gaussian_kl, transition_similarity
-from agents.corrections.divergences import gaussian_jsd
+from agents.corrections.divergences import DIVERGENCES, gaussian_jsd
 
-DIVERGENCES = ["jsd", "symkl", "kl"]
 LAMBDA_MIN = math.exp(-RHO_MAX)
 
 

@@ -13,6 +13,7 @@ from agents.algorithms import ActorCritic, make_algorithm, reduce_loss
 from agents.config import TrainConfig
 from agents.corrections import CorrectionSettings, make_correction
 from agents.corrections.acoffpoc import transition_similarity
+from agents.corrections.divergences import DIVERGENCES
 from agents.replay import Batch
 
 OBS, ACT, B = 5, 2, 32
@@ -245,7 +246,7 @@ def test_stochastic_acoffpoc_is_one_for_data_from_the_current_policy() -> None:
     assert float(other.mean()) < 0.99
 
 
-@pytest.mark.parametrize("divergence", ["jsd", "symkl", "kl"])
+@pytest.mark.parametrize("divergence", DIVERGENCES)
 def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(divergence: str) -> None:
     # λ_i = min(π(a_i|s_i)/η(a_i|s_i), exp(−ρ_i)): the ratio from torch's own densities at u = atanh(a).
     a = agent("sac")
