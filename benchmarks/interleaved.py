@@ -32,7 +32,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from throughput import LABELS, ours_config, sb3_model
+from throughput import LABELS, ours_config, paired_ratios, sb3_model
 
 from agents import Sink, Trainer
 from agents.corrections.divergences import DIVERGENCES
@@ -67,7 +67,7 @@ class SB3Chunks:
 
 def ratio_summary(times: dict[str, list[float]], case: str, peer: str) -> tuple[float, float, float, float]:
     """Time of ``case`` over time of ``peer``: median over rounds, min, max, and the ratio of totals."""
-    ratios = [a / b for a, b in zip(times[case], times[peer], strict=True)]
+    ratios = paired_ratios(times[case], times[peer])
     return statistics.median(ratios), min(ratios), max(ratios), sum(times[case]) / sum(times[peer])
 
 

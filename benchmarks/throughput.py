@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,6 +32,9 @@ from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
 from agents.corrections.divergences import DIVERGENCES
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 warnings.filterwarnings("ignore")
 
@@ -72,7 +76,7 @@ def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
-def sb3_model(algo: str, env_id: str, start: int):  # type: ignore[no-untyped-def]
+def sb3_model(algo: str, env_id: str, start: int) -> OffPolicyAlgorithm:
     """Stable-Baselines3's TD3 or SAC with the same hyperparameters, its random phase done."""
     import gymnasium as gym
     from stable_baselines3 import SAC, TD3
@@ -113,8 +117,8 @@ LABELS = {"sb3": "SB3", "none": "ours none"}
 
 
 def paired_ratios(ours: list[float], peer: list[float]) -> list[float]:
-    """SPS ratios repeat by repeat: each run against the peer's run of the same repeat,
-    minutes apart at most, so the VM's slow drift between repeats cancels."""
+    """Ratios pair by pair: each run against the peer's run of the same repeat (or, in
+    ``interleaved.py``, the same round), minutes apart at most, so the VM's slow drift cancels."""
     return [a / b for a, b in zip(ours, peer, strict=True)]
 
 
