@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
 Divergence = Literal["jsd", "symkl", "kl"]
-DIVERGENCES: tuple[str, ...] = ("jsd", "symkl", "kl")
+DIVERGENCES: tuple[str, ...] = get_args(Divergence)
+"""The divergences, in the order benchmarks and tests list them: read off ``Divergence``."""
 
 JSD_SAMPLES = 128
 """Base samples per distribution for the Monte Carlo JSD (a power of two, as Sobol points want)."""
