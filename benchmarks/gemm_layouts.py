@@ -7,8 +7,11 @@ action 14), so its weight gradient gᵀx is (256, 11) and a critic's action
 gradient g·W[:, -3:] is (256, 3): results with few columns. Single-threaded
 MKL is much slower on some of these shapes than on the same product
 transposed, which is why ``agents.backprop`` computes products whose result
-has fewer than ``NARROW`` columns transposed. This prints both, per shape,
-on one torch thread.
+has fewer than ``NARROW`` columns transposed. Which layout wins depends on the
+CPU, since MKL picks its kernels by CPU: on an Intel Xeon the plain input
+gradient is the faster, so there ``agents.backprop`` computes input gradients
+plain (``TRANSPOSE_NARROW_INPUT_GRADIENT``). This prints both layouts, per
+shape, on one torch thread, and the choice made on this machine.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from microbench import B, seconds_per_call
 from rich.console import Console
 from rich.table import Table
 
-from agents.backprop import NARROW, narrow_mm
+from agents.backprop import NARROW, TRANSPOSE_NARROW_INPUT_GRADIENT, cpu_vendor, narrow_mm
 
 HIDDEN = 256
 
@@ -47,7 +50,13 @@ def main() -> None:
                 f"{transposed * 1e6:.1f}",
                 f"{plain / transposed:.2f}",
             )
-    Console(width=120).print(table)
+    console = Console(width=120)
+    console.print(table)
+    layout = "transposed" if TRANSPOSE_NARROW_INPUT_GRADIENT else "plain (a @ b)"
+    console.print(
+        f"CPU {cpu_vendor() or 'of unknown vendor'}: agents.backprop computes narrow weight gradients"
+        f" transposed, narrow input gradients {layout}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from agents import backprop
 from agents.backprop import LinearChain
 from agents.networks import mlp, squashed_sample
 from tests.test_algorithms import ACT, B, ConstantWeight, batch
@@ -106,25 +107,32 @@ def test_critic_parameters_get_no_gradient_from_the_actor_loss() -> None:
         pytest.param(lambda: [nn.Linear(4, 48), nn.ReLU(), nn.Linear(48, 40), nn.ReLU()], id="wide"),
     ],
 )
-def test_linear_chain_matches_autograd(modules) -> None:
+@pytest.mark.parametrize("transposed_input_gradient", [True, False], ids=["transposed", "plain"])
+def test_linear_chain_matches_autograd(modules, transposed_input_gradient, monkeypatch) -> None:
+    # Both layouts of the narrow input gradient, whichever this machine's CPU picks.
+    monkeypatch.setattr(backprop, "TRANSPOSE_NARROW_INPUT_GRADIENT", transposed_input_gradient)
     torch.manual_seed(1)
     layers = nn.Sequential(*modules())
     chain = LinearChain(layers)
     x = torch.randn(16, 4, requires_grad=True)
     reference = layers(x)
     g = torch.randn_like(reference)
+    g_before = g.clone()
     expected = torch.autograd.grad(reference, [x, *layers.parameters()], g)
     with torch.no_grad():
         out, tape = chain.forward(x.detach())
-        x_grad = chain.backward(tape, g, input_grad=True)
+    x_grad = chain.backward(tape, g, input_grad=True)  # with autograd on: backward turns it off itself
+    assert torch.equal(g, g_before)  # the in-place ReLU backward works on the chain's own tensors only
     torch.testing.assert_close(out, reference.detach())
     torch.testing.assert_close(chain(x.detach()), reference.detach())
-    assert x_grad is not None
+    assert x_grad is not None and not x_grad.requires_grad
     torch.testing.assert_close(x_grad, expected[0])
     assert_grads_close([p.grad for p in layers.parameters()], expected[1:])  # type: ignore[misc]
 
 
-def test_linear_chain_input_columns_are_a_slice_of_the_input_gradient() -> None:
+@pytest.mark.parametrize("transposed_input_gradient", [True, False], ids=["transposed", "plain"])
+def test_linear_chain_input_columns_are_a_slice_of_the_input_gradient(transposed_input_gradient, monkeypatch) -> None:
+    monkeypatch.setattr(backprop, "TRANSPOSE_NARROW_INPUT_GRADIENT", transposed_input_gradient)
     torch.manual_seed(2)
     chain = LinearChain(mlp([6, 40, 1]))
     with torch.no_grad():
