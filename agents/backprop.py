@@ -47,7 +47,7 @@ TRANSPOSE_NARROW_INPUT_GRADIENT = cpu_vendor() != "GenuineIntel"
 """Whether a narrow input gradient g·W (a critic's action gradient) is computed transposed too.
 
 MKL picks its kernels by CPU, and this layout's best choice follows (``benchmarks/gemm_layouts.py``):
-on the AMD EPYC the transposed product was the faster for every narrow result; on an Intel Xeon,
+on the AMD EPYC the transposed product was the faster for the narrow results measured; on an Intel Xeon,
 where the first layer's weight gradients take as long either way, the plain action gradient
 (256, 256) @ (256, 3) takes 16 µs against 60 µs transposed. Fixed per machine rather than timed
 at start-up, so that a seeded run rounds the same way every time it runs there.
