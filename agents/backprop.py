@@ -44,13 +44,14 @@ def cpu_vendor() -> str:
 
 
 TRANSPOSE_NARROW_INPUT_GRADIENT = cpu_vendor() != "GenuineIntel"
-"""Whether a narrow input gradient g·W (a critic's action gradient) is computed transposed too.
+"""Whether narrow input gradients g·W (a critic's action gradient, a narrow hidden layer's) are
+computed transposed too.
 
 MKL picks its kernels by CPU, and this layout's best choice follows (``benchmarks/gemm_layouts.py``):
-on the AMD EPYC the transposed product was the faster for the narrow results measured; on an Intel Xeon,
-where the first layer's weight gradients take as long either way, the plain action gradient
-(256, 256) @ (256, 3) takes 16 µs against 60 µs transposed. Fixed per machine rather than timed
-at start-up, so that a seeded run rounds the same way every time it runs there.
+on the AMD EPYC the transposed product was the faster for the narrow results measured; on an
+Intel Xeon, where the first layer's weight gradients take as long either way, the plain action
+gradient (256, 256) @ (256, 3) takes 16 µs against 62 µs transposed. Fixed per machine rather
+than timed at start-up, so that a seeded run rounds the same way every time it runs there.
 """
 
 ALL_COLUMNS = slice(None)
@@ -69,14 +70,9 @@ def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
     return b.t().mm(a.t()).t().contiguous()
 
 
-def _mm(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b, transposed when the result is narrow."""
-    return narrow_mm(a, b) if b.shape[1] < NARROW else a.mm(b)
-
-
-def _input_grad_mm(grad: Tensor, weight: Tensor) -> Tensor:
-    """A chain's input gradient grad @ W: as :func:`_mm` where :data:`TRANSPOSE_NARROW_INPUT_GRADIENT`, else plain."""
-    return _mm(grad, weight) if TRANSPOSE_NARROW_INPUT_GRADIENT else grad.mm(weight)
+def _mm(a: Tensor, b: Tensor, transpose_narrow: bool = True) -> Tensor:
+    """a @ b, transposed when the result is narrow (and ``transpose_narrow``)."""
+    return narrow_mm(a, b) if transpose_narrow and b.shape[1] < NARROW else a.mm(b)
 
 
 class Tape(NamedTuple):
@@ -158,11 +154,11 @@ class LinearChain:
                 weight.grad = _mm(grad.t(), x)
                 bias.grad = grad.sum(0)
             if i == 0:
-                return _input_grad_mm(grad, weight[:, input_columns]) if input_grad else None
-            grad = _mm(grad, weight)
+                return _mm(grad, weight[:, input_columns], TRANSPOSE_NARROW_INPUT_GRADIENT) if input_grad else None
+            grad = _mm(grad, weight, TRANSPOSE_NARROW_INPUT_GRADIENT)
             if self.relu_after[i - 1]:
                 # x is the previous layer's ReLU output: it passes the gradient where positive.
-                # In place: grad is this loop's own product, and writing a fresh tensor instead
-                # costs measurably more in whole updates (cold memory for every backward layer).
+                # In place: grad is this loop's own product, and a fresh output tensor per
+                # layer made whole updates measurably slower.
                 grad = torch.ops.aten.threshold_backward.grad_input(grad, x, 0.0, grad_input=grad)
         return grad
