@@ -9,6 +9,8 @@ Prints, on one torch thread:
   and their FLOPs per update;
 - TD3's and SAC's matrix products replayed alone, back to back (recorded from real updates), against the
   whole update: the floor that arithmetic sets, and what the rest of the update costs on top;
+- TD3's matrix products by shape, each replayed alone: calls and µs per update, and GFLOP/s against the
+  256×256×256 rate above (how close the products that dominate already run to it);
 - TD3 and SAC updates at batch 8 and 256: the first is what an update costs besides arithmetic;
 - one twin-critic optimiser step: fused Adam vs the per-tensor loop (torch's
   ``foreach=False``, which Stable-Baselines3 uses on CPU), as a ratio;
@@ -33,6 +35,7 @@ import numpy as np
 import torch
 from microbench import ACT, OBS, B, make_agent, random_batch, seconds_per_call
 from rich.console import Console
+from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -90,6 +93,43 @@ def products_alone(algo: str) -> tuple[float, float, float]:
             func(*args)
 
     return whole, seconds_per_call(replay, calls=10) / 2, len(recorder.calls) / 2
+
+
+def _product_label(func: Callable[..., object], args: list[object]) -> tuple[str, int]:
+    """("op A @ B", FLOPs) of one recorded product; ``ᵀ`` marks an operand read transposed."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    a, b = tensors[-2:]  # addmm's bias comes first; F.linear's comes last, after x and the weight
+    if "linear" in str(func):
+        a, b = tensors[0], tensors[1].t()
+    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+    def shape(t: torch.Tensor) -> str:
+        transposed = t.dim() == 2 and t.shape[1] > 1 and t.stride(0) == 1
+        return f"{t.shape[0]}×{t.shape[1]}{'ᵀ' if transposed else ''}"
+
+    return f"{str(func).split('.')[1]} {shape(a)} @ {shape(b)}", flops
+
+
+def products_by_shape(algo: str = "td3") -> list[tuple[str, float, float, float]]:
+    """(product, calls per update, seconds per update, FLOP/s) for each product shape of an update, each
+    replayed alone (warm): the dearest first."""
+    agent = make_agent(algo)
+    b = random_batch()
+    for _ in range(10):
+        agent.update(b)
+    with _RecordProducts() as recorder:
+        agent.update(b)
+        agent.update(b)  # TD3: one actor step in two updates
+    rows: dict[str, list[float]] = {}
+    for func, args in recorder.calls:
+        label, flops = _product_label(func, args)
+        seconds = seconds_per_call(partial(func, *args), repeats=3, calls=50)
+        row = rows.setdefault(label, [0, 0.0, 0.0])
+        row[0] += 0.5
+        row[1] += seconds / 2
+        row[2] += flops / 2
+    table = [(label, calls, seconds, flops / seconds) for label, (calls, seconds, flops) in rows.items()]
+    return sorted(table, key=lambda row: -row[2])
 
 
 def optimiser_steps() -> tuple[float, float]:
@@ -221,6 +261,12 @@ def main() -> None:
             f"{algo.upper()} update: {whole * 1e3:.2f} ms; its {count:.0f} matrix products replayed alone "
             f"{alone * 1e3:.2f} ms ({alone / whole:.0%}), everything else {(whole - alone) * 1e3:.2f} ms"
         )
+
+    table = Table("TD3 product", "calls / update", "µs / update", "GFLOP/s", "of 256³ rate")
+    for label, calls, seconds, flop_rate in products_by_shape():
+        rate_gflops = flop_rate / 1e9
+        table.add_row(label, f"{calls:g}", f"{seconds * 1e6:.1f}", f"{rate_gflops:.0f}", f"{rate_gflops / rate:.0%}")
+    console.print(table)
 
     fused, loop = optimiser_steps()
     console.print(
