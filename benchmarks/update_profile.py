@@ -124,7 +124,7 @@ def products_by_shape(algo: str = "td3") -> list[tuple[str, float, float, float]
     for func, args in recorder.calls:
         label, flops = _product_label(func, args)
         seconds = seconds_per_call(partial(func, *args), repeats=3, calls=50)
-        row = rows.setdefault(label, [0, 0.0, 0.0])
+        row = rows.setdefault(label, [0.0, 0.0, 0.0])
         row[0] += 0.5
         row[1] += seconds / 2
         row[2] += flops / 2
