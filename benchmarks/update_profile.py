@@ -63,7 +63,8 @@ def matmul_share() -> tuple[float, float, float]:
     return per_update * 1e3, share, flops / 10 / 1e9
 
 
-PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.linear.default")
+PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default")
+"""What a dispatch mode sees of matrix products: ``F.linear`` reaches it as ``t`` and ``addmm``."""
 
 
 class _RecordProducts(TorchDispatchMode):
@@ -97,15 +98,12 @@ def products_alone(algo: str) -> tuple[float, float, float]:
 
 def _product_label(func: Callable[..., object], args: list[object]) -> tuple[str, int]:
     """("op A @ B", FLOPs) of one recorded product; ``ᵀ`` marks an operand read transposed."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    a, b = tensors[-2:]  # addmm's bias comes first; F.linear's comes last, after x and the weight
-    if "linear" in str(func):
-        a, b = tensors[0], tensors[1].t()
-    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]  # addmm's bias comes first
+    flops = 2 * a.numel() * b.shape[-1]  # (…, m, k) @ (…, k, n): 2·m·k·n per matrix
 
     def shape(t: torch.Tensor) -> str:
-        transposed = t.dim() == 2 and t.shape[1] > 1 and t.stride(0) == 1
-        return f"{t.shape[0]}×{t.shape[1]}{'ᵀ' if transposed else ''}"
+        transposed = t.shape[-1] > 1 and t.stride(-2) == 1
+        return "×".join(map(str, t.shape)) + ("ᵀ" if transposed else "")
 
     return f"{str(func).split('.')[1]} {shape(a)} @ {shape(b)}", flops
 
