@@ -67,12 +67,16 @@ PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default")
 """What a dispatch mode sees of matrix products: ``F.linear`` reaches it as ``t`` and ``addmm``."""
 
 
+Products = list[tuple[Callable[..., object], list[object]]]
+"""Recorded matrix products: (operator, copies of its arguments)."""
+
+
 class _RecordProducts(TorchDispatchMode):
     """Records every matrix product an update runs, with copies of its operands."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[Callable[..., object], list[object]]] = []
+        self.calls: Products = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if str(func) in PRODUCTS:
@@ -80,11 +84,12 @@ class _RecordProducts(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def products_alone(algo: str) -> tuple[float, float, float]:
-    """(whole update, its matrix products replayed alone, products per update) in seconds and count."""
+def products_alone(algo: str) -> tuple[float, float, Products]:
+    """(whole update, its matrix products replayed alone) in seconds, and the products of two updates
+    (TD3: one actor step in two), recorded after the timing has warmed the agent up."""
     agent = make_agent(algo)
     b = random_batch()
-    whole = seconds_per_call(lambda: (agent.update(b), agent.update(b)), calls=10) / 2  # TD3: one actor step
+    whole = seconds_per_call(lambda: (agent.update(b), agent.update(b)), calls=10) / 2
     with _RecordProducts() as recorder:
         agent.update(b)
         agent.update(b)
@@ -93,7 +98,7 @@ def products_alone(algo: str) -> tuple[float, float, float]:
         for func, args in recorder.calls:
             func(*args)
 
-    return whole, seconds_per_call(replay, calls=10) / 2, len(recorder.calls) / 2
+    return whole, seconds_per_call(replay, calls=10) / 2, recorder.calls
 
 
 def _product_label(func: Callable[..., object], args: list[object]) -> tuple[str, int]:
@@ -108,18 +113,11 @@ def _product_label(func: Callable[..., object], args: list[object]) -> tuple[str
     return f"{str(func).split('.')[1]} {shape(a)} @ {shape(b)}", flops
 
 
-def products_by_shape(algo: str = "td3") -> list[tuple[str, float, float, float]]:
-    """(product, calls per update, seconds per update, FLOP/s) for each product shape of an update, each
-    replayed alone (warm): the dearest first."""
-    agent = make_agent(algo)
-    b = random_batch()
-    for _ in range(10):
-        agent.update(b)
-    with _RecordProducts() as recorder:
-        agent.update(b)
-        agent.update(b)  # TD3: one actor step in two updates
+def products_by_shape(products: Products) -> list[tuple[str, float, float, float]]:
+    """(product, calls per update, seconds per update, FLOP/s) for each shape among two updates'
+    ``products``, each replayed alone (warm): the dearest first."""
     rows: dict[str, list[float]] = {}
-    for func, args in recorder.calls:
+    for func, args in products:
         label, flops = _product_label(func, args)
         seconds = seconds_per_call(partial(func, *args), repeats=3, calls=50)
         row = rows.setdefault(label, [0.0, 0.0, 0.0])
@@ -253,15 +251,16 @@ def main() -> None:
         f"{gflop:.3f} GFLOP of matrix products per update ({gflop / rate * 1e3:.1f} ms at the rate above)"
     )
 
+    recorded: dict[str, Products] = {}
     for algo in ("td3", "sac"):
-        whole, alone, count = products_alone(algo)
+        whole, alone, recorded[algo] = products_alone(algo)
         console.print(
-            f"{algo.upper()} update: {whole * 1e3:.2f} ms; its {count:.0f} matrix products replayed alone "
-            f"{alone * 1e3:.2f} ms ({alone / whole:.0%}), everything else {(whole - alone) * 1e3:.2f} ms"
+            f"{algo.upper()} update: {whole * 1e3:.2f} ms; its {len(recorded[algo]) / 2:.0f} matrix products "
+            f"replayed alone {alone * 1e3:.2f} ms ({alone / whole:.0%}), everything else {(whole - alone) * 1e3:.2f} ms"
         )
 
     table = Table("TD3 product", "calls / update", "µs / update", "GFLOP/s", "of 256³ rate")
-    for label, calls, seconds, flop_rate in products_by_shape():
+    for label, calls, seconds, flop_rate in products_by_shape(recorded["td3"]):
         rate_gflops = flop_rate / 1e9
         table.add_row(label, f"{calls:g}", f"{seconds * 1e6:.1f}", f"{rate_gflops:.0f}", f"{rate_gflops / rate:.0%}")
     console.print(table)
