@@ -1,4 +1,4 @@
-"""AdamStep: the fused kernel called directly gives exactly what torch.optim.Adam.step() gives."""
+"""AdamStep: the fused kernel called directly gives what torch.optim.Adam.step() gives, subnormals flushed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from agents.optim import AdamStep
+from agents.optim import AdamStep, FlushSubnormals, flushing_subnormals
 
 
 def pair(weight_decay: float = 0.0) -> tuple[nn.Module, torch.optim.Adam, nn.Module, torch.optim.Adam]:
@@ -86,3 +86,61 @@ def test_adam_step_state_survives_a_checkpoint_round_trip(tmp_path) -> None:  # 
     step_both(net, opt, twin, step, range(3, 6))
     assert_same_parameters(net, twin)
     assert [float(s["step"]) for s in twin_opt.state.values()] == [6.0] * 4
+
+
+SMALLEST_SUBNORMAL = 2.0**-149
+"""The smallest positive float32: where Adam's first moment of a unit without gradient ends up."""
+
+flush_supported = pytest.mark.skipif(
+    not torch.set_flush_denormal(False), reason="this CPU has no flush-to-zero mode for torch to set"
+)
+
+
+def stuck_moment(flush_subnormals: bool) -> tuple[float, float]:
+    """(first moment before, after) one step with a zero gradient, from the smallest subnormal."""
+    _, _, net, opt = pair()
+    step = AdamStep(opt, flush_subnormals=flush_subnormals)
+    for seed in range(2):  # the first step creates the state; the second goes through the kernel
+        set_grads(net, seed)
+        step()
+    weight = net[0].weight
+    moment = opt.state[weight]["exp_avg"]
+    moment[0, 0] = SMALLEST_SUBNORMAL
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)
+    before = float(moment[0, 0])
+    step()
+    return before, float(moment[0, 0])
+
+
+def test_without_flushing_a_zero_gradient_leaves_the_first_moment_stuck_at_the_smallest_subnormal() -> None:
+    # β₁ × 2⁻¹⁴⁹ = 0.9 × 2⁻¹⁴⁹ rounds back to 2⁻¹⁴⁹: the moment never reaches zero.
+    assert stuck_moment(flush_subnormals=False) == (SMALLEST_SUBNORMAL, SMALLEST_SUBNORMAL)
+
+
+@flush_supported
+def test_flushing_turns_a_subnormal_first_moment_into_zero() -> None:
+    assert stuck_moment(flush_subnormals=True) == (SMALLEST_SUBNORMAL, 0.0)
+
+
+@flush_supported
+@pytest.mark.parametrize("caller_flushes", [False, True])
+def test_adam_step_leaves_the_callers_flush_mode_as_it_found_it(caller_flushes: bool) -> None:
+    _, _, net, opt = pair()
+    step = AdamStep(opt)
+    try:
+        torch.set_flush_denormal(caller_flushes)
+        for seed in range(3):  # the first step goes through optimizer.step(), the others through the kernel
+            set_grads(net, seed)
+            step()
+            assert flushing_subnormals() is caller_flushes
+    finally:
+        torch.set_flush_denormal(False)
+
+
+@flush_supported
+def test_flush_subnormals_restores_the_mode_when_the_body_raises() -> None:
+    with pytest.raises(RuntimeError), FlushSubnormals():
+        assert flushing_subnormals()
+        raise RuntimeError("inside")
+    assert not flushing_subnormals()
