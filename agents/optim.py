@@ -19,8 +19,8 @@ FTZ and DAZ, what ``torch.set_flush_denormal(True)`` sets), restoring the
 caller's mode after. A ReLU unit that stops firing gets zero gradients, so
 Adam's first moment of its weights decays by β₁ = 0.9 per step into the
 subnormal range and then stays there: 0.9 × 2⁻¹⁴⁹ rounds back to 2⁻¹⁴⁹, the
-smallest subnormal. After 2,000 learning steps on Hopper about a fifth of the
-actors' first moments and 7-12% of the critics' are stuck there, in
+smallest subnormal. After 2,000 learning steps on Hopper a fifth to a quarter of
+the actors' first moments and 7-12% of the critics' are stuck there, in
 Stable-Baselines3's optimisers as in ours (``benchmarks/subnormals.py``). Intel
 CPUs compute on subnormals through slow microcode assists: on the Intel Xeon
 of the benchmarks, the actors' Adam steps took six to seven times as long as

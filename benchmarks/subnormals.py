@@ -2,6 +2,7 @@
 
     python benchmarks/subnormals.py                  # TD3 and SAC on Hopper-v4, about 2 minutes
     python benchmarks/subnormals.py --algos td3 --no-sb3
+    python benchmarks/subnormals.py --algos sac --divergence symkl --no-sb3
 
 Trains each algorithm as ``throughput.py`` does (1,000 random steps, then 2,000
 learning steps, one torch thread), with :class:`agents.optim.AdamStep`'s
@@ -28,6 +29,7 @@ from rich.table import Table
 from throughput import ours_config, sb3_model
 
 from agents import Sink, Trainer, TrainStatsRecord
+from agents.corrections.divergences import DIVERGENCES
 from agents.optim import AdamStep
 
 warnings.filterwarnings("ignore")
@@ -56,9 +58,12 @@ class _Progress(Sink):
         self.progress.update(self.task, completed=record.step)
 
 
-def trained_steps(algo: str, env_id: str, start: int, steps: int) -> dict[str, AdamStep]:
-    """The agent's Adam steps (by name) after training without flushing."""
-    config = ours_config(algo, env_id, start, steps)
+def trained_steps(algo: str, env_id: str, start: int, steps: int, divergence: str | None) -> dict[str, AdamStep]:
+    """The agent's Adam steps (by name) after training without flushing (with ``acoffpoc`` given a divergence)."""
+    if divergence is None:
+        config = ours_config(algo, env_id, start, steps)
+    else:
+        config = ours_config(algo, env_id, start, steps, "acoffpoc", divergence)
     with Progress(transient=True) as progress:
         task = progress.add_task(f"training {algo.upper()} on {env_id}", total=start + steps)
         trainer = Trainer(config, _Progress(progress, task))
@@ -83,19 +88,22 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=1000, help="random start steps")
     parser.add_argument("--steps", type=int, default=2000, help="learning steps")
     parser.add_argument("--algos", default="td3,sac")
+    parser.add_argument("--divergence", choices=sorted(DIVERGENCES), help="train with acoffpoc (default: none)")
     parser.add_argument("--no-sb3", action="store_true", help="skip counting Stable-Baselines3's subnormals")
     args = parser.parse_args()
     torch.set_num_threads(1)
     console = Console()
 
-    title = f"Adam's state after {args.start:,} random and {args.steps:,} learning steps on {args.env}"
+    trained = f"{args.start:,} random and {args.steps:,} learning steps on {args.env}"
+    correction = f", acoffpoc {args.divergence}" if args.divergence else ""
+    title = f"Adam's state after {trained}{correction}"
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
     for column in ("algo", "optimiser", "params", "m", "SB3 m", "v", "step, µs", "flushed, µs", "ratio"):
         table.add_column(column, justify="left" if column in ("algo", "optimiser") else "right", no_wrap=True)
     left_after = []
     for algo in args.algos.split(","):
         sb3_shares = {} if args.no_sb3 else sb3_first_moment_shares(algo, args.env, args.start, args.steps, console)
-        for name, step in trained_steps(algo, args.env, args.start, args.steps).items():
+        for name, step in trained_steps(algo, args.env, args.start, args.steps, args.divergence).items():
             first, second = moments(step.optimizer)
             shares = subnormal_share(first), subnormal_share(second)
             plain = seconds_per_call(step, repeats=5, calls=20)  # the state stays subnormal: nothing flushes it
