@@ -1,6 +1,6 @@
 """Subnormal floats in Adam's state after real training, and what an Adam step costs with them.
 
-    python benchmarks/subnormals.py                  # TD3 and SAC on Hopper-v4, about 2 minutes
+    python benchmarks/subnormals.py                  # TD3 and SAC on Hopper-v4, about a minute
     python benchmarks/subnormals.py --algos td3 --no-sb3
     python benchmarks/subnormals.py --algos sac --divergence symkl --no-sb3
 
@@ -10,8 +10,8 @@ flushing turned off so that the state is what plain float32 arithmetic leaves.
 Then, for each optimiser, prints the share of subnormal entries in Adam's first
 and second moments, and times one step on that state and its last gradients
 without flushing (the peer) and with it, as a ratio; and the share left after
-the flushed steps. Unless ``--no-sb3``, it also counts the subnormal first moments in
-Stable-Baselines3's optimisers after the same training: plain
+the flushed steps. Unless ``--no-sb3``, it also counts the subnormal first
+moments in Stable-Baselines3's optimisers after the same training: plain
 ``torch.optim.Adam`` steps carry them along too.
 """
 
