@@ -40,6 +40,7 @@ from torch import Tensor
 _SMALLEST_SUBNORMAL = 5e-324
 """The smallest positive float64; a product with it comes out 0.0 when subnormals are flushed."""
 _ONE = 1.0
+"""A name, not a literal, so that CPython does not fold the product at compile time."""
 
 
 def flushing_subnormals() -> bool:

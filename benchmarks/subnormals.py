@@ -67,11 +67,14 @@ def trained_steps(algo: str, env_id: str, start: int, steps: int, divergence: st
     with Progress(transient=True) as progress:
         task = progress.add_task(f"training {algo.upper()} on {env_id}", total=start + steps)
         trainer = Trainer(config, _Progress(progress, task))
-        adam_steps = {name: step for name, step in vars(trainer.agent).items() if isinstance(step, AdamStep)}
+        names = {id(optimizer): name for name, optimizer in trainer.agent.optimizers().items()}
+        adam_steps = {
+            names[id(step.optimizer)]: step for step in vars(trainer.agent).values() if isinstance(step, AdamStep)
+        }
         for step in adam_steps.values():
             step.flush_subnormals = False
         trainer.run()
-    return {name.strip("_").removesuffix("_adam"): step for name, step in adam_steps.items()}
+    return adam_steps
 
 
 def sb3_first_moment_shares(algo: str, env_id: str, start: int, steps: int, console: Console) -> dict[str, float]:
