@@ -5,6 +5,12 @@ every network, optimiser and learned tensor, the RNG states (torch generator,
 numpy generator, training env), the λ histogram of the open interval, and,
 with ``checkpoint_buffer``, the replay buffer.
 
+A checkpoint also carries its owner, whatever the trainer was given as
+``owner`` (the app stamps its store's identity and the run's id): with the
+config, it says whose the file is. :func:`load` hands a :class:`CheckpointInfo`
+to the caller's ``check`` before it restores anything, so a caller refuses a
+file that is not its own (:class:`CheckpointMismatch`) at the cost of one read.
+
 Not saved: the simulator's physical state, which gymnasium cannot capture for
 every environment (Box2D). A resumed run therefore starts a fresh training
 episode at the checkpointed step; the interrupted partial episode is dropped.
@@ -15,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +34,44 @@ from agents.config import TrainConfig
 if TYPE_CHECKING:
     from agents.training import Trainer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 added ``owner``; format 1 files (no owner) still load, their owner ``None``."""
+READABLE_FORMATS = (1, 2)
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that is not the one its reader expects; the message (one line) says how."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """Who wrote a checkpoint and where it stands: what a caller checks before loading it."""
+
+    path: Path
+    owner: dict[str, Any] | None
+    """What the writing trainer was given as ``owner``; None when it had none (or format 1)."""
+    config: TrainConfig
+    step: int
+
+
+def check_config(info: CheckpointInfo, expected: TrainConfig, name: str | None = None) -> None:
+    """Raise :class:`CheckpointMismatch` unless the checkpoint's config is ``expected``, field by field.
+
+    The message names the file as ``name`` (default: its path) and the first three differences.
+    """
+    differences = info.config.resolved().differences(expected.resolved())
+    if differences:
+        first = list(differences.items())[:3]
+        shown = "; ".join(f"{field} {theirs!r}, expected {ours!r}" for field, (theirs, ours) in first)
+        more = f" and {len(differences) - 3} more" if len(differences) > 3 else ""
+        raise CheckpointMismatch(f"{name or info.path} was written with other settings ({shown}{more}): not loaded")
 
 
 def save(trainer: Trainer, path: Path, elapsed: float) -> None:
     agent = trainer.agent
     state: dict[str, Any] = {
         "format": FORMAT_VERSION,
+        "owner": trainer.owner,
         "config": trainer.config.to_dict(),
         "counters": {
             "step": trainer.step,
@@ -58,17 +97,40 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
     os.replace(tmp, path)
 
 
-def load(cls: type[Trainer], path: Path, sink: Any, should_stop: Any, total_steps: int | None) -> Trainer:
+def load(
+    cls: type[Trainer],
+    path: Path,
+    sink: Any,
+    should_stop: Any,
+    total_steps: int | None,
+    check: Callable[[CheckpointInfo], None] | None = None,
+    owner: dict[str, Any] | None = None,
+    checkpoint_path: Path | None = None,
+) -> Trainer:
+    """A trainer restored from ``path``, after ``check`` (which raises to refuse the file) saw who wrote it.
+
+    The trainer keeps the file's owner unless ``owner`` is given, and writes its own
+    checkpoints to ``checkpoint_path`` (default: ``path``).
+    """
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
         raise ValueError(f"cannot read checkpoint {path}: {error}") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+    if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
         raise ValueError(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION})")
-    config = TrainConfig.from_dict(state["config"])
+    info = CheckpointInfo(path, state.get("owner"), TrainConfig.from_dict(state["config"]), state["counters"]["step"])
+    if check is not None:
+        check(info)
+    config = info.config
     if total_steps is not None:
         config = dataclasses.replace(config, total_steps=total_steps)
-    trainer = cls(config, sink=sink, checkpoint_path=path, should_stop=should_stop)
+    trainer = cls(
+        config,
+        sink=sink,
+        checkpoint_path=checkpoint_path or path,
+        should_stop=should_stop,
+        owner=owner if owner is not None else info.owner,
+    )
     agent = trainer.agent
     for name, module in agent.modules().items():
         module.load_state_dict(state["modules"][name])

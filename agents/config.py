@@ -167,6 +167,14 @@ class TrainConfig:
         if self.algo == "ddpg" and len(self.hidden) != 2:
             raise ConfigError(f"ddpg needs exactly two hidden sizes, got {self.hidden}")
 
+    def differences(self, other: TrainConfig) -> dict[str, tuple[Any, Any]]:
+        """Fields whose values differ, in field order: name → (this config's, ``other``'s)."""
+        return {
+            f.name: (getattr(self, f.name), getattr(other, f.name))
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of the public fields."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import warnings
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import RescaleAction
@@ -9,6 +13,33 @@ from gymnasium.wrappers import RescaleAction
 
 class EnvError(ValueError):
     """The environment id is unknown or unsuitable; the message says why."""
+
+
+class MujocoWarning(UserWarning):
+    """A warning of MuJoCo's (a deprecated model attribute, an unstable simulation...)."""
+
+
+def _warn_from_mujoco(message: str) -> None:
+    try:
+        warnings.warn(message.strip(), MujocoWarning, stacklevel=2)
+    except Warning:  # an "error" filter: no exception may cross MuJoCo's C frames, so say it plainly
+        print(f"MujocoWarning: {message.strip()}", file=sys.stderr)
+
+
+def route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to Python's ``warnings`` instead of ``MUJOCO_LOG.TXT``.
+
+    MuJoCo's own handler prints each warning and appends it to ``MUJOCO_LOG.TXT`` in
+    the working folder (HalfCheetah's model triggers one at every load); a warning
+    callback replaces both. Process-wide, as MuJoCo's handler is; a callback the
+    caller installed is kept. A no-op without MuJoCo.
+    """
+    if importlib.util.find_spec("mujoco") is None:
+        return
+    import mujoco
+
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_warn_from_mujoco)
 
 
 def check_env_id(env_id: str) -> None:
@@ -22,10 +53,12 @@ def check_env_id(env_id: str) -> None:
 def make_env(env_id: str) -> gym.Env:
     """A new environment acting in [-1, 1]^d, rescaled to the env's own bounds.
 
+    MuJoCo's warnings become :class:`MujocoWarning` (see :func:`route_mujoco_warnings`).
     Raises :class:`EnvError` for an unknown id, a non-Box or unbounded action
     space, or a non-flat observation space.
     """
     check_env_id(env_id)
+    route_mujoco_warnings()
     try:
         env = gym.make(env_id)
     except Exception as error:  # a registered env whose dependencies are missing, etc.

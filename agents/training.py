@@ -11,10 +11,10 @@ Reports go to a sink (see :mod:`agents.sink`). ``should_stop`` (a callable or a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ from agents.evaluation import evaluate
 from agents.recorder import StatsAccumulator, WeightRecorder
 from agents.replay import ReplayBuffer
 from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, emit
+
+if TYPE_CHECKING:
+    from agents.checkpoint import CheckpointInfo
 
 EVAL_SEED_OFFSET = 100
 
@@ -51,10 +54,13 @@ class Trainer:
         sink: Any = None,
         checkpoint_path: str | Path | None = None,
         should_stop: Callable[[], bool] | Any = None,
+        owner: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = c = config.resolved()
         self.sink = sink
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None
+        self.owner = dict(owner) if owner is not None else None
+        """Saved in every checkpoint, for whoever loads it to check whose it is (JSON-like values)."""
         self._should_stop = getattr(should_stop, "is_set", should_stop) or (lambda: False)
         torch.set_num_threads(c.threads)
         self.device = torch.device(c.device)
@@ -219,8 +225,27 @@ class Trainer:
         sink: Any = None,
         should_stop: Callable[[], bool] | Any = None,
         total_steps: int | None = None,
+        *,
+        check: Callable[[CheckpointInfo], None] | None = None,
+        owner: Mapping[str, Any] | None = None,
+        checkpoint_path: str | Path | None = None,
     ) -> Trainer:
-        """A trainer restored from a checkpoint, continuing at its step (optionally longer)."""
+        """A trainer restored from a checkpoint, continuing at its step (optionally longer).
+
+        ``check`` sees who wrote the file and with which config before anything is
+        restored, and raises (:class:`~agents.checkpoint.CheckpointMismatch`) to refuse
+        it. The trainer keeps the file's owner unless ``owner`` is given, and checkpoints
+        to ``checkpoint_path`` (default: the file it was restored from).
+        """
         from agents.checkpoint import load
 
-        return load(cls, Path(path), sink, should_stop, total_steps)
+        return load(
+            cls,
+            Path(path),
+            sink,
+            should_stop,
+            total_steps,
+            check=check,
+            owner=dict(owner) if owner is not None else None,
+            checkpoint_path=Path(checkpoint_path) if checkpoint_path is not None else None,
+        )

@@ -37,6 +37,8 @@ from offpoc_tui.import_cmd import import_app
 from offpoc_tui.plot_cmd import plot
 from store import TERMINAL, StoreError
 from store.db import check_writable
+from store.files import RunFiles
+from store.files import check_usable as check_run_files
 from store.reader import PS_COLUMNS, list_runs, run_detail
 from store.runs import create_runs, delete_runs, get_run, pid_alive, reap_lost
 
@@ -146,6 +148,7 @@ def run(
         )
         specs = build_specs(request)
         check_writable(db)
+        check_run_files(db)
     except (UsageError, StoreError) as error:
         fail(str(error))
 
@@ -153,7 +156,16 @@ def run(
 
     store = _open(db, create=True)
     ids = create_runs(store, specs)
+    files = RunFiles.of(store, db)
+    stale = files.ensure()
     store.close()
+    if stale is not None:
+        out.print(
+            f"note: {files.display(files.root)} held another store's run files"
+            f" (a store of this name deleted or replaced): set aside as {files.display(stale)}",
+            markup=False,
+            highlight=False,
+        )
     launcher = start_launcher(db, ids, jobs)
     listed = ", ".join(str(i) for i in ids)
     out.print(

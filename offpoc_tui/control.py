@@ -7,7 +7,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue, run_dir
+from store.files import CHECKPOINT, RunFiles
+from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
 
 
 class ControlError(Exception):
@@ -42,7 +43,6 @@ def request_stop(store: Any, run_id: int) -> str | None:
 def resume(db_path: Path, store: Any, run_id: int) -> str:
     """Requeue a stopped or lost run and start a launcher for it; returns a line for the user."""
     from offpoc_tui.launcher import start_launcher
-    from offpoc_tui.worker import CHECKPOINT
 
     reap_lost(store)
     row = get_run(store, run_id)
@@ -52,10 +52,16 @@ def resume(db_path: Path, store: Any, run_id: int) -> str:
         raise ControlError(f"run {run_id} is {row['status']}; only stopped or lost runs resume")
     if row["source"]:
         raise ControlError(f"run {run_id} was imported; there is nothing to resume")
-    checkpoint = run_dir(db_path, run_id) / CHECKPOINT
+    files = RunFiles.of(store, db_path)
+    step = row["checkpoint_step"]
+    found = [d / CHECKPOINT for d in (files.run_dir(run_id), files.legacy_run_dir(run_id)) if d is not None]
     requeue(store, run_id)
     start_launcher(db_path, [run_id], 1)
-    if not checkpoint.exists():
+    if step is None:
         return f"resuming run {run_id} from the start (no checkpoint yet; steps already recorded are kept)"
-    step = row["checkpoint_step"]
-    return f"resuming run {run_id} from its checkpoint" + (f" at step {step:,}" if step is not None else "")
+    if not any(path.exists() for path in found):
+        return (
+            f"resuming run {run_id} from the start: its checkpoint (step {step:,}) is not in"
+            f" {files.display(files.run_dir(run_id))} (steps already recorded are kept)"
+        )
+    return f"resuming run {run_id} from its checkpoint at step {step:,} (the worker checks it is this run's)"

@@ -69,7 +69,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     """
     from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
     from agents.corrections import names as correction_names
-    from agents.envs import EnvError, make_env
+    from agents.envs import EnvError, MujocoWarning, make_env
 
     if request.algo not in ALGORITHMS:
         raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(ALGORITHMS)}")
@@ -110,6 +110,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                 )
         with warnings.catch_warnings():  # gymnasium's "v4 is out of date" is noise here: v4 is the paper's
             warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", MujocoWarning)  # the model's, not the user's: in the worker's log
             make_env(request.env).close()
     except (ConfigError, EnvError, TypeError) as error:
         raise UsageError(str(error)) from None

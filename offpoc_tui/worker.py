@@ -2,11 +2,12 @@
 
     python -m offpoc_tui.worker --db offpoc.db --run 7      # started by the launcher
 
-It claims the run (queued → running), trains it (from its checkpoint when one
-exists), writes through a :class:`store.writer.RunWriter`, and ends it as
-``finished``, ``stopped`` (SIGTERM or SIGINT: checkpoint first) or ``failed``
-(the exception and its traceback stored). Checkpoints and the log live in
-``offpoc-runs/<id>/``.
+It claims the run (queued → running), trains it (from its own checkpoint when
+the store records one: :mod:`offpoc_tui.checkpoints`), writes through a
+:class:`store.writer.RunWriter`, and ends it as ``finished``, ``stopped``
+(SIGTERM or SIGINT: checkpoint first) or ``failed`` (the exception and its
+traceback stored; a checkpoint that is not the run's: one line). Checkpoints and
+the log live in the store's run files, ``<store>-runs/<id>/`` (:mod:`store.files`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import sqlite3
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
@@ -34,18 +37,21 @@ from agents import (
     WeightBlock,
     WeightHistogram,
 )
+from agents.checkpoint import CheckpointMismatch
+from offpoc_tui.checkpoints import open_trainer
 from store import open_store
-from store.runs import claim, finish, get_run, run_dir
+from store.files import RunFiles
+from store.runs import claim, finish, get_run
 from store.writer import RunWriter
-
-CHECKPOINT = "checkpoint.pt"
 
 
 class StoreSink(Sink):
     """Hands a trainer's records to a run's writer."""
 
-    def __init__(self, writer: RunWriter) -> None:
+    def __init__(self, writer: RunWriter, counters: Callable[[], tuple[int, int] | None] = lambda: None) -> None:
         self.writer = writer
+        self.counters = counters
+        """The trainer's (step, updates), written at each checkpoint; None before there is a trainer."""
 
     def on_eval(self, record: EvalRecord) -> None:
         self.writer.add_eval(
@@ -69,8 +75,10 @@ class StoreSink(Sink):
     def on_checkpoint(self, record: CheckpointRecord) -> None:
         # Everything up to the checkpoint must be in the store before the checkpoint exists:
         # a resumed run only repeats what comes after it.
+        # The step goes too: the flush restarts the writer's clock, so with checkpoints less than
+        # a flush interval apart the progress would otherwise never be written.
         self.writer.add_checkpoint(record.step)
-        self.writer.flush()
+        self.writer.flush(*(self.counters() or (None, None)))
 
 
 class StoreBinding:
@@ -79,8 +87,12 @@ class StoreBinding:
     def __init__(self, writer: RunWriter, stop: threading.Event) -> None:
         self.writer = writer
         self.stop = stop
-        self.sink = StoreSink(writer)
+        self.sink = StoreSink(writer, counters=self.counters)
         self.trainer: Trainer | None = None
+
+    def counters(self) -> tuple[int, int] | None:
+        """The trainer's (step, updates), once there is a trainer."""
+        return None if self.trainer is None else (self.trainer.step, self.trainer.agent.updates)
 
     def should_stop(self) -> bool:
         """The trainer asks before every step: flush when due, then answer."""
@@ -88,11 +100,11 @@ class StoreBinding:
             self.writer.tick(self.trainer.step, self.trainer.agent.updates)
         return self.stop.is_set()
 
-    def build(self, config: TrainConfig, checkpoint: Path) -> Trainer:
-        if checkpoint.exists():
-            trainer = Trainer.resume(checkpoint, self.sink, self.should_stop, total_steps=config.total_steps)
-        else:
-            trainer = Trainer(config, self.sink, checkpoint_path=checkpoint, should_stop=self.should_stop)
+    def build(self, run: dict[str, Any], config: TrainConfig, files: RunFiles) -> Trainer:
+        """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`); says where it starts."""
+        trainer, start = open_trainer(run, config, files, self.sink, self.should_stop)
+        what = f"{config.algo} {config.env_id} {config.correction} seed {config.seed}"
+        print(f"run {run['id']}: {what}, {start}", flush=True)
         self.trainer = trainer
         return trainer
 
@@ -111,16 +123,16 @@ def run_worker(db_path: Path, run_id: int) -> int:
         run = get_run(db, run_id)
         assert run is not None
         config = TrainConfig.from_dict(json.loads(run["config"]))
-        checkpoint = run_dir(db_path, run_id) / CHECKPOINT
-        print(f"run {run_id}: {config.algo} {config.env_id} {config.correction} seed {config.seed}", flush=True)
-        trainer = binding.build(config, checkpoint)
-        if trainer.step:
-            print(f"resuming from {checkpoint} at step {trainer.step}", flush=True)
+        trainer = binding.build(run, config, RunFiles.of(db, db_path))
         result = trainer.run()
         binding.writer.flush(result.step, result.updates)
         finish(db, run_id, result.status)
         print(f"{result.status} at step {result.step} after {result.wall_time:.0f} s", flush=True)
         return 0
+    except CheckpointMismatch as error:  # not a bug: the line says all, no traceback
+        print(error, file=sys.stderr, flush=True)
+        _record_failure(db, binding, run_id, str(error), None)
+        return 1
     except Exception as error:
         text = traceback.format_exc()
         print(text, file=sys.stderr, flush=True)
@@ -128,7 +140,9 @@ def run_worker(db_path: Path, run_id: int) -> int:
         return 1
 
 
-def _record_failure(db: sqlite_utils.Database, binding: StoreBinding, run_id: int, error: str, text: str) -> None:
+def _record_failure(
+    db: sqlite_utils.Database, binding: StoreBinding, run_id: int, error: str, text: str | None
+) -> None:
     """Keep what was measured before the failure, then mark the run failed."""
     trainer = binding.trainer
     if trainer is not None:

@@ -1,8 +1,10 @@
 """Opening a store: WAL, a busy timeout, schema versions and migrations, clear errors.
 
-A store is an SQLite file whose ``meta`` table says ``app = offpoc``. Its schema
-version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` brings an older
-file up to :data:`SCHEMA_VERSION` in one transaction. Every problem with the
+A store is an SQLite file whose ``meta`` table says ``app = offpoc`` and holds
+``store_id``, a random identity given once, when the store (or its upgrade to
+schema 3) is created: run files and checkpoints carry it (see :mod:`store.files`).
+Its schema version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` brings an
+older file up to :data:`SCHEMA_VERSION` in one transaction. Every problem with the
 file (not SQLite, someone else's database, a newer offpoc) is a
 :class:`StoreError` whose message is one line.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -135,11 +137,24 @@ DROP TABLE evaluations;
 ALTER TABLE evaluations_v2 RENAME TO evaluations
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
+# The store's identity, which its run files and checkpoints carry: a copy of the file shares it,
+# a store deleted and recreated under the same name does not.
+_V3 = """
+INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms")
 """Tables holding a run's observations, keyed by (run_id, step)."""
+
+
+LEGACY_RUN_FILES = "legacy_run_files"
+"""``meta`` key of a store from before schema 3, naming the folder beside it where its runs' files were kept."""
+LEGACY_DIR = "offpoc-runs"
+OWNED_RUN_FILES_SCHEMA = 3
+"""The schema since which each store has its own run-files folder."""
 
 
 class StoreError(Exception):
@@ -186,6 +201,8 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {target}")
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('app', ?)", [APP])
+        if 0 < version < OWNED_RUN_FILES_SCHEMA:  # its runs' files are in the folder every store there shared
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", [LEGACY_RUN_FILES, LEGACY_DIR])
 
 
 def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_utils.Database:
@@ -229,6 +246,17 @@ def _check_creatable(path: Path) -> None:
         raise StoreError(f"cannot create the store {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise StoreError(f"cannot create the store {path}: directory {parent} is not writable")
+
+
+def store_id(db: sqlite_utils.Database) -> str:
+    """The store's identity (32 hex digits), shared only by copies of the file."""
+    return str(db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
+
+
+def legacy_run_files(db: sqlite_utils.Database) -> str | None:
+    """For a store from before schema 3, the shared folder beside it that held its runs' files."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [LEGACY_RUN_FILES]).fetchone()
+    return None if row is None else str(row[0])
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 import sqlite_utils
 
 from store.db import DATA_TABLES, write
+from store.files import RunFiles
 
 STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
 TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
@@ -66,11 +66,6 @@ def pid_alive(pid: int | None) -> bool:
     except (OSError, IndexError):
         return True
     return state not in ("Z", "X")
-
-
-def run_dir(db_path: str | os.PathLike[str], run_id: int) -> Path:
-    """``offpoc-runs/<id>/`` beside the store: checkpoints and the worker's log."""
-    return Path(db_path).resolve().parent / "offpoc-runs" / str(run_id)
 
 
 def create_runs(db: sqlite_utils.Database, specs: list[RunSpec]) -> list[int]:
@@ -190,11 +185,12 @@ def requeue(db: sqlite_utils.Database, run_id: int) -> None:
 
 
 def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> None:
-    """Delete runs, their observations (one transaction) and then their files."""
+    """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`)."""
+    files = RunFiles.of(db, db_path)
     with write(db):
         for run_id in run_ids:
             for table in DATA_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             db.execute("DELETE FROM runs WHERE id = ?", [run_id])
     for run_id in run_ids:
-        shutil.rmtree(run_dir(db_path, run_id), ignore_errors=True)
+        files.remove(run_id)

@@ -59,7 +59,7 @@ def test_bad_run_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, 
     result = invoke(*args, "--db", str(db))
     assert result.exit_code == 2, result.output
     assert message in one_line_error(result)
-    assert not db.exists() and not (tmp_path / "offpoc-runs").exists()
+    assert list(tmp_path.iterdir()) == []  # no store, no run files
 
 
 def test_bad_input_leaves_an_existing_store_unchanged(filled_store: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from store import open_store
 from store.reader import list_runs
+from store.runs import get_run
 
 SMALL = ["--set", "hidden=64,64", "--set", "start_steps=500", "--set", "eval_episodes=3"]
 
@@ -38,6 +39,17 @@ def offpoc(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 
 def runs(db: Path) -> dict[int, dict[str, Any]]:
     return {r["id"]: r for r in json.loads(offpoc(db, "ps", "--json", "--all").stdout)}
+
+
+def run_row(db: Path, run_id: int) -> dict[str, Any]:
+    """A run's row, read directly (milliseconds, where `offpoc ps` takes a second or more)."""
+    store = open_store(db)
+    try:
+        row = get_run(store, run_id)
+    finally:
+        store.close()
+    assert row is not None
+    return row
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = "condition") -> None:
@@ -73,8 +85,8 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     assert all(0.0 <= float(r["lambda"]) <= 1.0 for r in weights)
     run = runs(db)[1]
     assert run["status"] == "finished" and run["steps"] == 3000
-    assert (tmp_path / "offpoc-runs" / "1" / "checkpoint.pt").exists()
-    assert (tmp_path / "offpoc-runs" / "1" / "worker.log").exists()
+    assert (tmp_path / "offpoc.db-runs" / "1" / "checkpoint.pt").exists()
+    assert (tmp_path / "offpoc.db-runs" / "1" / "worker.log").exists()
 
 
 def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Path) -> None:
@@ -83,8 +95,12 @@ def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Pa
     # subprocess that can take a second or more while small networks train fast.
     offpoc(db, "run", "td3", "Hopper-v4", "--steps", "6000", "--eval-freq", "500", *SMALL,
            "--set", "checkpoint_every=1000")  # fmt: skip
-    wait_for(lambda: runs(db)[1]["steps"] >= 1700, what="step 1700")  # past the checkpoint at 1000
-    os.kill(runs(db)[1]["pid"], signal.SIGKILL)
+    # Read straight from the store: a poll through `offpoc ps` takes a second or more, long
+    # enough for a fast run to finish between seeing step 1700 and the kill.
+    wait_for(lambda: run_row(db, 1)["steps"] >= 1700, what="step 1700")  # past the checkpoint at 1000
+    row = run_row(db, 1)
+    assert row["status"] == "running", row
+    os.kill(row["pid"], signal.SIGKILL)
     wait_for(lambda: runs(db)[1]["status"] == "lost", timeout=30, what="lost")
     before = {int(r["step"]): r["return_mean"] for r in export(db, "evaluations")}
     assert max(before) >= 1500
@@ -115,7 +131,7 @@ def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_p
 
     result = offpoc(db, "stop", "1")
     assert "run 1: stopped" in result.stdout
-    checkpoint = tmp_path / "offpoc-runs" / "1" / "checkpoint.pt"
+    checkpoint = tmp_path / "offpoc.db-runs" / "1" / "checkpoint.pt"
     assert checkpoint.exists() and runs(db)[1]["status"] == "stopped"
 
     checkpoint.write_bytes(b"garbage")  # the resumed worker will raise
@@ -128,7 +144,7 @@ def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_p
     offpoc(db, "stop", "--all")
     assert runs(db)[2]["status"] == "stopped"
     offpoc(db, "rm", "1", "2", "--yes")
-    assert runs(db) == {} and not (tmp_path / "offpoc-runs" / "1").exists()
+    assert runs(db) == {} and not (tmp_path / "offpoc.db-runs" / "1").exists()
 
 
 def test_concurrent_runs_with_a_polling_reader(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ from store.codec import MAX_ERROR, contiguous_runs, decode_weights, encode_weigh
 from store.db import check_writable
 from store.export import columns, rows, write_rows
 from store.reader import list_runs, run_detail, weight_rows
-from store.runs import claim, create_runs, delete_runs, finish, reap_lost, requeue, resolve, run_dir
+from store.files import RunFiles
+from store.runs import claim, create_runs, delete_runs, finish, reap_lost, requeue, resolve
 from store.writer import RunWriter
 from tests.storefill import fill, spec
 
@@ -147,10 +148,11 @@ def test_claim_finish_reap_requeue_delete(tmp_path: Path) -> None:
     assert resolve(db, [str(a), "td3-Hopper-v4-acoffpoc"]) == [a, b]
     with pytest.raises(LookupError):
         resolve(db, ["nope"])
-    run_dir(path, a).mkdir(parents=True)
+    files = RunFiles.of(db, path)
+    files.prepare(a)
     fill(path, a)
     delete_runs(db, path, [a])
-    assert not run_dir(path, a).exists()
+    assert not files.run_dir(a).exists() and files.owned()
     assert [r["id"] for r in list_runs(db)] == [b]
     assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("evaluations", "weights"))
 

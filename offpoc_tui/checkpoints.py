@@ -1,0 +1,95 @@
+"""Which checkpoint a worker may load: its own run's, and no other.
+
+A run loads a checkpoint only when the store records one for it
+(``runs.checkpoint_step``): a fresh run, or one stopped before its first
+checkpoint, starts at step 0 whatever lies in its folder. The file must then
+prove it is the run's own: written for this store (its identity) and this run
+id, with the run's resolved config, and not past the step the store recorded (a
+store restored from an older copy would otherwise skip the records in between).
+Anything else raises :class:`~agents.checkpoint.CheckpointMismatch`, one line;
+the worker ends the run ``failed`` with it, before writing any record.
+
+Stores from before schema 3 wrote checkpoints without an owner, into a folder
+shared by every store beside them (``offpoc-runs/<id>/``). For such a store only,
+a file without an owner is taken when its config is the run's and its step is
+the one the store recorded; it then moves into the run's own folder, and the
+run's next checkpoint carries the owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from agents import TrainConfig, Trainer
+from agents.checkpoint import CheckpointInfo, CheckpointMismatch, check_config
+from store.files import CHECKPOINT, WORKER_LOG, RunFiles
+
+LEGACY_LOG = "worker-before-schema-3.log"
+"""The worker log of a store from before schema 3, moved beside the run's own log with its checkpoint."""
+
+
+def open_trainer(
+    run: dict[str, Any], config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any
+) -> tuple[Trainer, str]:
+    """The run's trainer, fresh or restored from its own checkpoint, and a line saying which."""
+    run_id = run["id"]
+    path = files.run_dir(run_id) / CHECKPOINT
+    owner = files.owner(run_id)
+    recorded = run["checkpoint_step"]
+    if recorded is None:
+        trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
+        return trainer, "from the start"
+    legacy_dir = files.legacy_run_dir(run_id)
+    legacy = legacy_dir / CHECKPOINT if legacy_dir is not None else None
+    source = path if path.exists() else legacy if legacy is not None and legacy.exists() else None
+    if source is None:
+        trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
+        missing = f"no checkpoint in {files.display(path.parent)} (the store recorded one at step {recorded:,})"
+        return trainer, f"from the start: {missing}"
+    check = functools.partial(_check_own, files=files, run_id=run_id, config=config, recorded=recorded)
+    trainer = Trainer.resume(
+        source, sink, should_stop, total_steps=config.total_steps, check=check, owner=owner, checkpoint_path=path
+    )
+    if source != path:
+        _adopt(source, path)
+    return trainer, f"from {files.display(source)} at step {trainer.step:,}"
+
+
+def _check_own(info: CheckpointInfo, files: RunFiles, run_id: int, config: TrainConfig, recorded: int) -> None:
+    name = f"checkpoint {files.display(info.path)}"
+    owner = info.owner
+    if owner is None:
+        if files.legacy_dir is None:
+            raise CheckpointMismatch(f"{name} names no store or run (not written by this store's runs): not loaded")
+        if info.step != recorded:
+            raise CheckpointMismatch(
+                f"{name} (written before run files had owners) is at step {info.step:,}, not at run {run_id}'s"
+                f" last checkpoint ({recorded:,}): another store's, not loaded"
+            )
+    elif owner.get("store_id") != files.store_id:
+        raise CheckpointMismatch(
+            f"{name} belongs to another store (id {str(owner.get('store_id'))[:8]}, this store is"
+            f" {files.store_id[:8]}): not loaded"
+        )
+    elif owner.get("run_id") != run_id:
+        raise CheckpointMismatch(f"{name} is run {owner.get('run_id')}'s, not run {run_id}'s: not loaded")
+    check_config(info, config, name=name)
+    if info.step > recorded:
+        raise CheckpointMismatch(
+            f"{name} is at step {info.step:,}, past the store's last checkpoint of the run ({recorded:,}):"
+            " was the store restored from an older copy? not loaded"
+        )
+
+
+def _adopt(legacy: Path, path: Path) -> None:
+    """Move a checkpoint (and its log) out of the shared pre-schema-3 folder into the run's own."""
+    os.replace(legacy, path)
+    log = legacy.with_name(WORKER_LOG)
+    if log.exists():
+        os.replace(log, path.with_name(LEGACY_LOG))
+    with contextlib.suppress(OSError):  # not empty: whatever else is in it stays
+        legacy.parent.rmdir()

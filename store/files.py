@@ -1,0 +1,187 @@
+"""Where a store keeps its runs' files, marked so that no other store ever uses them.
+
+A store ``exp1.db`` keeps each run's checkpoint (``checkpoint.pt``) and worker log
+(``worker.log``) in ``exp1.db-runs/<id>/``, and its launchers' log in
+``exp1.db-runs/launcher.log``. The folder is named after the store file, as SQLite
+names ``exp1.db-wal``: two stores in one folder never share one, and
+``mv exp1.db* elsewhere/`` moves a store with everything it owns.
+
+The folder holds ``store.json``, the identity of the store it belongs to
+(:func:`store.db.store_id`). Before a store writes there, :meth:`RunFiles.ensure`
+reads that mark: a folder marked by another store (this one's namesake, deleted
+and recreated, or a store file overwritten by a copy of another) is set aside as
+``exp1.db-runs.stale-<its id>``, never used and never deleted; an unmarked folder
+with files in it is not offpoc's, and the store refuses to touch it.
+
+A store from before schema 3 kept its runs' files in ``offpoc-runs/<id>/``, a folder
+every store in the directory shared: :meth:`RunFiles.legacy_run_dir` names it for
+such a store only. Nothing here can tell whose a file there is, so the worker checks
+a checkpoint found there against the run before taking it over
+(:mod:`offpoc_tui.checkpoints`), and ``offpoc rm`` leaves that folder alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from store.db import StoreError, legacy_run_files, store_id
+
+CHECKPOINT = "checkpoint.pt"
+WORKER_LOG = "worker.log"
+LAUNCHER_LOG = "launcher.log"
+MARK = "store.json"
+SUFFIX = "-runs"
+_CLAIM_TRIES = 10
+"""Rounds of :meth:`RunFiles.ensure` against other processes creating or moving the folder at once."""
+
+
+def runs_root(db_path: str | os.PathLike[str]) -> Path:
+    """The run-files folder of the store at ``db_path``: ``<store file>-runs/`` beside it."""
+    path = Path(db_path).resolve()
+    return path.with_name(path.name + SUFFIX)
+
+
+def check_usable(db_path: str | os.PathLike[str]) -> None:
+    """Raise :class:`StoreError` when the store's run-files folder is taken by something not offpoc's.
+
+    Writes nothing: the CLI checks before it records anything.
+    """
+    root = runs_root(db_path)
+    if (root / MARK).is_file() or not (root.exists() or root.is_symlink()):
+        return
+    if not root.is_dir() or any(root.iterdir()):
+        raise _taken(root, Path(db_path))
+
+
+def _taken(root: Path, store_path: Path) -> StoreError:
+    return StoreError(
+        f"{root} exists and is not offpoc's run-files folder (no {MARK} in it):"
+        f" move it away, or keep the store {store_path.name} elsewhere"
+    )
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """One store's run files: the folder beside it, and (older stores) the shared one they used to be in."""
+
+    store_path: Path
+    """The store file, resolved."""
+    store_id: str
+    legacy_dir: Path | None
+    """``offpoc-runs/`` beside a store from before schema 3; None for every other store."""
+
+    @classmethod
+    def of(cls, db: sqlite_utils.Database, db_path: str | os.PathLike[str]) -> RunFiles:
+        path = Path(db_path).resolve()
+        legacy = legacy_run_files(db)
+        return cls(path, store_id(db), path.parent / legacy if legacy else None)
+
+    @property
+    def root(self) -> Path:
+        """``<store file>-runs/`` beside the store."""
+        return runs_root(self.store_path)
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.root / LAUNCHER_LOG
+
+    def run_dir(self, run_id: int) -> Path:
+        return self.root / str(run_id)
+
+    def legacy_run_dir(self, run_id: int) -> Path | None:
+        """Where a store from before schema 3 kept this run's files; None for newer stores."""
+        return None if self.legacy_dir is None else self.legacy_dir / str(run_id)
+
+    def owner(self, run_id: int) -> dict[str, Any]:
+        """What a run's checkpoints carry to prove whose they are."""
+        return {"store_id": self.store_id, "run_id": run_id}
+
+    def display(self, path: Path) -> str:
+        """``path`` as the user finds it: relative to the store's folder when it is inside it."""
+        try:
+            return str(path.relative_to(self.store_path.parent))
+        except ValueError:
+            return str(path)
+
+    # ---- the mark --------------------------------------------------------------------
+    def mark(self) -> str | None:
+        """The store identity the folder is marked with; None when it has no readable mark."""
+        try:
+            data = json.loads((self.root / MARK).read_text())
+        except (OSError, ValueError):
+            return None
+        value = data.get("store_id") if isinstance(data, dict) else None
+        return value if isinstance(value, str) else None
+
+    def owned(self) -> bool:
+        """Whether the folder exists and is this store's."""
+        return self.mark() == self.store_id
+
+    def ensure(self) -> Path | None:
+        """Make the folder exist as this store's; where a stale folder was set aside, if one was.
+
+        Raises :class:`StoreError` when the path is taken by something that is not offpoc's.
+        """
+        set_aside = None
+        for _ in range(_CLAIM_TRIES):
+            mark = self.mark()
+            if mark == self.store_id:
+                return set_aside
+            if mark is not None:
+                set_aside = self._set_aside(mark) or set_aside
+            elif self.root.is_dir() and not any(self.root.iterdir()):
+                self.root.rmdir()  # empty: recreated below, marked
+            elif self.root.exists() or self.root.is_symlink():
+                raise _taken(self.root, self.store_path)
+            else:
+                self._create()
+        raise StoreError(f"could not claim {self.root} for the store (other processes kept changing it)")
+
+    def _create(self) -> None:
+        """The folder and its mark at once: a folder without a mark is never seen half made."""
+        tmp = self.root.with_name(f".{self.root.name}.{uuid.uuid4().hex[:12]}")
+        tmp.mkdir()
+        mark = {"store_id": self.store_id, "store": self.store_path.name}
+        (tmp / MARK).write_text(json.dumps(mark) + "\n")
+        try:
+            os.rename(tmp, self.root)
+        except OSError:  # another process made it first; ensure() reads its mark next
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _set_aside(self, mark: str) -> Path | None:
+        """Rename another store's folder out of the way; None when someone else already did."""
+        n = 1
+        while True:
+            suffix = f".stale-{mark[:8]}" + (f"-{n}" if n > 1 else "")
+            target = self.root.with_name(self.root.name + suffix)
+            n += 1
+            if target.exists():
+                continue
+            try:
+                os.rename(self.root, target)
+            except FileNotFoundError:
+                return None
+            except OSError:  # the target appeared meanwhile
+                continue
+            return target
+
+    # ---- per run ---------------------------------------------------------------------
+    def prepare(self, run_id: int) -> Path:
+        """The run's folder, created in this store's own folder."""
+        self.ensure()
+        directory = self.run_dir(run_id)
+        directory.mkdir(exist_ok=True)
+        return directory
+
+    def remove(self, run_id: int) -> None:
+        """Delete a run's folder, if the folder it is in is this store's."""
+        if self.owned():
+            shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
