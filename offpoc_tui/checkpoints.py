@@ -55,6 +55,7 @@ def open_trainer(
         source, sink, should_stop, total_steps=config.total_steps, check=check, owner=owner, checkpoint_path=path
     )
     if source != path:
+        files.prepare(run_id)
         _adopt(source, path)
     return trainer, f"from {files.display(source)} at step {trainer.step:,}"
 

@@ -250,6 +250,8 @@ def show(
     reap_lost(store)
     detail = run_detail(store, _resolve_one(store, run))
     assert detail is not None
+    if not detail["source"]:  # trained here: its checkpoint and log are in the store's run files
+        detail["files"] = str(RunFiles.of(store, db).run_dir(detail["id"]))
     if json_:
         print(json.dumps(detail, indent=1))
         return

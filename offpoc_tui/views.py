@@ -90,6 +90,8 @@ def run_view(run: dict[str, Any]) -> RenderableType:
         ("training episodes", f"{counts['episodes']:,}"),
         ("checkpoint", f"step {run['checkpoint_step']:,}" if run["checkpoint_step"] is not None else "none yet"),
     ]
+    if run.get("files"):
+        rows.append(("files", run["files"]))
     if run.get("source"):
         rows.append(("imported from", run["source"]))
     for key, value in rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +60,14 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
             writer.add_histogram(step, np.histogram(values[:, 0], bins=50, range=(0, 1))[0])
     writer.flush(steps, steps - 1000)
     db.close()
+
+
+def as_schema_2(db_path: Path) -> None:
+    """Make a store what offpoc left before schema 3: no identity (its runs' files then lived in ``offpoc-runs/``).
+
+    Schema 3 added rows to ``meta`` only, so removing them and the version is the whole difference.
+    """
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DELETE FROM meta WHERE key IN ('store_id', 'legacy_run_files')")
+        conn.execute("PRAGMA user_version = 2")
+    conn.close()

@@ -121,6 +121,7 @@ def test_show_prints_config_and_summary(filled_store: Path) -> None:
     assert "total_steps" in result.stdout and "finished" in result.stdout and "4 (steps 0–3,000)" in result.stdout
     detail = json.loads(invoke("show", "3", "--json", "--db", str(filled_store)).stdout)
     assert detail["config"]["algo"] == "sac" and detail["counts"]["weights"] == 2500
+    assert detail["files"] == str(filled_store.resolve().parent / "offpoc.db-runs" / "3")  # its checkpoint and log
 
 
 def test_show_failed_run_has_its_traceback(filled_store: Path) -> None:

@@ -5,59 +5,17 @@ About a minute in all; these are the product's main paths, so they run by defaul
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from store import open_store
 from store.reader import list_runs
-from store.runs import get_run
-
-SMALL = ["--set", "hidden=64,64", "--set", "start_steps=500", "--set", "eval_episodes=3"]
-
-
-def offpoc(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        cwd=db.parent,
-        timeout=300,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"offpoc {' '.join(args)} → {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-def runs(db: Path) -> dict[int, dict[str, Any]]:
-    return {r["id"]: r for r in json.loads(offpoc(db, "ps", "--json", "--all").stdout)}
-
-
-def run_row(db: Path, run_id: int) -> dict[str, Any]:
-    """A run's row, read directly (milliseconds, where `offpoc ps` takes a second or more)."""
-    store = open_store(db)
-    try:
-        row = get_run(store, run_id)
-    finally:
-        store.close()
-    assert row is not None
-    return row
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
+from tests.processes import SMALL, export, offpoc, run_row, runs, wait_for
 
 
 def both_running(db: Path, past_step: int) -> bool:
@@ -65,10 +23,6 @@ def both_running(db: Path, past_step: int) -> bool:
         return False
     current = runs(db)
     return len(current) == 2 and all(r["status"] == "running" and r["steps"] > past_step for r in current.values())
-
-
-def export(db: Path, table: str, *args: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(offpoc(db, "export", "--table", table, *args).stdout)))
 
 
 def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:

@@ -228,7 +228,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         )
         conn.execute("INSERT INTO evaluations VALUES (1, 1, 1000, 12.5, 321.0, 4.0, 50.0, '[321.0]', '[50]')")
     db = open_store(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert db.execute("SELECT origin FROM runs").fetchone() == (None,)
     assert db.execute("SELECT * FROM evaluations").fetchall() == [
         (1, 1, 1000, 12.5, 321.0, 4.0, 50.0, "[321.0]", "[50]")

@@ -16,8 +16,8 @@ from store import SCHEMA_VERSION, StoreError, open_store
 from store.codec import MAX_ERROR, contiguous_runs, decode_weights, encode_weights
 from store.db import check_writable
 from store.export import columns, rows, write_rows
-from store.reader import list_runs, run_detail, weight_rows
 from store.files import RunFiles
+from store.reader import list_runs, run_detail, weight_rows
 from store.runs import claim, create_runs, delete_runs, finish, reap_lost, requeue, resolve
 from store.writer import RunWriter
 from tests.storefill import fill, spec
