@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from store.db import StoreError
 from store.files import CHECKPOINT, RunFiles
 from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
 
@@ -53,6 +54,10 @@ def resume(db_path: Path, store: Any, run_id: int) -> str:
     if row["source"]:
         raise ControlError(f"run {run_id} was imported; there is nothing to resume")
     files = RunFiles.of(store, db_path)
+    try:
+        files.ensure()  # before the run is requeued: a folder that is not offpoc's stops it here
+    except StoreError as error:
+        raise ControlError(str(error)) from None
     step = row["checkpoint_step"]
     found = [d / CHECKPOINT for d in (files.run_dir(run_id), files.legacy_run_dir(run_id)) if d is not None]
     requeue(store, run_id)

@@ -7,11 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from offpoc_tui.cli import app
 from store import StoreError, open_store
 from store.db import LEGACY_DIR, legacy_run_files, store_id
 from store.files import MARK, RunFiles, check_usable, runs_root
-from store.runs import create_runs, delete_runs
+from store.runs import create_runs, delete_runs, finish
 from tests.storefill import as_schema_2, fill, spec
 
 
@@ -154,3 +156,24 @@ def test_rm_in_a_store_from_schema_2_leaves_the_shared_folder_alone(tmp_path: Pa
     delete_runs(db, path, [run_id])
     assert (shared / "checkpoint.pt").exists()
     db.close()
+
+
+@pytest.mark.parametrize("command", ["run", "resume"])
+def test_run_and_resume_refuse_a_folder_that_is_not_offpocs_with_one_line(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "x.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    finish(db, run_id, "stopped", only_from=("queued",))
+    db.close()
+    (tmp_path / "x.db-runs").mkdir()
+    (tmp_path / "x.db-runs" / "notes.txt").write_text("the user's")
+    args = ["run", "td3", "Hopper-v4"] if command == "run" else ["resume", str(run_id)]
+    result = CliRunner().invoke(app, [*args, "--db", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "is not offpoc's run-files folder" in lines[0]
+    db = open_store(path)
+    assert [(r[0], r[1]) for r in db.execute("SELECT id, status FROM runs")] == [(run_id, "stopped")]  # nothing written
+    db.close()
+    kept = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))  # SQLite's
+    assert kept == ["x.db", "x.db-runs"] and (tmp_path / "x.db-runs" / "notes.txt").exists()
