@@ -404,21 +404,37 @@ def export(
 def dashboard(
     once: Annotated[bool, typer.Option("--once", help="Print the runs and compare tables, then exit.")] = False,
     refresh: Annotated[float, typer.Option(help="Seconds between polls of the store.", min=0.1)] = 1.0,
+    last: Annotated[
+        int | None, typer.Option(help="Compare: final return over each seed's last N evaluations [default: 10].")
+    ] = None,
+    last_steps: Annotated[
+        int | None,
+        typer.Option(
+            help="Compare: final return over each seed's last N steps instead (for differing eval frequencies)."
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """The live dashboard: runs, return curves, λ histograms, baseline-vs-correction comparisons."""
+    from store.stats import LAST_EVALUATIONS, FinalWindow
+
+    if last is not None and last_steps is not None:
+        fail("--last counts evaluations and --last-steps steps: pass one of them")
+    if (last is not None and last < 1) or (last_steps is not None and last_steps < 1):
+        fail(f"--{'last' if last_steps is None else 'last-steps'} must be at least 1")
+    window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     if not db.exists():
         fail(f"no store at {db}: start runs with `offpoc run`, or pass --db")
     if once:
         from offpoc_tui.dashboard.summary import summary
 
         store = _open(db)
-        _tables_out().print(summary(store))
+        _tables_out().print(summary(store, window))
         return
     _open(db).close()  # a corrupt or foreign file fails here, with one line
     from offpoc_tui.dashboard.app import Dashboard
 
-    Dashboard(db, poll_s=refresh).run()
+    Dashboard(db, poll_s=refresh, window=window).run()
 
 
 app.add_typer(import_app, name="import")

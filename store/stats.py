@@ -13,6 +13,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -20,6 +21,9 @@ Curve = tuple[np.ndarray, np.ndarray]
 
 LAST_EVALUATIONS = 10
 """Final performance is the mean of each seed's last this-many evaluations."""
+
+BandKind = Literal["ci95", "se", "minmax", "none"]
+BAND_KINDS: tuple[BandKind, ...] = ("ci95", "se", "minmax", "none")
 
 
 def t_quantile(df: np.ndarray | float, q: float = 0.975) -> np.ndarray:
@@ -95,6 +99,25 @@ class Band:
     def half_width(self) -> np.ndarray:
         return ci95(self.matrix, axis=0)
 
+    def interval(self, kind: BandKind) -> tuple[np.ndarray, np.ndarray] | None:
+        """(T,) lower and upper edges of the band ``kind`` around the mean; NaN where fewer than two seeds.
+
+        ``ci95``: the 95% Student-t interval of the mean (the paper's); ``se``: ± one standard
+        error; ``minmax``: the lowest and highest seed; ``none``: no band (None).
+        """
+        if kind == "none":
+            return None
+        n = self.n
+        with warnings.catch_warnings():  # columns with fewer than two seeds: NaN, said above
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if kind == "minmax":
+                lower, upper = np.nanmin(self.matrix, axis=0), np.nanmax(self.matrix, axis=0)
+            else:
+                half = self.half_width if kind == "ci95" else np.nanstd(self.matrix, axis=0, ddof=1) / np.sqrt(n)
+                lower, upper = self.mean - half, self.mean + half
+        few = n < 2
+        return np.where(few, np.nan, lower), np.where(few, np.nan, upper)
+
 
 def band(curves: Sequence[Curve]) -> Band:
     """Put seeds' curves on the union of their steps (live runs may differ in length)."""
@@ -115,9 +138,42 @@ def band(curves: Sequence[Curve]) -> Band:
     return Band(steps, matrix)
 
 
-def final_returns(curves: Sequence[Curve], last: int = LAST_EVALUATIONS) -> np.ndarray:
-    """Per seed, the mean of its last ``last`` evaluations (seeds with none are left out)."""
-    return np.asarray([float(np.mean(v[-last:])) for _, v in curves if len(v)], dtype=np.float64)
+@dataclass(frozen=True)
+class FinalWindow:
+    """The evaluations that make a seed's final return: its last ``evaluations`` (the paper's
+    statistic, 10 at every 1,000 steps), or, with ``steps``, those within its last ``steps`` steps,
+    which means the same span whatever each run's evaluation frequency."""
+
+    evaluations: int = LAST_EVALUATIONS
+    steps: int | None = None
+
+    def select(self, steps: np.ndarray, values: np.ndarray) -> Curve:
+        """The part of one seed's curve the window takes."""
+        steps, values = np.asarray(steps), np.asarray(values, dtype=np.float64)
+        if self.steps is None or not len(steps):
+            return steps[-self.evaluations :], values[-self.evaluations :]
+        keep = steps > steps[-1] - self.steps
+        return steps[keep], values[keep]
+
+    def describe(self) -> str:
+        """``last 10 evaluations`` or ``last 10,000 steps``."""
+        return f"last {self.evaluations} evaluations" if self.steps is None else f"last {self.steps:,} steps"
+
+
+def final_returns(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> np.ndarray:
+    """Per seed, the mean of its final window (``last``: evaluations, or a window); seeds with none left out."""
+    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    return np.asarray([float(np.mean(window.select(s, v)[1])) for s, v in curves if len(v)], dtype=np.float64)
+
+
+def final_span(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> tuple[int, int] | None:
+    """The steps the final windows of these seeds cover, first to last; None without evaluations."""
+    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    chosen = [window.select(s, v)[0] for s, v in curves if len(v)]
+    chosen = [c for c in chosen if len(c)]
+    if not chosen:
+        return None
+    return int(min(c[0] for c in chosen)), int(max(c[-1] for c in chosen))
 
 
 def steps_to_reach(steps: np.ndarray, mean: np.ndarray, threshold: float) -> int | None:
@@ -126,16 +182,17 @@ def steps_to_reach(steps: np.ndarray, mean: np.ndarray, threshold: float) -> int
     return int(steps[hit[0]]) if len(hit) else None
 
 
-def final_performance(curves: Sequence[Curve], last: int = LAST_EVALUATIONS) -> tuple[int, float, float]:
+def final_performance(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> tuple[int, float, float]:
     """The paper's final performance of one method: (seeds, mean, ± half-width).
 
-    ``mean``: the mean over seeds of each seed's last ``last`` evaluations. ``±``: the mean,
-    over those ``last`` evaluation points, of the per-point 95% Student-t half-width across
-    seeds. Seeds are aligned from their last evaluation, so runs of equal length (every
-    finished one) give exactly the paper's figure; a seed with fewer evaluations counts
-    where it has them. NaN half-width with a single seed.
+    ``mean``: the mean over seeds of each seed's final window (its last ``last`` evaluations,
+    or a :class:`FinalWindow`). ``±``: the mean, over the window's evaluation points, of the
+    per-point 95% Student-t half-width across seeds. Seeds are aligned from their last
+    evaluation, so runs of equal length (every finished one) give exactly the paper's figure;
+    a seed with fewer evaluations counts where it has them. NaN half-width with a single seed.
     """
-    values = [np.asarray(v, dtype=np.float64)[-last:] for _, v in curves if len(v)]
+    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    values = [window.select(s, v)[1] for s, v in curves if len(v)]
     if not values:
         return 0, math.nan, math.nan
     points = max(len(v) for v in values)

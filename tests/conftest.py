@@ -13,7 +13,7 @@ import pytest
 from store import open_store
 from store.imports import import_curves, reference_curves
 from store.runs import create_runs
-from tests.storefill import FIXED_TIME, fill, fill_learning, spec
+from tests.storefill import FIXED_TIME, fill, fill_learning, fill_study, spec
 
 REFERENCE_CURVES = (
     Path(os.environ.get("OFFPOC_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "reference-curves"
@@ -80,6 +80,19 @@ def dashboard_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     )
     db.conn.commit()
     db.close()
+    yield path
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture(params=[2, 10], ids=["n=2", "n=10"])
+def study_store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The issue's HalfCheetah study with 2 or 10 seeds a method, evaluated every 5,000 steps; fixed cwd and clock."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    path = Path("offpoc.db")
+    fill_study(path, request.param)
     yield path
     monkeypatch.undo()
     time.tzset()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from store import RunSpec, open_store
+from store.runs import create_runs
 from store.writer import RunWriter
 
 
@@ -71,3 +72,31 @@ def as_schema_2(db_path: Path) -> None:
         conn.execute("DELETE FROM meta WHERE key IN ('store_id', 'legacy_run_files')")
         conn.execute("PRAGMA user_version = 2")
     conn.close()
+
+
+def fill_study(db_path: Path, seeds: int, steps: int = 100_000, every: int = 5_000) -> None:
+    """The issue's study: TD3 on HalfCheetah-v4, baseline and AC-Off-POC, ``seeds`` seeds each,
+    evaluated every ``every`` steps, returns rising from about −600 to 3,000-5,000, seeds apart by
+    hundreds; deterministic, finished, on the fixed clock."""
+    db = open_store(db_path, create=True)
+    specs = []
+    for correction in ("none", "acoffpoc"):
+        for seed in range(seeds):
+            s = spec(correction=correction, seed=seed, env="HalfCheetah-v4")
+            s.config.update(total_steps=steps, eval_freq=every)
+            specs.append(RunSpec(s.name, s.algo, s.env, s.correction, s.divergence, seed, steps, s.config))
+    ids = create_runs(db, specs)
+    rng = np.random.default_rng(7)
+    for run_id, s in zip(ids, specs, strict=True):
+        writer = RunWriter(db, run_id)
+        top = (4200.0 if s.correction == "acoffpoc" else 3300.0) + rng.normal(0, 700)
+        for step in range(0, steps + 1, every):
+            ret = -600 + (top + 600) * (1 - np.exp(-step / 30_000)) + rng.normal(0, 150)
+            writer.add_eval(step, step / 200, float(ret), 50.0, [float(ret)], [1000])
+        writer.flush(steps, steps - 5000)
+    db.execute(
+        "UPDATE runs SET status = 'finished', created = ?, started = ?, finished = ?, heartbeat = ?",
+        [FIXED_TIME, FIXED_TIME + 1, FIXED_TIME + 500, FIXED_TIME + 500],
+    )
+    db.conn.commit()
+    db.close()

@@ -147,12 +147,13 @@ def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> No
         assert str(baseline[0]) == "none" and str(correction[0]) == "acoffpoc/jsd"
         assert str(baseline[2]) == f"{np.mean(base):,.1f} ± {half:,.1f}"
         diff = 100 * (np.mean(corrected) - np.mean(base)) / abs(np.mean(base))
-        assert str(correction[3]) == f"{diff:+.1f}%"
+        assert str(baseline[3]) == str(correction[3]) == "11k–20k"  # the last 10 evaluations, every 1,000 steps
+        assert str(correction[4]) == f"{diff:+.1f}%"
         p = welch_p(corrected, base)
-        assert str(correction[4]) == ("<0.001" if p < 0.001 else f"{p:.3f}")
+        assert str(correction[5]) == ("<0.001" if p < 0.001 else f"{p:.3f}")
         await pilot.click("#compare-threshold")
         await pilot.press(*"100000", "enter")  # nobody gets there
-        await until(pilot, lambda: str(pane.query_one("#compare-table").get_row_at(0)[5]) == "–")
+        await until(pilot, lambda: str(pane.query_one("#compare-table").get_row_at(0)[6]) == "–")
 
     drive(dashboard_store, scenario)
 
@@ -175,7 +176,8 @@ def test_compare_shows_published_curves_beside_the_users_runs(dashboard_store: P
                               "ris-off-pac pub v2"]  # fmt: skip
         published = pane.table.get_row_at(3)
         assert str(published[2]) == "3,658.8 ± 354.5"  # the paper's Table 1 cell
-        assert str(published[3]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
+        assert str(published[3]) == "991k–1M"  # the paper's statistic: the last 10 of evaluations every 1,000 steps
+        assert str(published[4]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
         figure = pane.plot.figure
         assert isinstance(figure, LinesFigure) and "dotted: imported curves" in figure.title
         reference = [line for line in figure.lines if line.label and "pub" in line.label]

@@ -53,3 +53,16 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
 def test_view(dashboard_store: Path, snap_compare: Any, plot_id: str | None, keys: tuple[str, ...]) -> None:
     app = Dashboard(dashboard_store, poll_s=0.1)
     assert snap_compare(app, terminal_size=SIZE, run_before=ready(plot_id, keys))
+
+
+@pytest.mark.parametrize(
+    ("plot_id", "keys"),
+    [pytest.param("curves-plot", ("2", "g"), id="curves-grouped"), pytest.param("compare-plot", ("4",), id="compare")],
+)
+def test_study_with_few_and_many_seeds(
+    study_store: Path, snap_compare: Any, plot_id: str, keys: tuple[str, ...]
+) -> None:
+    """The issue's HalfCheetah study at 160×45: with n=2 the 95% band spans ±12.7 standard errors; the
+    y-axis still follows the means, the band is a clipped dim fill behind them, and the title says why."""
+    app = Dashboard(study_store, poll_s=0.1)
+    assert snap_compare(app, terminal_size=(160, 45), run_before=ready(plot_id, keys))

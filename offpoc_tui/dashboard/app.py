@@ -33,6 +33,7 @@ from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store
 from store.reader import list_runs
 from store.runs import reap_lost
+from store.stats import BAND_KINDS, FinalWindow
 
 POLL_S = 1.0
 REAP_EVERY_S = 10.0
@@ -57,6 +58,7 @@ class Dashboard(App[None]):
         Binding("g", "group", "Group"),
         Binding("w", "wall_time", "Steps/time"),
         Binding("m", "smoothing", "Smooth"),
+        Binding("b", "band", "Band"),
         Binding("h", "heatmap", "Heatmap", show=False),
         Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
         Binding("right_square_bracket", "interval(1)", "Later", show=False),
@@ -66,10 +68,12 @@ class Dashboard(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, db_path: Path, poll_s: float = POLL_S) -> None:
+    def __init__(self, db_path: Path, poll_s: float = POLL_S, window: FinalWindow | None = None) -> None:
         super().__init__()
         self.db_path = db_path
         self.poll_s = poll_s
+        self.window = window or FinalWindow()
+        """Compare's final statistic (``offpoc dashboard --last / --last-steps``)."""
         self.sub_title = str(db_path)
         self.runs: list[dict[str, Any]] = []
         self.shown_runs: list[dict[str, Any]] = []
@@ -97,7 +101,7 @@ class Dashboard(App[None]):
             with TabPane("3 Weights", id="weights"):
                 yield WeightsPane()
             with TabPane("4 Compare", id="compare"):
-                yield ComparePane()
+                yield ComparePane(self.window)
             with TabPane("5 Detail", id="detail"):
                 yield DetailPane()
         yield Static(id="status")
@@ -125,7 +129,7 @@ class Dashboard(App[None]):
         except StoreError as error:
             self.post_message(StoreProblem(str(error)))
             return
-        model = Model()
+        model = Model(window=self.window)
         reaped = 0.0
         while not worker.is_cancelled:
             self._wake.clear()  # a request made while this poll runs wakes the next at once
@@ -256,6 +260,7 @@ class Dashboard(App[None]):
             self.notify(str(error), severity="error")
             return
         self.filter_text = event.value.strip()
+        self.ask(filter_text=self.filter_text)
         self._close_filter()
         self._refresh_table()
 
@@ -301,6 +306,11 @@ class Dashboard(App[None]):
     def action_smoothing(self) -> None:
         index = SMOOTHING.index(self.request.smoothing) if self.request.smoothing in SMOOTHING else 0
         self.ask(smoothing=SMOOTHING[(index + 1) % len(SMOOTHING)])
+
+    def action_band(self) -> None:
+        """Cycle the band around the means: 95% t-interval, standard error, min–max, none."""
+        index = BAND_KINDS.index(self.request.band)
+        self.ask(band=BAND_KINDS[(index + 1) % len(BAND_KINDS)])
 
     def action_heatmap(self) -> None:
         self.ask(heatmap=not self.request.heatmap)

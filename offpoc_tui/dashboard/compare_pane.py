@@ -12,10 +12,14 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, versions_shown
 from offpoc_tui.dashboard.model import CompareData
-from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.dashboard.plots import FigurePlot, short
 from offpoc_tui.views import number
+from store.stats import FinalWindow
 
-HEADERS = ("method", "seeds", "final return ± 95% CI", "vs baseline", "Welch p", "steps to thr.", "config vs baseline")
+HEADERS = (
+    "method", "seeds", "final return ± 95% CI", "final over steps", "vs baseline", "Welch p", "steps to thr.",
+    "config vs baseline",
+)  # fmt: skip
 METHOD_WIDTH = 24
 """Fixed widths (the method column; the others their header's) instead of DataTable measuring the
 rows on idle, which a snapshot taken under load caught half-done; only the config column grows."""
@@ -27,10 +31,16 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-NOTE = (
-    "final: mean of the last 10 evaluations over seeds ± mean per-point 95% t half-width (the paper's)"
-    " · vs baseline, Welch p: the baseline of the same env and source"
-)
+def note(window: FinalWindow) -> str:
+    """What the table's figures are, its final window said in evaluations and shown in steps per row."""
+    return (
+        f"final: mean over seeds of each seed's {window.describe()} (the steps they span: 'final over steps')"
+        " ± mean per-point 95% t half-width · vs baseline, Welch p: the baseline of the same env and source"
+    )
+
+
+def span_text(span: tuple[int, int] | None) -> str:
+    return "–" if span is None else f"{short(span[0])}–{short(span[1])}"
 
 
 def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
@@ -41,6 +51,7 @@ def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
         Text(row_label(row.key, versions), style="" if row.key[4] == "offpoc" else "dim"),
         Text(str(row.n_seeds), justify="right"),
         Text(final, justify="right"),
+        Text(span_text(row.final_span), justify="right"),
         Text(diff, justify="right"),
         Text(p_text(row.p_value), justify="right"),
         Text(number(row.steps_to_threshold), justify="right"),
@@ -49,8 +60,9 @@ def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
 
 
 class ComparePane(Vertical):
-    def __init__(self) -> None:
+    def __init__(self, window: FinalWindow | None = None) -> None:
         super().__init__()
+        self.window = window or FinalWindow()
         self.keys: list[tuple[str, str]] = []
         """The (algo, env) pairs offered, as last set."""
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
@@ -90,4 +102,4 @@ class ComparePane(Vertical):
         for row in data.rows:
             table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
-        self.note.update(f"{NOTE} · {threshold}")
+        self.note.update(f"{note(self.window)} · {threshold}")

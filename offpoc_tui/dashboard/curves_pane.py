@@ -1,4 +1,4 @@
-"""Curves: evaluation return against steps or wall time, per run or per group with a 95% band."""
+"""Curves: evaluation return against steps or wall time, per run or per group with a band around the mean."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from offpoc_tui.dashboard.model import CurvesData, Request
+from offpoc_tui.dashboard.model import BAND_LABELS, CurvesData, Request
 from offpoc_tui.dashboard.plots import FigurePlot
 
 
@@ -27,6 +27,7 @@ class CurvesPane(Vertical):
             f"[b]showing[/] {subject} · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
             f" · [b]w[/] x axis: {'wall time' if request.wall_time else 'steps'}"
             f" · [b]m[/] smoothing: {f'{request.smoothing} evaluations' if request.smoothing > 1 else 'off'}"
+            f" · [b]b[/] {BAND_LABELS[request.band]}{'' if request.grouped else ' (when grouped)'}"
         )
 
     def show(self, data: CurvesData) -> None:

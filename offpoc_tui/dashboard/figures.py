@@ -40,6 +40,16 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Area:
+    """A band between ``lower`` and ``upper`` over ``x``, drawn as a dim fill behind the lines."""
+
+    x: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    colour: RGB
+
+
+@dataclass(frozen=True)
 class LinesFigure:
     title: str
     xlabel: str
@@ -47,6 +57,22 @@ class LinesFigure:
     lines: list[Line] = field(default_factory=list)
     hlines: list[tuple[float, RGB]] = field(default_factory=list)
     """Horizontal reference lines (a threshold)."""
+    areas: list[Area] = field(default_factory=list)
+    """Bands, drawn first: clipped to ``ylim``, they never set the scale."""
+    ylim: tuple[float, float] | None = None
+    """The y range; None lets the plot fit everything drawn."""
+
+
+def y_range(lines: list[Line], margin: float = 0.05) -> tuple[float, float] | None:
+    """What the lines span (NaNs ignored), with a margin: a plot's scale follows what it is about."""
+    values = [np.asarray(line.y, dtype=np.float64) for line in lines]
+    values = [v[np.isfinite(v)] for v in values]
+    values = [v for v in values if v.size]
+    if not values:
+        return None
+    lo, hi = min(float(v.min()) for v in values), max(float(v.max()) for v in values)
+    pad = (hi - lo) * margin if hi > lo else max(abs(hi), 1.0) * margin
+    return lo - pad, hi + pad
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from store.stats import LAST_EVALUATIONS, Band, band, final_performance, final_returns, steps_to_reach, welch_p
+from store.stats import (
+    LAST_EVALUATIONS,
+    Band,
+    FinalWindow,
+    band,
+    final_performance,
+    final_returns,
+    final_span,
+    steps_to_reach,
+    welch_p,
+)
 from store.summary import env_version, series_order, source_of
 
 GroupKey = tuple[str, str, str, str | None, str]
@@ -90,6 +100,8 @@ class CompareRow:
     """Config entries that differ from the baseline's (beyond the correction itself)."""
     curve: Band
     """The seeds' returns on a common step grid: the mean curve and its band."""
+    final_span: tuple[int, int] | None = None
+    """The steps the final statistic covers, first to last, over the seeds."""
 
 
 def config_diff(config: dict[str, Any], baseline: dict[str, Any]) -> str:
@@ -102,7 +114,7 @@ def compare(
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
     configs: dict[int, dict[str, Any]],
     threshold: float | None = None,
-    last: int = LAST_EVALUATIONS,
+    last: int | FinalWindow = LAST_EVALUATIONS,
 ) -> tuple[list[CompareRow], float | None]:
     """Runs trained here first, then imported ones; in each, baseline first, then every correction.
 
@@ -141,6 +153,7 @@ def compare(
                 steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
                 config_diff="" if key == base else config_diff(configs.get(groups[key][0]["id"], {}), base_config),
                 curve=curve,
+                final_span=final_span(seeds[key], last),
             )
         )
     return rows, threshold

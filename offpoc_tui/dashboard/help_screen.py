@@ -22,7 +22,8 @@ HELP = """\
 | `s` / click a header | sort by the cursor's column; again to reverse |
 | `enter` | the run's detail: config, losses, Q, α, SPS, error |
 | `x` / `r` | stop (checkpoint, resumable) / resume the selected runs, or the cursor's |
-| `g` | group runs by algo, env, correction, divergence: mean over seeds, 95% CI |
+| `g` | group runs by algo, env, correction, divergence: mean over seeds with a band |
+| `b` | the band (Curves grouped, Compare): 95% t-interval, ±1 standard error, min–max, none |
 | `w` | x axis: environment steps or wall time |
 | `m` | smoothing: none, 5 or 10 evaluations |
 | `h` | λ over training: quantile lines or heatmap |

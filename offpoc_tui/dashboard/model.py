@@ -15,6 +15,7 @@ import sqlite_utils
 
 from offpoc_tui.dashboard.caches import EvalCache, RunCurve, WeightCache
 from offpoc_tui.dashboard.figures import (
+    Area,
     BarsFigure,
     Figure,
     Line,
@@ -23,6 +24,7 @@ from offpoc_tui.dashboard.figures import (
     colour,
     empty,
     faint,
+    y_range,
 )
 from offpoc_tui.dashboard.groups import (
     CompareRow,
@@ -36,10 +38,19 @@ from offpoc_tui.dashboard.groups import (
     versions_shown,
 )
 from store.reader import configs, histograms, run_detail, train_points
-from store.stats import band, smooth
+from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.summary import env_family
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
+BAND_LABELS: dict[BandKind, str] = {
+    "ci95": "band 95% t-interval",
+    "se": "band ±1 standard error",
+    "minmax": "band min–max over seeds",
+    "none": "no band, seeds faint behind",
+}
+SMALL_N = 3
+"""At most this many seeds, a 95% t-interval spans so many standard errors (12.7 at n = 2, 4.3 at
+n = 3) that the figure says so and points to the other bands."""
 MAX_RAW_LINES = 40
 """Beyond this many runs, curves are drawn as group means only."""
 SMOOTHING = (1, 5, 10)
@@ -61,6 +72,10 @@ class Request:
     """Histogram interval: an index into the subject's intervals (−1: the latest)."""
     compare_key: tuple[str, str] | None = None
     threshold: float | None = None
+    band: BandKind = "ci95"
+    """The band around each group's mean curve (Curves grouped, Compare); ``b`` cycles."""
+    filter_text: str = ""
+    """The runs table's filter, for views to say why they show nothing."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ class DetailData:
 
 @dataclass
 class Model:
+    window: FinalWindow = field(default_factory=FinalWindow)
+    """Compare's final statistic."""
     evals: EvalCache = field(default_factory=EvalCache)
     weights: WeightCache = field(default_factory=WeightCache)
     last: tuple[Any, ...] | None = None
@@ -128,20 +145,29 @@ class Model:
         if request.view == "curves":
             return CurvesData(curves_figure(members, curves, request))
         if request.view == "compare":
-            return compare_data(db, members, curves, key, request.threshold)
+            return compare_data(db, members, curves, key, request.threshold, request.band, self.window)
         if request.view == "weights":
-            return self.weights_data(db, members, cursor, request)
-        return detail_data(db, cursor)
+            return self.weights_data(db, runs, members, cursor, request)
+        return detail_data(db, cursor, request)
 
     # ---- weights --------------------------------------------------------------------------
     def weights_data(
-        self, db: sqlite_utils.Database, members: list[dict[str, Any]], cursor: dict[str, Any] | None, request: Request
+        self,
+        db: sqlite_utils.Database,
+        runs: list[dict[str, Any]],
+        members: list[dict[str, Any]],
+        cursor: dict[str, Any] | None,
+        request: Request,
     ) -> WeightsData:
         if cursor is None:
-            nothing = empty("λ", "no run under the cursor")
+            nothing = empty("λ", no_runs(request) if not runs or request.filter_text else "no run under the cursor")
             return WeightsData(nothing, nothing)
         subject = group_label(group_key(cursor), len(members)) if request.grouped else f"run {cursor['id']}"
         hists = histograms(db, [r["id"] for r in members])
+        why = None if hists else no_weights(cursor, runs)
+        if why is not None:
+            nothing = empty(f"λ, {subject}", why)
+            return WeightsData(nothing, nothing)
         return WeightsData(
             histogram=histogram_figure(subject, hists, request.interval),
             training=(
@@ -166,9 +192,16 @@ class Model:
 
 
 # ---- curves -------------------------------------------------------------------------------------
+def no_runs(request: Request) -> str:
+    """Why a view has no run to show, and the key that changes it."""
+    if request.filter_text:
+        return f"the filter '{request.filter_text}' matches no run (/ changes it; an empty filter shows all)"
+    return "no runs in this store yet (start some with `offpoc run`)"
+
+
 def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request) -> Figure:
     if not runs:
-        return empty("Evaluation return", "no runs (select some with space, or clear the filter)")
+        return empty("Evaluation return", no_runs(request))
 
     def series(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, wall time in hours, smoothed returns) of a run that is drawn (wall time: only when shown)."""
@@ -192,25 +225,66 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
             lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
             title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
-        return LinesFigure(title, xlabel, "return", lines)
+        return LinesFigure(title, xlabel, "return", lines, ylim=y_range(lines))
+    raw: list[Line] = []
+    means: list[Line] = []
+    areas: list[Area] = []
+    seed_counts = []
     for i, (key, members) in enumerate(group_runs(runs).items()):
         seeds = [series(r) for r in members if curves[r["id"]].size]
-        if len(runs) <= MAX_RAW_LINES:  # raw curves, faint, behind the mean
-            lines.extend(Line(seed[x_of], seed[2], faint(colour(i), 0.25)) for seed in seeds)
+        if request.band == "none" and len(runs) <= MAX_RAW_LINES:  # no band: the seeds, faint, behind the mean
+            raw.extend(Line(seed[x_of], seed[2], faint(colour(i), RAW_STRENGTH)) for seed in seeds)
         grid = band([(steps, returns) for steps, _, returns in seeds])
         x = grid.steps.astype(np.float64)
         if request.wall_time:  # the seeds' mean wall time at each step
             x = band([(steps, wall) for steps, wall, _ in seeds]).mean
-        lines.extend(band_lines(x, grid.mean, grid.half_width, i, group_label(key, len(members))))
-    return LinesFigure(title + "; mean over seeds, 95% CI band", xlabel, "return", lines)
+        area = band_area(x, grid.interval(request.band), i)
+        areas.extend([area] if area is not None else [])
+        means.append(Line(x, grid.mean, colour(i), group_label(key, len(members))))
+        seed_counts.append(len(seeds))
+    title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
+    return LinesFigure(title, xlabel, "return", raw + means, areas=areas, ylim=y_range(raw + means))
 
 
-def band_lines(x: np.ndarray, mean: np.ndarray, half: np.ndarray, index: int, label: str) -> list[Line]:
-    """A mean line with its 95% band drawn as two faint lines (where two or more seeds exist)."""
-    ok = ~np.isnan(half)
-    edge = faint(colour(index), 0.55)
-    lower, upper = Line(x[ok], (mean - half)[ok], edge), Line(x[ok], (mean + half)[ok], edge)
-    return [lower, upper, Line(x, mean, colour(index), label)]
+AREA_STRENGTH = 0.45
+"""How bright a band's fill is against its mean's colour."""
+RAW_STRENGTH = 0.45
+"""How bright a seed's own curve is, drawn behind its group's mean."""
+
+
+def band_area(x: np.ndarray, edges: tuple[np.ndarray, np.ndarray] | None, index: int) -> Area | None:
+    """A group's band as a dim area (where two or more seeds exist); None for no band."""
+    if edges is None or not np.isfinite(edges[0]).any():
+        return None
+    return Area(x, edges[0], edges[1], faint(colour(index), AREA_STRENGTH))
+
+
+def small_n_note(kind: BandKind, seed_counts: list[int]) -> str:
+    """What a reader must know about the band at these seed counts, with the key that changes it."""
+    counted = [n for n in seed_counts if n]
+    if not counted or kind == "none":
+        return ""
+    fewest = min(counted)
+    if fewest < 2:
+        return " (n=1: no band)"
+    if kind == "ci95" and fewest <= SMALL_N:
+        return f" (n={fewest}: ±{float(t_quantile(fewest - 1)):.1f} s.e.; b: other bands)"
+    return ""
+
+
+def no_weights(run: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
+    """Why a run can have no λ at all (None when it can), and which runs have some."""
+    if run["source"]:
+        why = f"run {run['id']} was imported ({run['source']}): curves only, no λ"
+    elif run["correction"] == "none":
+        why = f"run {run['id']} has no correction (none): no λ"
+    else:
+        return None
+    others = [r["id"] for r in runs if r["correction"] != "none" and not r["source"]]
+    if not others:
+        return f"{why}; no run in this store has a correction"
+    shown = ", ".join(map(str, others[:8])) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    return f"{why}; runs with λ: {shown} (move the cursor to one)"
 
 
 def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int) -> Figure:
@@ -269,12 +343,17 @@ def subjects(runs: list[dict[str, Any]], cursor: dict[str, Any], request: Reques
 
 
 def compare_rows(
-    db: sqlite_utils.Database, members: list[dict[str, Any]], curves: dict[int, RunCurve], threshold: float | None
+    db: sqlite_utils.Database,
+    members: list[dict[str, Any]],
+    curves: dict[int, RunCurve],
+    threshold: float | None,
+    window: FinalWindow | None = None,
 ) -> tuple[list[CompareRow], float | None]:
     """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
     groups = group_runs(members)
     returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}  # (steps, returns)
-    return compare(groups, returns, configs(db, [g[0]["id"] for g in groups.values()]), threshold)
+    found = configs(db, [g[0]["id"] for g in groups.values()])
+    return compare(groups, returns, found, threshold, window or FinalWindow())
 
 
 def compare_data(
@@ -283,40 +362,47 @@ def compare_data(
     curves: dict[int, RunCurve],
     key: tuple[str, str] | None,
     threshold: float | None,
+    kind: BandKind = "ci95",
+    window: FinalWindow | None = None,
 ) -> CompareData:
     if key is None:
-        return CompareData(None, empty("Compare", "no runs"), [], None)
-    rows, threshold = compare_rows(db, members, curves, threshold)
-    return CompareData(key, compare_figure(key, rows, threshold), rows, threshold)
+        return CompareData(None, empty("Compare", "no runs in this store yet (start some with `offpoc run`)"), [], None)
+    rows, threshold = compare_rows(db, members, curves, threshold, window)
+    return CompareData(key, compare_figure(key, rows, threshold, kind), rows, threshold)
 
 
-def compare_figure(key: tuple[str, str], rows: list[CompareRow], threshold: float | None) -> Figure:
+def compare_figure(
+    key: tuple[str, str], rows: list[CompareRow], threshold: float | None, kind: BandKind = "ci95"
+) -> Figure:
     """Runs trained here as mean and band; imported curves as plain reference lines, cut to the
     steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve)."""
     own = [row for row in rows if row.key[4] == "offpoc"]
     reach = max((float(row.curve.steps[-1]) for row in own if len(row.curve.steps)), default=math.inf)
     versions = versions_shown(rows)
-    lines = []
+    lines, areas = [], []
     for i, row in enumerate(rows):
         x = row.curve.steps.astype(np.float64)
         label = f"{row_label(row.key, versions)} (n={row.n_seeds})"
         if row.key[4] == "offpoc":
-            lines.extend(band_lines(x, row.curve.mean, row.curve.half_width, i, label))
+            area = band_area(x, row.curve.interval(kind), i)
+            areas.extend([area] if area is not None else [])
+            lines.append(Line(x, row.curve.mean, colour(i), label))
         else:
             shown = x <= reach
             lines.append(Line(x[shown], row.curve.mean[shown], faint(colour(i), 0.8), label, marker="dot"))
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
-    title = f"{key[0]} on {task_name(key[1], rows)}: mean over seeds, 95% CI band"
+    title = f"{key[0]} on {task_name(key[1], rows)}, mean over seeds · {BAND_LABELS[kind]}"
+    title += small_n_note(kind, [row.n_seeds for row in own])
     title += ", grey: threshold" if hlines else ""
     if len(own) < len(rows):
         title += "; dotted: imported curves"
-    return LinesFigure(title, "environment steps", "return", lines, hlines)
+    return LinesFigure(title, "environment steps", "return", lines, hlines, areas=areas, ylim=y_range(lines))
 
 
 # ---- run detail -------------------------------------------------------------------------------
-def detail_data(db: sqlite_utils.Database, run: dict[str, Any] | None) -> DetailData:
+def detail_data(db: sqlite_utils.Database, run: dict[str, Any] | None, request: Request) -> DetailData:
     if run is None:
-        nothing = empty("Run", "no run under the cursor")
+        nothing = empty("Run", no_runs(request) if request.filter_text else "no run under the cursor")
         return DetailData(None, nothing, nothing, nothing)
     full = run_detail(db, run["id"])
     points = train_points(db, run["id"])

@@ -13,7 +13,7 @@ from textual.app import RenderResult
 from textual.worker import get_current_worker
 from textual_plotext import Plot, PlotextPlot
 
-from offpoc_tui.dashboard.figures import BarsFigure, Figure, LinesFigure, MatrixFigure, empty
+from offpoc_tui.dashboard.figures import Area, BarsFigure, Figure, LinesFigure, MatrixFigure, empty
 
 POINTS_PER_COLUMN = 1
 """Points kept per terminal column when thinning a series (plotext's build time grows with them)."""
@@ -29,11 +29,11 @@ def _thin(x: np.ndarray, y: np.ndarray, limit: int) -> tuple[list[float], list[f
 
 
 def short(value: float) -> str:
-    """A tick label: 250k, 1.5M, 0.25."""
+    """A tick label: 250k, 1.5M, 5k, 0.25 (never 5e+03)."""
     magnitude = abs(value)
     if magnitude >= 1e6:
         return f"{value / 1e6:.3g}M"
-    if magnitude >= 1e4:
+    if magnitude >= 1e3:
         return f"{value / 1e3:.3g}k"
     return f"{value:.3g}"
 
@@ -51,21 +51,72 @@ def _resample(cells: np.ndarray, rows: int, columns: int) -> np.ndarray:
     return cells[np.ix_(r, c)]
 
 
+AREA_MARKER = "░"
+"""A band's fill: a light shade in a dim colour, plainly not a line."""
+
+
+def _x_span(figure: LinesFigure) -> tuple[float, float] | None:
+    xs = [np.asarray(line.x, dtype=np.float64) for line in figure.lines] + [a.x for a in figure.areas]
+    xs = [x[np.isfinite(x)] for x in xs]
+    xs = [x for x in xs if x.size]
+    if not xs:
+        return None
+    return min(float(x.min()) for x in xs), max(float(x.max()) for x in xs)
+
+
+def _area_size(area: Area) -> float:
+    widths = np.asarray(area.upper) - np.asarray(area.lower)
+    return float(np.nanmean(widths)) if np.isfinite(widths).any() else 0.0
+
+
+def _fill(
+    area: Area, span: tuple[float, float], ylim: tuple[float, float], columns: int, rows: int
+) -> tuple[list[float], list[float]]:
+    """Points filling ``area`` a character cell apart, clipped to ``ylim``: a scatter draws them as a band."""
+    ok = np.isfinite(area.lower) & np.isfinite(area.upper)
+    x, lower, upper = np.asarray(area.x, dtype=np.float64)[ok], area.lower[ok], area.upper[ok]
+    if len(x) < 2 or span[1] <= span[0]:
+        return [], []
+    count = max(2, round(columns * (x[-1] - x[0]) / (span[1] - span[0])))
+    grid = np.linspace(x[0], x[-1], count)
+    lo = np.clip(np.interp(grid, x, lower), *ylim)
+    hi = np.clip(np.interp(grid, x, upper), *ylim)
+    step = (ylim[1] - ylim[0]) / max(rows, 1)
+    px: list[float] = []
+    py: list[float] = []
+    for column, bottom, top in zip(grid.tolist(), lo.tolist(), hi.tolist()):
+        levels = np.arange(bottom, top + step / 2, step).tolist() if top > bottom else [bottom]
+        px.extend([column] * len(levels))
+        py.extend(levels)
+    return px, py
+
+
 def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
     """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells."""
-    plt.title(figure.title)
+    title = figure.title  # plotext drops a title wider than the plot: cut it instead
+    plt.title(title if len(title) <= width - 5 else title[: max(width - 6, 1)] + "…")
     limit = max(width, 10) * POINTS_PER_COLUMN
     if isinstance(figure, LinesFigure):
         plt.xlabel(figure.xlabel)
         plt.ylabel(figure.ylabel)
-        lo, hi = np.inf, -np.inf
+        span = _x_span(figure)
+        if figure.ylim is not None:
+            plt.ylim(*figure.ylim)
+            if span is not None:
+                # Behind everything (later series paint over it), the widest first: a narrow band
+                # stays visible on top of a wide one. Twice as many points as cells leave no gaps.
+                for area in sorted(figure.areas, key=_area_size, reverse=True):
+                    x, y = _fill(area, span, figure.ylim, 2 * width, 2 * height)
+                    if x:
+                        plt.scatter(x, y, color=area.colour, marker=AREA_MARKER)
         for line in figure.lines:
             x, y = _thin(np.asarray(line.x, dtype=np.float64), np.asarray(line.y, dtype=np.float64), limit)
             if x:
+                if figure.ylim is not None:  # raw seeds beyond the means' range stop at its edge
+                    y = np.clip(y, *figure.ylim).tolist()
                 plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
-                lo, hi = min(lo, x[0], x[-1]), max(hi, x[0], x[-1])
-        if lo <= hi:
-            plt.xticks(*ticks(lo, hi))
+        if span is not None:
+            plt.xticks(*ticks(*span))
         for level, rgb in figure.hlines:
             plt.horizontal_line(level, color=rgb)
     elif isinstance(figure, BarsFigure):
@@ -109,6 +160,10 @@ class FigurePlot(PlotextPlot):
     @work(thread=True, exclusive=True, group="plot")
     def _build_in_thread(self, figure: Figure, width: int, height: int, theme: str) -> None:
         plt = Plot()
+        # plotext caps a figure at the size of the terminal it detects, 80×24 when its stdout is
+        # not one (tests, snapshots, a pipe): the widget, not the terminal, sets the size here.
+        # There is no public per-figure switch (plotext.limit_size acts on plotext's own figure).
+        plt._limit_size(False, False)
         plt.plotsize(width, height)
         plt.theme(theme)
         draw(plt, figure, width, height)

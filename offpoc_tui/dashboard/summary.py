@@ -10,11 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from offpoc_tui.dashboard.caches import EvalCache
-from offpoc_tui.dashboard.compare_pane import HEADERS, NOTE, row_cells
+from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells
 from offpoc_tui.dashboard.groups import task_name, versions_shown
 from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
+from store.stats import FinalWindow
 
 
 def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None) -> Table:
@@ -29,7 +30,9 @@ def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None)
     return table
 
 
-def summary(db: sqlite_utils.Database) -> RenderableType:
+def summary(db: sqlite_utils.Database, window: FinalWindow | None = None) -> RenderableType:
+    """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's)."""
+    window = window or FinalWindow()
     runs = list_runs(db)
     if not runs:
         return Text("no runs in this store yet: start some with `offpoc run`")
@@ -37,7 +40,7 @@ def summary(db: sqlite_utils.Database) -> RenderableType:
     evals = EvalCache()
     for key in compare_keys(runs):
         members = compare_members(runs, key)
-        rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None)
+        rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None, window)
         parts += [compare_table(*key, rows, threshold), Text("")]
-    parts.append(Text(f"{NOTE}; threshold: the first baseline's final return", style="dim"))
+    parts.append(Text(f"{note(window)}; threshold: the first baseline's final return", style="dim"))
     return Group(*parts)
