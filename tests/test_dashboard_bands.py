@@ -127,7 +127,11 @@ def test_an_imported_run_says_it_has_no_weights(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     db = open_store(path, create=True)
     (run_id,) = create_runs(db, [spec()])
-    db.execute("UPDATE runs SET source = 'published', status = 'finished' WHERE id = ?", [run_id])
+    db.execute(  # as `offpoc import reference` records one of the published curves
+        "UPDATE runs SET source = '/data/Learning Curves/TD3/Hopper-v2/TD3_Hopper-v2_0.npy',"
+        " origin = 'reference:TD3/Hopper-v2/TD3_Hopper-v2_0.npy', status = 'finished' WHERE id = ?",
+        [run_id],
+    )
     db.conn.commit()
     db.close()
 

@@ -32,10 +32,10 @@ def p_text(p: float | None) -> str:
 
 
 def note(window: FinalWindow) -> str:
-    """What the table's figures are, its final window said in evaluations and shown in steps per row."""
+    """What the table's figures are (the steps each row's final window spans are its 'final over steps')."""
     return (
-        f"final: mean over seeds of each seed's {window.describe()} (the steps they span: 'final over steps')"
-        " ± mean per-point 95% t half-width · vs baseline, Welch p: the baseline of the same env and source"
+        f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width"
+        " · vs baseline, Welch p: the baseline of the same env and source"
     )
 
 

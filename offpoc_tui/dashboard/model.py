@@ -15,6 +15,7 @@ import sqlite_utils
 
 from offpoc_tui.dashboard.caches import EvalCache, RunCurve, WeightCache
 from offpoc_tui.dashboard.figures import (
+    PALETTE,
     Area,
     BarsFigure,
     Figure,
@@ -39,7 +40,7 @@ from offpoc_tui.dashboard.groups import (
 )
 from store.reader import configs, histograms, run_detail, train_points
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
-from store.summary import env_family
+from store.summary import env_family, source_of
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
 BAND_LABELS: dict[BandKind, str] = {
@@ -243,6 +244,8 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
         means.append(Line(x, grid.mean, colour(i), group_label(key, len(members))))
         seed_counts.append(len(seeds))
     title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
+    if len(means) > len(PALETTE):  # colours repeat and the legend no longer fits
+        title += f"; {len(means)} groups (/ filters)"
     return LinesFigure(title, xlabel, "return", raw + means, areas=areas, ylim=y_range(raw + means))
 
 
@@ -275,7 +278,7 @@ def small_n_note(kind: BandKind, seed_counts: list[int]) -> str:
 def no_weights(run: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
     """Why a run can have no λ at all (None when it can), and which runs have some."""
     if run["source"]:
-        why = f"run {run['id']} was imported ({run['source']}): curves only, no λ"
+        why = f"run {run['id']} was imported ({source_of(run)}): curves only, no λ"
     elif run["correction"] == "none":
         why = f"run {run['id']} has no correction (none): no λ"
     else:
@@ -391,8 +394,9 @@ def compare_figure(
             shown = x <= reach
             lines.append(Line(x[shown], row.curve.mean[shown], faint(colour(i), 0.8), label, marker="dot"))
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
-    title = f"{key[0]} on {task_name(key[1], rows)}, mean over seeds · {BAND_LABELS[kind]}"
-    title += small_n_note(kind, [row.n_seeds for row in own])
+    title = f"{key[0]} on {task_name(key[1], rows)}, mean over seeds"
+    if own:  # imported curves are drawn without a band
+        title += f" · {BAND_LABELS[kind]}{small_n_note(kind, [row.n_seeds for row in own])}"
     title += ", grey: threshold" if hlines else ""
     if len(own) < len(rows):
         title += "; dotted: imported curves"

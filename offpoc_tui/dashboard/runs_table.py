@@ -17,8 +17,9 @@ COLUMNS = (
     ("sps", "SPS (steps/s)", "right"), ("eta", "ETA", "right"), ("last_return", "last return", "right"),
     ("best_return", "best return", "right"), ("mean_lambda", "λ̄ (last 1k updates)", "right"),
 )  # fmt: skip
-WIDTHS = {"status": 8, "eta": 12, "progress": 8}
-"""Columns whose values grow after the first rows (queued → running, – → 1 h 05 min)."""
+WIDTHS = {"status": 8, "eta": 12, "progress": 8, "name": 20}
+"""Columns whose values grow after the first rows (queued → running, – → 1 h 05 min), and the name,
+cut at 20 (a default name repeats algo, env and correction) so that 80 columns still show them."""
 
 
 def eta_seconds(run: dict[str, Any]) -> float | None:
