@@ -193,11 +193,14 @@ class Model:
 
 
 # ---- curves -------------------------------------------------------------------------------------
+EMPTY_STORE = "no runs in this store yet (start some with `offpoc run`)"
+
+
 def no_runs(request: Request) -> str:
     """Why a view has no run to show, and the key that changes it."""
     if request.filter_text:
         return f"the filter '{request.filter_text}' matches no run (/ changes it; an empty filter shows all)"
-    return "no runs in this store yet (start some with `offpoc run`)"
+    return EMPTY_STORE
 
 
 def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request) -> Figure:
@@ -369,7 +372,7 @@ def compare_data(
     window: FinalWindow | None = None,
 ) -> CompareData:
     if key is None:
-        return CompareData(None, empty("Compare", "no runs in this store yet (start some with `offpoc run`)"), [], None)
+        return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
     rows, threshold = compare_rows(db, members, curves, threshold, window)
     return CompareData(key, compare_figure(key, rows, threshold, kind), rows, threshold)
 
