@@ -28,7 +28,7 @@ from agents.envs import EnvError
 from agents.sink import EvalRecord, Record, Sink, TrainStatsRecord, WeightBlock
 from agents.training import Trainer
 
-NO_VALUES = {"ret": "–", "sps": "–", "lam": "–"}
+NO_VALUES: dict[str, Any] = {"ret": "–", "sps": "–", "lam": "–"}
 """The progress bar's fields before the first evaluation, statistics and weights."""
 
 
@@ -37,7 +37,7 @@ class ProgressSink(Sink):
 
     def __init__(self, progress: Progress, task: Any, out: IO[str] | None) -> None:
         self.progress, self.task, self.out = progress, task, out
-        self.fields = dict(NO_VALUES)
+        self.fields: dict[str, Any] = dict(NO_VALUES)
 
     def _write(self, record: Record) -> None:
         if self.out is not None:

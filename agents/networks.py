@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -61,7 +61,7 @@ class TwinCritic(nn.Module):
         super().__init__()
         self.action_dim = action_dim
         self.members = nn.ModuleList(mlp([obs_dim + action_dim, *hidden, 1]) for _ in range(2))
-        self.chains = [LinearChain(member) for member in self.members]
+        self.chains = [LinearChain(cast(nn.Sequential, member)) for member in self.members]
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         return self.forward_tape(obs, action)[0]

@@ -14,7 +14,7 @@ stored action when needed, so it is not stored.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -196,10 +196,11 @@ class ReplayBuffer:
             behaviour_log_std=rows(log_std) if log_std is not None else None,
         )
         if self.device.type != "cpu":
-            batch = Batch(*(t.to(self.device, non_blocking=True) if t is not None else None for t in batch))
+            moved = {name: t.to(self.device, non_blocking=True) for name, t in batch._asdict().items() if t is not None}
+            batch = batch._replace(**moved)
         return batch
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """The stored contents (only the written slots) and the write position."""
         return {
             "ptr": self.ptr,
@@ -207,12 +208,12 @@ class ReplayBuffer:
             "arrays": {name: array[: self.filled].copy() for name, array in self._arrays().items()},
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        filled = int(state["filled"])  # type: ignore[arg-type]
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        filled = int(state["filled"])
         if filled > self.capacity:
             raise ValueError(f"checkpointed buffer holds {filled} slots, more than the capacity {self.capacity}")
         arrays = self._arrays()
-        for name, array in state["arrays"].items():  # type: ignore[attr-defined]
+        for name, array in state["arrays"].items():
             arrays[name][:filled] = array
-        self.ptr = int(state["ptr"])  # type: ignore[arg-type]
+        self.ptr = int(state["ptr"])
         self.filled = filled

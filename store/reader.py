@@ -37,7 +37,8 @@ def where_runs(
     statuses: list[str] | None = None,
 ) -> tuple[str, list[Any]]:
     """A WHERE clause (possibly empty) over ``runs`` and its parameters."""
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     for column, values in (
         ("id", run_ids),
         ("algo", algos),

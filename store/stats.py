@@ -128,7 +128,7 @@ def band(curves: Sequence[Curve]) -> Band:
         # The usual case (same evaluation schedule, some seeds further on): the longest
         # seed's steps are the grid and every other seed fills a prefix of it.
         steps = longest
-        positions = [slice(0, len(s)) for s, _ in curves]
+        positions: list[slice | np.ndarray] = [slice(0, len(s)) for s, _ in curves]
     else:
         steps = np.unique(np.concatenate([np.asarray(s) for s, _ in curves]))
         positions = [np.searchsorted(steps, s) for s, _ in curves]

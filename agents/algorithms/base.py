@@ -71,8 +71,8 @@ class SoftUpdate:
     """
 
     def __init__(self, target: nn.Module, source: nn.Module, tau: float) -> None:
-        self.target = list(target.parameters())
-        self.source = list(source.parameters())
+        self.target: list[Tensor] = list(target.parameters())
+        self.source: list[Tensor] = list(source.parameters())
         self.tau = tau
 
     def __call__(self) -> None:
@@ -80,7 +80,7 @@ class SoftUpdate:
             torch._foreach_lerp_(self.target, self.source, self.tau)
 
 
-def adam(params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+def adam(params: Iterable[Tensor], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
     """Adam with the fused kernel (one kernel for all parameters, CPU and CUDA)."""
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
 
@@ -164,7 +164,7 @@ class ActorCritic(ABC):
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """(target, online) network pairs that soft updates track."""
-        pairs = [(self.critic_target, self.critic)]
+        pairs: list[tuple[nn.Module, nn.Module]] = [(self.critic_target, self.critic)]
         return [*pairs, (self.actor_target, self.actor)] if self.actor_target is not None else pairs
 
     def alpha_value(self) -> Tensor | None:
@@ -173,7 +173,11 @@ class ActorCritic(ABC):
 
     def modules(self) -> dict[str, nn.Module]:
         """Every network, by name (checkpoints)."""
-        modules = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
+        modules: dict[str, nn.Module] = {
+            "actor": self.actor,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+        }
         return modules | {"actor_target": self.actor_target} if self.actor_target is not None else modules
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

@@ -16,6 +16,8 @@ from agents.replay import Batch
 
 class DDPG(ActorCritic):
     policy_kind = "deterministic"
+    actor: DeterministicActor
+    actor_target: DeterministicActor
 
     def build(self) -> None:
         hidden = self.config.hidden

