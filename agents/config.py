@@ -17,6 +17,7 @@ from typing import Any
 from agents.corrections.divergences import DIVERGENCES
 
 ALGORITHMS: tuple[str, ...] = ("ddpg", "td3", "sac")
+BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
 
 
 class ConfigError(ValueError):
@@ -88,6 +89,12 @@ class TrainConfig:
     """Critic Adam L2 weight decay; None = the algorithm's default (DDPG 1e-2)."""
     hidden: tuple[int, ...] | None = None
     """Hidden layer sizes of every network; None = the algorithm's default."""
+    layer_norm: bool = False
+    """A LayerNorm after each hidden layer of every network (the fast backend does not cover it)."""
+    backend: str = "auto"
+    """How the update gets its gradients: autograd on the losses, or fast (backward passes written
+    out for Linear/ReLU/Tanh networks, same results); auto picks fast wherever it applies. The
+    resolved config, stored with a run, names the one used."""
     policy_delay: int = 2
     """TD3: critic updates per actor and target update."""
     target_noise: float = 0.2
@@ -127,9 +134,22 @@ class TrainConfig:
             correction_start=d.correction_delay * start_steps
             if self.correction_start is None
             else self.correction_start,
+            backend=self._backend(),
         )
         config._validate()
         return config
+
+    def _backend(self) -> str:
+        """The backend ``auto`` stands for: fast unless a network needs what it does not cover."""
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if self.backend == "fast" and self.layer_norm:
+            raise ConfigError(
+                "backend fast covers Linear, ReLU and Tanh networks only; layer_norm needs backend=autograd (or auto)"
+            )
+        if self.backend == "auto":
+            return "autograd" if self.layer_norm else "fast"
+        return self.backend
 
     def _validate(self) -> None:
         from agents.corrections import names as correction_names

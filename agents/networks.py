@@ -1,7 +1,9 @@
 """Actor and critic networks. Critics return (E, B, 1): one row per ensemble member.
 
-Besides ``forward``, each network has the two halves of a training pass that the
-update uses instead of autograd (see :mod:`agents.backprop`):
+Every network is plain torch modules, and ``forward`` works under autograd (the
+autograd backend). Where its layers are Linear, ReLU and a final Tanh, it also has
+the two halves of a training pass that the fast backend uses instead of autograd
+(see :mod:`agents.backprop`); ``fast`` says whether it does:
 
 - ``forward_tape(...)``: the output and a tape;
 - ``backward(tape, grad, ...)``: sets the parameters' ``.grad`` to ∂L/∂θ given
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
@@ -23,53 +26,96 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 """Clamp of the Gaussian policy's log-std, as in SAC's reference code."""
 
 
-def mlp(sizes: list[int], output_activation: nn.Module | None = None) -> nn.Sequential:
-    """Linear layers of the given sizes with ReLU between them."""
+def mlp(sizes: list[int], output_activation: nn.Module | None = None, layer_norm: bool = False) -> nn.Sequential:
+    """Linear layers of the given sizes with ReLU between them (``layer_norm``: a LayerNorm before each ReLU)."""
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(fan_in, fan_out))
         if i < len(sizes) - 2:
-            # In place is safe: Linear's backward needs its input, not its output.
+            if layer_norm:
+                layers.append(nn.LayerNorm(fan_out))
+            # In place is safe: Linear's and LayerNorm's backward need their input, not their output.
             layers.append(nn.ReLU(inplace=True))
     if output_activation is not None:
         layers.append(output_activation)
     return nn.Sequential(*layers)
 
 
+def fast_chain(layers: Iterable[nn.Module]) -> LinearChain | None:
+    """The hand-written passes over ``layers``, or None where they cannot follow them (a LayerNorm, ...)."""
+    try:
+        return LinearChain(layers)
+    except (TypeError, ValueError):
+        return None
+
+
+def _needs(chain: LinearChain | None) -> LinearChain:
+    if chain is None:
+        raise TypeError(NOT_FAST)
+    return chain
+
+
+def _needs_all(chains: list[LinearChain] | None) -> list[LinearChain]:
+    if chains is None:
+        raise TypeError(NOT_FAST)
+    return chains
+
+
+NOT_FAST = "this network has layers the fast backend does not cover: train it with backend=autograd"
+
+
 class DeterministicActor(nn.Module):
     """π(s) ∈ [-1, 1]^d (TD3, DDPG)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool = False) -> None:
         super().__init__()
-        self.net = mlp([obs_dim, *hidden, action_dim], nn.Tanh())
-        self.chain = LinearChain(self.net)
+        self.net = mlp([obs_dim, *hidden, action_dim], nn.Tanh(), layer_norm)
+        self.chain = fast_chain(self.net)
+
+    @property
+    def fast(self) -> bool:
+        return self.chain is not None
 
     def forward(self, obs: Tensor) -> Tensor:
-        return self.chain(obs)
+        return self.chain(obs) if self.chain is not None else self.net(obs)
+
+    def output(self, obs: Tensor) -> Tensor:
+        """The last layer's output: the action."""
+        return self(obs)
 
     def forward_tape(self, obs: Tensor) -> tuple[Tensor, Tape]:
-        return self.chain.forward(obs)
+        return _needs(self.chain).forward(obs)
 
     def backward(self, tape: Tape, grad: Tensor) -> None:
-        self.chain.backward(tape, grad)
+        _needs(self.chain).backward(tape, grad)
 
 
 class TwinCritic(nn.Module):
     """Two independent Q-networks on cat(s, a) (TD3, SAC)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool = False) -> None:
         super().__init__()
         self.action_dim = action_dim
-        self.members = nn.ModuleList(mlp([obs_dim + action_dim, *hidden, 1]) for _ in range(2))
-        self.chains = [LinearChain(cast(nn.Sequential, member)) for member in self.members]
+        self.members = nn.ModuleList(mlp([obs_dim + action_dim, *hidden, 1], layer_norm=layer_norm) for _ in range(2))
+        chains = [fast_chain(cast(nn.Sequential, member)) for member in self.members]
+        self.chains = [chain for chain in chains if chain is not None] if all(chains) else None
 
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.forward_tape(obs, action)[0]
+    @property
+    def fast(self) -> bool:
+        return self.chains is not None
+
+    def forward(self, obs: Tensor, action: Tensor, first_only: bool = False) -> Tensor:
+        """(E, B, 1) values; ``first_only``: Q1 alone, (1, B, 1)."""
+        if self.chains is not None:
+            return self.forward_tape(obs, action, first_only)[0]
+        x = torch.cat([obs, action], dim=-1)
+        return torch.stack([member(x) for member in (self.members[:1] if first_only else self.members)])
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(E, B, 1) values and their tapes; ``first_only``: Q1 alone, (1, B, 1)."""
+        chains = _needs_all(self.chains)
         x = torch.cat([obs, action], dim=-1)
-        passes = [chain.forward(x) for chain in (self.chains[:1] if first_only else self.chains)]
+        passes = [chain.forward(x) for chain in (chains[:1] if first_only else chains)]
         return torch.stack([q for q, _ in passes]), [tape for _, tape in passes]
 
     def backward(
@@ -78,7 +124,7 @@ class TwinCritic(nn.Module):
         """From ∂L/∂Q (E, B, 1): parameter gradients (``params``) and ∂L/∂action (``action_grad``)."""
         total = None
         action = slice(-self.action_dim, None)
-        for chain, tape, g in zip(self.chains, tapes, grad):
+        for chain, tape, g in zip(_needs_all(self.chains), tapes, grad):
             a_grad = chain.backward(tape, g, params=params, input_grad=action_grad, input_columns=action)
             if a_grad is not None:
                 total = a_grad if total is None else total + a_grad
@@ -88,23 +134,32 @@ class TwinCritic(nn.Module):
 class DDPGCritic(nn.Module):
     """DDPG's critic: the state alone through the first layer, the action joins at the second."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool = False) -> None:
         super().__init__()
         if len(hidden) != 2:
             raise ValueError(f"the DDPG critic takes exactly two hidden sizes, got {hidden}")
         self.action_dim = action_dim
         self.state_layer = nn.Linear(obs_dim, hidden[0])
-        self.head = mlp([hidden[0] + action_dim, hidden[1], 1])
-        self.state_chain = LinearChain([self.state_layer, nn.ReLU()])
-        self.head_chain = LinearChain(self.head)
+        norm: list[nn.Module] = [nn.LayerNorm(hidden[0])] if layer_norm else []
+        self.state_net = nn.Sequential(self.state_layer, *norm, nn.ReLU())
+        self.head = mlp([hidden[0] + action_dim, hidden[1], 1], layer_norm=layer_norm)
+        self.state_chain = fast_chain(self.state_net)
+        self.head_chain = fast_chain(self.head)
 
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.forward_tape(obs, action)[0]
+    @property
+    def fast(self) -> bool:
+        return self.state_chain is not None and self.head_chain is not None
+
+    def forward(self, obs: Tensor, action: Tensor, first_only: bool = False) -> Tensor:
+        """(1, B, 1) values (one critic: ``first_only`` changes nothing)."""
+        if self.fast:
+            return self.forward_tape(obs, action)[0]
+        return self.head(torch.cat([self.state_net(obs), action], dim=-1)).unsqueeze(0)
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(1, B, 1) values and their tapes (one critic: ``first_only`` changes nothing)."""
-        h, state_tape = self.state_chain.forward(obs)
-        q, head_tape = self.head_chain.forward(torch.cat([h, action], dim=-1))
+        h, state_tape = _needs(self.state_chain).forward(obs)
+        q, head_tape = _needs(self.head_chain).forward(torch.cat([h, action], dim=-1))
         return q.unsqueeze(0), [state_tape, head_tape]
 
     def backward(
@@ -112,29 +167,40 @@ class DDPGCritic(nn.Module):
     ) -> Tensor | None:
         """As :meth:`TwinCritic.backward`; the state layer gets its gradient through the head's input."""
         state_tape, head_tape = tapes
-        x_grad = self.head_chain.backward(head_tape, grad[0], params=params, input_grad=True)
+        x_grad = _needs(self.head_chain).backward(head_tape, grad[0], params=params, input_grad=True)
         assert x_grad is not None
         if params:
-            self.state_chain.backward(state_tape, x_grad[:, : -self.action_dim], params=True)
+            _needs(self.state_chain).backward(state_tape, x_grad[:, : -self.action_dim], params=True)
         return x_grad[:, -self.action_dim :] if action_grad else None
 
 
 class GaussianPolicy(nn.Module):
     """Pre-tanh diagonal Gaussian policy (SAC); actions are tanh(u), u ~ N(mean, std)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool = False) -> None:
         super().__init__()
-        self.trunk = mlp([obs_dim, *hidden])
+        self.trunk = mlp([obs_dim, *hidden], layer_norm=layer_norm)
+        if layer_norm:
+            self.trunk.append(nn.LayerNorm(hidden[-1]))
         self.trunk.append(nn.ReLU(inplace=True))
         self.head = nn.Linear(hidden[-1], 2 * action_dim)
-        self.chain = LinearChain([*self.trunk, self.head])
+        self.chain = fast_chain([*self.trunk, self.head])
+
+    @property
+    def fast(self) -> bool:
+        return self.chain is not None
+
+    def output(self, obs: Tensor) -> Tensor:
+        """The last layer's output, (B, 2d): mean and log-std before the clamp."""
+        return self.chain(obs) if self.chain is not None else self.head(self.trunk(obs))
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """(mean, log_std), each (B, d)."""
-        return self.forward_tape(obs)[0]
+        mean, log_std = self.output(obs).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def forward_tape(self, obs: Tensor) -> tuple[tuple[Tensor, Tensor], Any]:
-        out, tape = self.chain.forward(obs)
+        out, tape = _needs(self.chain).forward(obs)
         mean, log_std = out.chunk(2, dim=-1)
         return (mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)), (tape, log_std)
 
@@ -143,7 +209,7 @@ class GaussianPolicy(nn.Module):
         chain_tape, raw_log_std = tape
         grad_mean, grad_log_std = grad
         inside = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
-        self.chain.backward(chain_tape, torch.cat([grad_mean, grad_log_std * inside], dim=-1))
+        _needs(self.chain).backward(chain_tape, torch.cat([grad_mean, grad_log_std * inside], dim=-1))
 
 
 def squashed_sample(mean: Tensor, log_std: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:

@@ -3,6 +3,7 @@
     pip install -c constraints.txt -e ".[bench]"
     python benchmarks/throughput.py                 # TD3 and SAC on Hopper-v4
     python benchmarks/throughput.py --steps 4000 --repeats 3
+    python benchmarks/throughput.py --autograd --no-corrections   # both backends against SB3
 
 SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
@@ -52,7 +53,13 @@ class _Clock(Sink):
 
 
 def ours_config(
-    algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd"
+    algo: str,
+    env_id: str,
+    start: int,
+    steps: int,
+    correction: str = "none",
+    divergence: str = "jsd",
+    backend: str = "auto",
 ) -> TrainConfig:
     """The benchmark's run: no evaluation but the first, statistics every ``start`` steps, one torch thread."""
     return TrainConfig(
@@ -67,12 +74,21 @@ def ours_config(
         eval_episodes=1,
         stats_every=start,
         threads=1,
+        backend=backend,
     )
 
 
-def ours(algo: str, env_id: str, start: int, steps: int, correction: str = "none", divergence: str = "jsd") -> float:
+def ours(
+    algo: str,
+    env_id: str,
+    start: int,
+    steps: int,
+    correction: str = "none",
+    divergence: str = "jsd",
+    backend: str = "auto",
+) -> float:
     clock = _Clock(start, start + steps)
-    Trainer(ours_config(algo, env_id, start, steps, correction, divergence), clock).run()
+    Trainer(ours_config(algo, env_id, start, steps, correction, divergence, backend), clock).run()
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
@@ -110,10 +126,12 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
         return sb3(algo, env_id, start, steps)
     if impl == "none":
         return ours(algo, env_id, start, steps)
+    if impl == "autograd":
+        return ours(algo, env_id, start, steps, backend="autograd")
     return ours(algo, env_id, start, steps, "acoffpoc", rest[0])
 
 
-LABELS = {"sb3": "SB3", "none": "ours none"}
+LABELS = {"sb3": "SB3", "none": "ours none", "autograd": "ours none, autograd backend"}
 
 
 def paired_ratios(ours: list[float], peer: list[float]) -> list[float]:
@@ -130,6 +148,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--algos", default="td3,sac")
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 peer")
+    parser.add_argument("--autograd", action="store_true", help="also time the autograd backend (default: auto)")
+    parser.add_argument("--no-corrections", action="store_true", help="skip the AC-Off-POC cases")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
@@ -142,7 +162,8 @@ def main() -> None:
     for algo in args.algos.split(","):
         if not args.no_sb3:
             cases.append(f"{algo}:sb3")
-        cases += [f"{algo}:none"] + [f"{algo}:acoffpoc:{d}" for d in DIVERGENCES]
+        cases += [f"{algo}:none"] + ([f"{algo}:autograd"] if args.autograd else [])
+        cases += [] if args.no_corrections else [f"{algo}:acoffpoc:{d}" for d in DIVERGENCES]
 
     results: dict[str, list[float]] = {case: [] for case in cases}
     with Progress() as progress:
@@ -172,12 +193,15 @@ def main() -> None:
     console.print(table)
     console.print("overhead = extra wall time per step relative to 'ours none' (time ratio − 1)")
     for algo in args.algos.split(","):
-        if f"{algo}:sb3" in results:
-            ratios = paired_ratios(results[f"{algo}:none"], results[f"{algo}:sb3"])
-            console.print(
-                f"{algo.upper()} ours none / SB3 per repeat (each against the SB3 run of the same repeat): "
-                f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
-            )
+        for impl in ("none", "autograd"):
+            if f"{algo}:sb3" in results and f"{algo}:{impl}" in results:
+                ratios = paired_ratios(results[f"{algo}:{impl}"], results[f"{algo}:sb3"])
+                console.print(
+                    f"{algo.upper()} {LABELS[impl]} / SB3 per repeat (each against the SB3 run of the same repeat): "
+                    f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
+                )
+        if args.no_corrections:
+            continue
         overheads = []
         for divergence in DIVERGENCES:
             per_repeat = [

@@ -11,11 +11,18 @@ and SAC:
     actor (when due): ℓ_i = the algorithm's actor loss, step on L
     after_actor_step(); soft-update targets (when due)
 
-Gradients are written out rather than left to autograd: with L = Σ_i c_i ℓ_i,
-∂L/∂Q = 2 c (Q − y) for the critic, and each algorithm's ``actor_backward``
-does the same for its actor loss; the networks back-propagate from there
-(:mod:`agents.backprop`). ``tests/test_gradients.py`` checks every one of them
-against autograd on the same losses.
+Each algorithm states its actor loss per sample (``actor_loss``, differentiable);
+the critic's is shared. Two backends turn them into gradients, with the same
+results (``tests/test_backends.py``):
+
+- ``autograd``: L = Σ_i c_i ℓ_i, then ``torch.autograd.grad``: any network built
+  from torch modules, any loss;
+- ``fast``: the gradients written out, ∂L/∂Q = 2 c (Q − y) for the critic and each
+  algorithm's ``actor_backward`` for its actor loss, back-propagated by hand
+  (:mod:`agents.backprop`), for Linear/ReLU/Tanh networks. It skips autograd's
+  graph and bookkeeping; ``tests/test_gradients.py`` checks it against autograd.
+
+``config.backend`` (resolved: ``auto`` becomes ``fast`` wherever it applies) picks one.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ import torch
 from torch import Tensor, nn
 
 from agents.algorithms.memo import PolicyMemo
-from agents.config import TrainConfig
+from agents.config import ConfigError, TrainConfig
 from agents.corrections.base import Correction, PolicyKind
 from agents.host_forward import HostForward
-from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
+from agents.networks import NOT_FAST, DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
 from agents.replay import Batch
 
@@ -61,6 +68,13 @@ def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:
 def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
     """Reduce (B, 1) per-sample losses to the scalar L = Σ_i c_i ℓ_i (see :func:`loss_coefficients`)."""
     return weighted_sum(per_sample, loss_coefficients(weight, per_sample.shape[0]))
+
+
+def _set_grads(module: nn.Module, loss: Tensor) -> None:
+    """∂loss/∂θ into the ``.grad`` of ``module``'s parameters alone (the optimiser's step reads it)."""
+    params = list(module.parameters())
+    for param, grad in zip(params, torch.autograd.grad(loss, params), strict=True):
+        param.grad = grad
 
 
 class SoftUpdate:
@@ -123,8 +137,13 @@ class ActorCritic(ABC):
         self.generator = generator
         self.updates = 0
         self.build()
-        self.pi = PolicyMemo(self.actor)
-        self.host_forward = HostForward(self.actor.chain) if self.device.type == "cpu" else None
+        self.fast = config.backend == "fast"
+        written = type(self).actor_backward is not ActorCritic.actor_backward
+        if self.fast and not (written and all(getattr(m, "fast", False) for m in (self.actor, self.critic))):
+            raise ConfigError(f"backend fast cannot train these networks ({NOT_FAST.split(': ')[0]}): use backend=auto")
+        self.pi = PolicyMemo(self.actor, taped=self.fast)
+        chain = self.actor.chain
+        self.host_forward = HostForward(chain) if self.device.type == "cpu" and chain is not None else None
         self.soft_updates = [
             SoftUpdate(target, source, config.tau)  # type: ignore[arg-type]
             for target, source in self.target_pairs()
@@ -143,8 +162,12 @@ class ActorCritic(ABC):
         """The critic target y, (B, 1), computed without gradient."""
 
     @abstractmethod
+    def actor_loss(self, obs: Tensor) -> Tensor:
+        """The per-sample actor loss ℓ_i, (B, 1), differentiable: the specification (autograd backend)."""
+
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
-        """The per-sample actor loss ℓ_i, (B, 1); sets the actor's ``.grad`` to ∂(Σ_i c_i ℓ_i)/∂θ."""
+        """The fast backend's :meth:`actor_loss`: returns ℓ_i and sets the actor's ``.grad`` to ∂(Σ_i c_i ℓ_i)/∂θ."""
+        raise TypeError(f"{type(self).__name__} has no hand-written actor gradient: use backend=autograd")
 
     @abstractmethod
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
@@ -192,6 +215,8 @@ class ActorCritic(ABC):
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:
         """One gradient update on a batch; ``correction`` None means plain losses."""
         self.updates += 1
+        if not self.fast:
+            return self._update_autograd(batch, correction)
         with torch.no_grad():
             # Similarity weight: once per update, from the policy before any step.
             weight = correction(batch, self) if correction is not None else None
@@ -222,6 +247,38 @@ class ActorCritic(ABC):
                 weight=weight,
             )
 
+    def _update_autograd(self, batch: Batch, correction: Correction | None) -> UpdateStats:
+        """The same update with autograd's gradients: the losses are all there is to it."""
+        with torch.no_grad():
+            weight = correction(batch, self) if correction is not None else None
+            c = loss_coefficients(weight, batch.obs.shape[0])
+            y = self.target(batch)
+
+        # Critic: L = Σ_i c_i Σ_critics (Q(s_i, a_i) − y_i)².
+        q = self.critic(batch.obs, batch.action)  # (E, B, 1)
+        critic_loss = weighted_sum((q - y).square().sum(0), c)
+        _set_grads(self.critic, critic_loss)
+        self._critic_adam()
+
+        # Actor (delayed for TD3): L = Σ_i c_i ℓ_i, gradients to the actor's parameters only.
+        actor_loss = None
+        stepped = self.actor_due()
+        if stepped:
+            actor_loss = weighted_sum(self.actor_loss(batch.obs), c)
+            _set_grads(self.actor, actor_loss)
+            self._actor_adam()
+            self.after_actor_step()
+
+        with torch.no_grad():
+            self.update_targets(stepped)
+        return UpdateStats(
+            critic_loss=critic_loss.detach(),
+            actor_loss=None if actor_loss is None else actor_loss.detach(),
+            q_mean=q.detach().mean(),
+            alpha=self.alpha_value(),
+            weight=weight,
+        )
+
     # ---- helpers shared by algorithms ----------------------------------------------
     def actor_output(self, obs: np.ndarray) -> np.ndarray:
         """The actor's last layer on one observation, (out,) float32, without gradient.
@@ -233,4 +290,4 @@ class ActorCritic(ABC):
             return self.host_forward(obs)
         with torch.no_grad():
             x = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
-            return self.actor.chain(x)[0].cpu().numpy()
+            return self.actor.output(x)[0].cpu().numpy()

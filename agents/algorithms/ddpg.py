@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import noisy_action, q_actor_backward
+from agents.algorithms.deterministic import noisy_action, q_actor_backward, q_actor_loss
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
@@ -22,9 +22,9 @@ class DDPG(ActorCritic):
     def build(self) -> None:
         hidden = self.config.hidden
         assert hidden is not None
-        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
-        self.critic = DDPGCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.critic = DDPGCritic(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
 
     def target(self, batch: Batch) -> Tensor:
@@ -32,6 +32,9 @@ class DDPG(ActorCritic):
             next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))[0]
             y = batch.reward + self.config.gamma * batch.not_terminated * next_q
         return y
+
+    def actor_loss(self, obs: Tensor) -> Tensor:
+        return q_actor_loss(self.actor, self.critic, obs)
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)

@@ -18,6 +18,11 @@ def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Gener
     return Action(pi)
 
 
+def q_actor_loss(actor: DeterministicActor, critic: TwinCritic | DDPGCritic, obs: Tensor) -> Tensor:
+    """ℓ_i = −Q₁(s_i, π(s_i)): the first critic at the policy's action."""
+    return -critic(obs, actor(obs), first_only=True)[0]
+
+
 def q_actor_backward(
     actor: DeterministicActor, critic: TwinCritic | DDPGCritic, pi: PolicyMemo, obs: Tensor, c: Tensor | float
 ) -> Tensor:

@@ -19,14 +19,16 @@ class PolicyMemo:
     forward pass and the actor loss reuses it; otherwise it runs the plain one.
     """
 
-    def __init__(self, actor: DeterministicActor | GaussianPolicy) -> None:
+    def __init__(self, actor: DeterministicActor | GaussianPolicy, taped: bool = True) -> None:
         self.actor = actor
+        self.taped = taped
+        """False under the autograd backend: the actor loss runs its own forward pass."""
         self._obs: Tensor | None = None
         self._result: tuple[Any, Any] | None = None
 
     def for_correction(self, obs: Tensor, actor_due: bool) -> Any:
         """The actor's output on ``obs``."""
-        if not actor_due:
+        if not (actor_due and self.taped):
             return self.actor(obs)
         self._obs, self._result = obs, self.actor.forward_tape(obs)
         return self._result[0]

@@ -22,8 +22,8 @@ class SAC(ActorCritic):
     def build(self) -> None:
         hidden = self.config.hidden
         assert hidden is not None
-        self.actor = GaussianPolicy(self.obs_dim, self.action_dim, hidden).to(self.device)
-        self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden).to(self.device)
+        self.actor = GaussianPolicy(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
+        self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]  # resolved
@@ -45,6 +45,13 @@ class SAC(ActorCritic):
             soft_value = next_q - self.alpha_value() * next_log_pi
             y = batch.reward + self.config.gamma * batch.not_terminated * soft_value
         return y
+
+    def actor_loss(self, obs: Tensor) -> Tensor:
+        """ℓ_i = α log π(a_i|s_i) − min_k Q_k(s_i, a_i), a_i a reparameterised sample (α held fixed)."""
+        mean, log_std = self.actor(obs)
+        action, log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
+        self._log_pi = log_pi.detach()  # for the temperature step
+        return self.alpha_value() * log_pi - self.critic(obs, action).min(0).values
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         """ℓ_i = α log π(a_i|s_i) − min_k Q_k(s_i, a_i), a_i = tanh(u_i), u_i = mean_i + σ_i ε_i.
