@@ -4,7 +4,7 @@ The update computes its gradients without autograd: every loss in it is simple
 enough to differentiate by hand (see :mod:`agents.algorithms.base`), and
 skipping the graph's bookkeeping (nodes, saved tensors, gradient accumulation)
 is what brings the update close to the time of its matrix products on a CPU
-(``benchmarks/update_profile.py``). The arithmetic is autograd's own kernels
+(``benchmarks/diagnostics/update_profile.py``). The arithmetic is autograd's own kernels
 (``addmm``/``mm``/``sum``, ``threshold_backward``, ``tanh_backward``), so the
 gradients match autograd's to float32 rounding, which ``tests/test_gradients.py``
 checks for every algorithm.
@@ -47,7 +47,8 @@ TRANSPOSE_NARROW_INPUT_GRADIENT = cpu_vendor() != "GenuineIntel"
 """Whether narrow input gradients g·W (a critic's action gradient, a narrow hidden layer's) are
 computed transposed too.
 
-MKL picks its kernels by CPU, and this layout's best choice follows (``benchmarks/gemm_layouts.py``):
+MKL picks its kernels by CPU, and this layout's best choice follows
+(``benchmarks/diagnostics/gemm_layouts.py``):
 on the AMD EPYC the transposed product was the faster for the narrow results measured; on an
 Intel Xeon, where the first layer's weight gradients take as long either way, the plain action
 gradient (256, 256) @ (256, 3) takes 16 µs against 62 µs transposed. Fixed per machine rather
@@ -64,7 +65,7 @@ def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
     Single-threaded MKL (measured on an AMD EPYC) runs many such products 1.2-5x slower than
     the same product transposed, e.g. a (256, 11) weight gradient in 208 µs
     against 46 µs; from 64 columns on, the plain product wins
-    (``benchmarks/gemm_layouts.py``). They are the first layer's weight and
+    (``benchmarks/diagnostics/gemm_layouts.py``). They are the first layer's weight and
     input gradients, where the input (state, or state and action) is narrow.
     """
     return b.t().mm(a.t()).t().contiguous()

@@ -4,7 +4,7 @@ The training loop asks the actor for one action per environment step. On one
 observation the arithmetic is tiny, and eager PyTorch spends its time per
 operation instead: dispatch, wrapping, and, right after an update has filled the
 caches with its own code and data, cache misses on all of it. NumPy's
-per-operation path is shorter (``benchmarks/update_profile.py`` times one action
+per-operation path is shorter (``benchmarks/diagnostics/update_profile.py`` times one action
 both ways, alone and right after an update).
 
 The arrays are views of the parameters' own memory, so optimiser steps, soft

@@ -4,7 +4,7 @@
 but first walks its parameter groups, regroups the tensors by device and dtype,
 and runs its hooks and profiler scope, every step. Right after an update, as in
 the training loop, that bookkeeping costs more than the kernel:
-``benchmarks/update_profile.py`` times the twin critic's step through
+``benchmarks/diagnostics/update_profile.py`` times the twin critic's step through
 ``step()`` and through :class:`AdamStep` (3.0-3.6x apart across three runs).
 
 :class:`AdamStep` gathers the state lists once and calls the kernel itself. It
@@ -21,7 +21,7 @@ Adam's first moment of its weights decays by β₁ = 0.9 per step into the
 subnormal range and then stays there: 0.9 × 2⁻¹⁴⁹ rounds back to 2⁻¹⁴⁹, the
 smallest subnormal. After 2,000 learning steps on Hopper a fifth to a quarter of
 the actors' first moments and 7-12% of the critics' are stuck there, in
-Stable-Baselines3's optimisers as in ours (``benchmarks/subnormals.py``). Intel
+Stable-Baselines3's optimisers as in ours (``benchmarks/diagnostics/subnormals.py``). Intel
 CPUs compute on subnormals through slow microcode assists: on the Intel Xeon
 of the benchmarks, the actors' Adam steps took six to seven times as long as
 flushed, the twin critics' two and a half to three and a half times. Flushed,

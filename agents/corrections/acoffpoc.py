@@ -98,7 +98,7 @@ def _batch_rho(action_diff: Tensor, s: float, divergence: str) -> float:
     rest works on those few numbers as Python floats and, for the JSD's
     samples, NumPy arrays. On a (256, 3) batch each tensor operation costs more
     than its arithmetic, and several times more right after an update, so the
-    scalar algebra stays out of torch (``benchmarks/loop_profile.py`` times
+    scalar algebra stays out of torch (``benchmarks/diagnostics/loop_profile.py`` times
     the similarity in the loop).
     """
     x = action_diff.detach().to("cpu", torch.float64)

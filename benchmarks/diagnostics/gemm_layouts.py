@@ -1,6 +1,6 @@
 """Products with a narrow result: a @ b against the transposed (bᵀaᵀ)ᵀ (the peer is a @ b).
 
-    python benchmarks/gemm_layouts.py
+    python -m benchmarks.diagnostics.gemm_layouts
 
 A chain's first layer has a narrow input (Hopper's state: 11 numbers, with the
 action 14), so its weight gradient gᵀx is (256, 11) and a critic's action
@@ -17,11 +17,11 @@ shape, on one torch thread, and the choice made on this machine.
 from __future__ import annotations
 
 import torch
-from microbench import B, seconds_per_call
 from rich.console import Console
 from rich.table import Table
 
 from agents.backprop import NARROW, TRANSPOSE_NARROW_INPUT_GRADIENT, cpu_vendor, narrow_mm
+from benchmarks.microbench import B, seconds_per_call
 
 HIDDEN = 256
 

@@ -1,7 +1,7 @@
 """Where a TD3 update's time goes, and what the optimiser choice is worth.
 
-    python benchmarks/update_profile.py              # about 30 s
-    python benchmarks/update_profile.py --compile    # also eager vs torch.compile on a critic step (+ ~30 s)
+    python -m benchmarks.diagnostics.update_profile              # about 30 s
+    python -m benchmarks.diagnostics.update_profile --compile    # also eager vs torch.compile (+ ~30 s)
 
 Prints, on one torch thread:
 - the single-core throughput of a 256×256×256 float32 matrix product;
@@ -33,7 +33,6 @@ from functools import partial
 
 import numpy as np
 import torch
-from microbench import ACT, OBS, B, make_agent, random_batch, seconds_per_call
 from rich.console import Console
 from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
@@ -42,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from agents.corrections.acoffpoc import batch_similarity
 from agents.networks import TwinCritic
 from agents.optim import AdamStep
+from benchmarks.microbench import ACT, OBS, B, make_agent, random_batch, seconds_per_call
 
 
 def matmul_share() -> tuple[float, float, float]:

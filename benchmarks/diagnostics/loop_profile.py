@@ -1,7 +1,7 @@
 """Where a training step's time goes, measured inside the real loop (the peer: the same calls alone).
 
-    python benchmarks/loop_profile.py                            # TD3, no correction
-    python benchmarks/loop_profile.py --algo td3 --correction acoffpoc --divergence kl
+    python -m benchmarks.diagnostics.loop_profile                            # TD3, no correction
+    python -m benchmarks.diagnostics.loop_profile --algo td3 --correction acoffpoc --divergence kl
 
 Runs the Trainer on Hopper-v4 (1,000 random steps, then 3,000 learning steps, one
 torch thread) with timers around the action, the environment step, storing and
@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from microbench import seconds_per_call
 from rich.console import Console
 from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer
 from agents.corrections import acoffpoc
 from agents.corrections.divergences import DIVERGENCES
+from benchmarks.microbench import seconds_per_call
 
 warnings.filterwarnings("ignore")
 

@@ -1,8 +1,8 @@
 """Subnormal floats in Adam's state after real training, and what an Adam step costs with them.
 
-    python benchmarks/subnormals.py                  # TD3 and SAC on Hopper-v4, about a minute
-    python benchmarks/subnormals.py --algos td3 --no-sb3
-    python benchmarks/subnormals.py --algos sac --divergence symkl --no-sb3
+    python -m benchmarks.diagnostics.subnormals                  # TD3 and SAC on Hopper-v4, about a minute
+    python -m benchmarks.diagnostics.subnormals --algos td3 --no-sb3
+    python -m benchmarks.diagnostics.subnormals --algos sac --divergence symkl --no-sb3
 
 Trains each algorithm as ``throughput.py`` does (1,000 random steps, then 2,000
 learning steps, one torch thread), with :class:`agents.optim.AdamStep`'s
@@ -21,16 +21,16 @@ import argparse
 import warnings
 
 import torch
-from microbench import seconds_per_call
 from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from throughput import ours_config, sb3_model
 
 from agents import Sink, Trainer, TrainStatsRecord
 from agents.corrections.divergences import DIVERGENCES
 from agents.optim import AdamStep
+from benchmarks.microbench import seconds_per_call
+from benchmarks.throughput import ours_config, sb3_model
 
 warnings.filterwarnings("ignore")
 

@@ -1,0 +1,1 @@
+"""Benchmarks: run as scripts (``python benchmarks/throughput.py``); see benchmarks/README.md."""
