@@ -19,7 +19,6 @@ the owning network (the copy's chain holds the copy's parameters).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -31,28 +30,12 @@ NARROW = 32
 only where :data:`TRANSPOSE_NARROW_INPUT_GRADIENT`)."""
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``), or "" where Linux's /proc/cpuinfo is absent."""
-    try:
-        with Path("/proc/cpuinfo").open() as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("vendor_id"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return ""
-
-
-TRANSPOSE_NARROW_INPUT_GRADIENT = cpu_vendor() != "GenuineIntel"
+TRANSPOSE_NARROW_INPUT_GRADIENT = False
 """Whether narrow input gradients g·W (a critic's action gradient, a narrow hidden layer's) are
-computed transposed too.
-
-MKL picks its kernels by CPU, and this layout's best choice follows
-(``benchmarks/diagnostics/gemm_layouts.py``):
-on the AMD EPYC the transposed product was the faster for the narrow results measured; on an
-Intel Xeon, where the first layer's weight gradients take as long either way, the plain action
-gradient (256, 256) @ (256, 3) takes 16 µs against 62 µs transposed. Fixed per machine rather
-than timed at start-up, so that a seeded run rounds the same way every time it runs there.
+computed transposed too. They are not: whole updates took as long either way where it was measured
+(``benchmarks/diagnostics/input_gradient_layout.py``; figures in ``benchmarks/README.md``), and the
+plain product is never the slower one alone, so one layout serves every machine and a seeded run
+rounds alike on all of them. Tests and the diagnostics switch it to compare.
 """
 
 ALL_COLUMNS = slice(None)
@@ -62,11 +45,10 @@ ALL_COLUMNS = slice(None)
 def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
     """a @ b, for a b with few columns (under :data:`NARROW`), as (bᵀaᵀ)ᵀ, contiguous.
 
-    Single-threaded MKL (measured on an AMD EPYC) runs many such products 1.2-5x slower than
-    the same product transposed, e.g. a (256, 11) weight gradient in 208 µs
-    against 46 µs; from 64 columns on, the plain product wins
-    (``benchmarks/diagnostics/gemm_layouts.py``). They are the first layer's weight and
-    input gradients, where the input (state, or state and action) is narrow.
+    Single-threaded MKL can run such products several times slower than the same product
+    transposed, while from 64 columns on the plain one wins
+    (``benchmarks/diagnostics/gemm_layouts.py``). They are the first layer's weight gradients,
+    where the input (state, or state and action) is narrow.
     """
     return b.t().mm(a.t()).t().contiguous()
 

@@ -3,9 +3,8 @@
 ``torch.optim.Adam(fused=True).step()`` ends in one ``torch._fused_adam_`` call,
 but first walks its parameter groups, regroups the tensors by device and dtype,
 and runs its hooks and profiler scope, every step. Right after an update, as in
-the training loop, that bookkeeping costs more than the kernel:
-``benchmarks/diagnostics/update_profile.py`` times the twin critic's step through
-``step()`` and through :class:`AdamStep` (3.0-3.6x apart across three runs).
+the training loop, that bookkeeping costs more than the kernel
+(``benchmarks/diagnostics/update_profile.py`` times both).
 
 :class:`AdamStep` gathers the state lists once and calls the kernel itself. It
 wraps an optimiser rather than subclassing one because ``Optimizer.__init__``
@@ -19,14 +18,12 @@ FTZ and DAZ, what ``torch.set_flush_denormal(True)`` sets), restoring the
 caller's mode after. A ReLU unit that stops firing gets zero gradients, so
 Adam's first moment of its weights decays by β₁ = 0.9 per step into the
 subnormal range and then stays there: 0.9 × 2⁻¹⁴⁹ rounds back to 2⁻¹⁴⁹, the
-smallest subnormal. After 2,000 learning steps on Hopper a fifth to a quarter of
-the actors' first moments and 7-12% of the critics' are stuck there, in
-Stable-Baselines3's optimisers as in ours (``benchmarks/diagnostics/subnormals.py``). Intel
-CPUs compute on subnormals through slow microcode assists: on the Intel Xeon
-of the benchmarks, the actors' Adam steps took six to seven times as long as
-flushed, the twin critics' two and a half to three and a half times. Flushed,
-those moments become the zero they were decaying to; nothing of magnitude
-1.2e-38 or more changes.
+smallest subnormal. After some training a sizeable share of the moments is stuck
+there, in other libraries' optimisers as in ours, and CPUs that compute on
+subnormals through microcode assists pay for every one of them at each step
+(``benchmarks/diagnostics/subnormals.py`` counts them and times the step).
+Flushed, those moments become the zero they were decaying to; nothing of
+magnitude 1.2e-38 or more changes.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -14,6 +15,18 @@ from agents.replay import Batch
 
 OBS, ACT, B = 11, 3, 256
 """Hopper-v4's observation and action sizes, and the paper's batch size."""
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``), or "" where Linux's /proc/cpuinfo is absent."""
+    try:
+        with Path("/proc/cpuinfo").open() as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def seconds_per_call(fn: Callable[[], object], repeats: int = 7, calls: int = 30) -> float:

@@ -21,18 +21,6 @@ from agents.replay import Batch
 PolicyKind = Literal["deterministic", "stochastic"]
 
 
-class DeterministicPolicy(Protocol):
-    def greedy_action(self, obs: Tensor) -> Tensor:
-        """π(s) for a (B, obs_dim) batch, shape (B, d), without gradient."""
-        ...
-
-
-class StochasticPolicy(Protocol):
-    def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Pre-tanh Gaussian (mean, log_std), each (B, d), without gradient."""
-        ...
-
-
 class Correction(Protocol):
     """An off-policy correction, registered by name in ``agents.corrections``."""
 

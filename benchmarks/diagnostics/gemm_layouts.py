@@ -5,13 +5,13 @@
 A chain's first layer has a narrow input (Hopper's state: 11 numbers, with the
 action 14), so its weight gradient gᵀx is (256, 11) and a critic's action
 gradient g·W[:, -3:] is (256, 3): results with few columns. Single-threaded
-MKL is much slower on some of these shapes than on the same product
-transposed, which is why ``agents.backprop`` computes products whose result
-has fewer than ``NARROW`` columns transposed. Which layout wins depends on the
-CPU, since MKL picks its kernels by CPU: on an Intel Xeon the plain input
-gradient is the faster, so there ``agents.backprop`` computes input gradients
-plain (``TRANSPOSE_NARROW_INPUT_GRADIENT``). This prints both layouts, per
-shape, on one torch thread, and the choice made on this machine.
+MKL can be much slower on some of these shapes than on the same product
+transposed, which is why ``agents.backprop`` computes narrow weight gradients
+transposed. Which layout wins depends on the CPU, since MKL picks its kernels
+by CPU; input gradients are computed plain everywhere
+(``TRANSPOSE_NARROW_INPUT_GRADIENT``: whole updates did not differ, see
+``input_gradient_layout.py``). This prints both layouts, per shape, on one
+torch thread, and the layout ``agents.backprop`` uses.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from agents.backprop import NARROW, TRANSPOSE_NARROW_INPUT_GRADIENT, cpu_vendor, narrow_mm
-from benchmarks.microbench import B, seconds_per_call
+from agents.backprop import NARROW, TRANSPOSE_NARROW_INPUT_GRADIENT, narrow_mm
+from benchmarks.microbench import B, cpu_vendor, seconds_per_call
 
 HIDDEN = 256
 
