@@ -2,8 +2,9 @@
 
 The fast backend's update never calls autograd (see ``agents/backprop.py``); these
 tests rebuild each loss the plain way, with autograd, and compare the gradients the
-optimisers were given (``tests/test_backends.py`` then trains both backends side by side): critic and actor for every algorithm, SAC's temperature,
-unweighted and with per-batch and per-transition weights.
+optimisers were given: critic and actor for every algorithm, SAC's temperature,
+unweighted and with per-batch and per-transition weights. ``tests/test_backends.py``
+then trains both backends side by side.
 """
 
 from __future__ import annotations
