@@ -78,17 +78,10 @@ def ours_config(
     )
 
 
-def ours(
-    algo: str,
-    env_id: str,
-    start: int,
-    steps: int,
-    correction: str = "none",
-    divergence: str = "jsd",
-    backend: str = "auto",
-) -> float:
+def ours(algo: str, env_id: str, start: int, steps: int, **options: str) -> float:
+    """SPS of our run of ``ours_config`` (``options``: its correction, divergence, backend)."""
     clock = _Clock(start, start + steps)
-    Trainer(ours_config(algo, env_id, start, steps, correction, divergence, backend), clock).run()
+    Trainer(ours_config(algo, env_id, start, steps, **options), clock).run()
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
@@ -128,7 +121,7 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
         return ours(algo, env_id, start, steps)
     if impl == "autograd":
         return ours(algo, env_id, start, steps, backend="autograd")
-    return ours(algo, env_id, start, steps, "acoffpoc", rest[0])
+    return ours(algo, env_id, start, steps, correction="acoffpoc", divergence=rest[0])
 
 
 LABELS = {"sb3": "SB3", "none": "ours none", "autograd": "ours none, autograd backend"}
