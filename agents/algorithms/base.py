@@ -39,7 +39,7 @@ from agents.algorithms.memo import PolicyMemo
 from agents.config import ConfigError, TrainConfig
 from agents.corrections.base import Correction, PolicyKind
 from agents.host_forward import HostForward
-from agents.networks import NOT_FAST, DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
+from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
 from agents.replay import Batch
 
@@ -140,7 +140,10 @@ class ActorCritic(ABC):
         self.fast = config.backend == "fast"
         written = type(self).actor_backward is not ActorCritic.actor_backward
         if self.fast and not (written and all(getattr(m, "fast", False) for m in (self.actor, self.critic))):
-            raise ConfigError(f"backend fast cannot train these networks ({NOT_FAST.split(': ')[0]}): use backend=auto")
+            raise ConfigError(
+                "backend fast cannot train this agent (a layer it does not cover, or no hand-written actor"
+                " gradient): use backend=auto or autograd"
+            )
         self.pi = PolicyMemo(self.actor, taped=self.fast)
         chain = self.actor.chain
         self.host_forward = HostForward(chain) if self.device.type == "cpu" and chain is not None else None
