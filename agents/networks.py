@@ -15,12 +15,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
 
 from agents.backprop import LinearChain, Tape
+
+T = TypeVar("T")
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 """Clamp of the Gaussian policy's log-std, as in SAC's reference code."""
@@ -49,19 +51,14 @@ def fast_chain(layers: Iterable[nn.Module]) -> LinearChain | None:
         return None
 
 
-def _needs(chain: LinearChain | None) -> LinearChain:
-    if chain is None:
-        raise TypeError(NOT_FAST)
-    return chain
+NOT_FAST = "this network has layers the fast backend does not cover: train it with backend=autograd"
 
 
-def _needs_all(chains: list[LinearChain] | None) -> list[LinearChain]:
+def _needs(chains: T | None) -> T:
+    """The hand-written passes (a chain, or a critic's list of them), which only the fast backend uses."""
     if chains is None:
         raise TypeError(NOT_FAST)
     return chains
-
-
-NOT_FAST = "this network has layers the fast backend does not cover: train it with backend=autograd"
 
 
 class DeterministicActor(nn.Module):
@@ -113,7 +110,7 @@ class TwinCritic(nn.Module):
 
     def forward_tape(self, obs: Tensor, action: Tensor, first_only: bool = False) -> tuple[Tensor, list[Tape]]:
         """(E, B, 1) values and their tapes; ``first_only``: Q1 alone, (1, B, 1)."""
-        chains = _needs_all(self.chains)
+        chains = _needs(self.chains)
         x = torch.cat([obs, action], dim=-1)
         passes = [chain.forward(x) for chain in (chains[:1] if first_only else chains)]
         return torch.stack([q for q, _ in passes]), [tape for _, tape in passes]
@@ -124,7 +121,7 @@ class TwinCritic(nn.Module):
         """From ∂L/∂Q (E, B, 1): parameter gradients (``params``) and ∂L/∂action (``action_grad``)."""
         total = None
         action = slice(-self.action_dim, None)
-        for chain, tape, g in zip(_needs_all(self.chains), tapes, grad):
+        for chain, tape, g in zip(_needs(self.chains), tapes, grad):
             a_grad = chain.backward(tape, g, params=params, input_grad=action_grad, input_columns=action)
             if a_grad is not None:
                 total = a_grad if total is None else total + a_grad

@@ -43,9 +43,7 @@ def open_trainer(
     if recorded is None:
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
         return trainer, "from the start"
-    legacy_dir = files.legacy_run_dir(run_id)
-    legacy = legacy_dir / CHECKPOINT if legacy_dir is not None else None
-    source = path if path.exists() else legacy if legacy is not None and legacy.exists() else None
+    source = files.find_checkpoint(run_id)
     if source is None:
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
         missing = f"no checkpoint in {files.display(path.parent)} (the store recorded one at step {recorded:,})"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from store.db import StoreError
-from store.files import CHECKPOINT, RunFiles
+from store.files import RunFiles
 from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
 
 
@@ -59,12 +59,12 @@ def resume(db_path: Path, store: Any, run_id: int) -> str:
     except StoreError as error:
         raise ControlError(str(error)) from None
     step = row["checkpoint_step"]
-    found = [d / CHECKPOINT for d in (files.run_dir(run_id), files.legacy_run_dir(run_id)) if d is not None]
+    found = files.find_checkpoint(run_id)
     requeue(store, run_id)
     start_launcher(db_path, [run_id], 1)
     if step is None:
         return f"resuming run {run_id} from the start (no checkpoint yet; steps already recorded are kept)"
-    if not any(path.exists() for path in found):
+    if found is None:
         return (
             f"resuming run {run_id} from the start: its checkpoint (step {step:,}) is not in"
             f" {files.display(files.run_dir(run_id))} (steps already recorded are kept)"

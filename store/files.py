@@ -100,6 +100,13 @@ class RunFiles:
         """Where a store from before schema 3 kept this run's files; None for newer stores."""
         return None if self.legacy_dir is None else self.legacy_dir / str(run_id)
 
+    def find_checkpoint(self, run_id: int) -> Path | None:
+        """The run's checkpoint file: in its own folder, else (older stores) in the shared one; None if neither."""
+        for directory in (self.run_dir(run_id), self.legacy_run_dir(run_id)):
+            if directory is not None and (directory / CHECKPOINT).exists():
+                return directory / CHECKPOINT
+        return None
+
     def owner(self, run_id: int) -> dict[str, Any]:
         """What a run's checkpoints carry to prove whose they are."""
         return {"store_id": self.store_id, "run_id": run_id}

@@ -155,6 +155,11 @@ class FinalWindow:
         keep = steps > steps[-1] - self.steps
         return steps[keep], values[keep]
 
+    @classmethod
+    def of(cls, last: int | FinalWindow) -> FinalWindow:
+        """``last`` as a window: a count of evaluations, or already one."""
+        return last if isinstance(last, FinalWindow) else cls(last)
+
     def describe(self) -> str:
         """``last 10 evaluations`` or ``last 10,000 steps``."""
         return f"last {self.evaluations} evaluations" if self.steps is None else f"last {self.steps:,} steps"
@@ -162,13 +167,13 @@ class FinalWindow:
 
 def final_returns(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> np.ndarray:
     """Per seed, the mean of its final window (``last``: evaluations, or a window); seeds with none left out."""
-    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    window = FinalWindow.of(last)
     return np.asarray([float(np.mean(window.select(s, v)[1])) for s, v in curves if len(v)], dtype=np.float64)
 
 
 def final_span(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> tuple[int, int] | None:
     """The steps the final windows of these seeds cover, first to last; None without evaluations."""
-    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    window = FinalWindow.of(last)
     chosen = [window.select(s, v)[0] for s, v in curves if len(v)]
     chosen = [c for c in chosen if len(c)]
     if not chosen:
@@ -191,7 +196,7 @@ def final_performance(curves: Sequence[Curve], last: int | FinalWindow = LAST_EV
     evaluation, so runs of equal length (every finished one) give exactly the paper's figure;
     a seed with fewer evaluations counts where it has them. NaN half-width with a single seed.
     """
-    window = last if isinstance(last, FinalWindow) else FinalWindow(last)
+    window = FinalWindow.of(last)
     values = [window.select(s, v)[1] for s, v in curves if len(v)]
     if not values:
         return 0, math.nan, math.nan

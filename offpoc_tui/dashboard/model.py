@@ -242,8 +242,7 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
         x = grid.steps.astype(np.float64)
         if request.wall_time:  # the seeds' mean wall time at each step
             x = band([(steps, wall) for steps, wall, _ in seeds]).mean
-        area = band_area(x, grid.interval(request.band), i)
-        areas.extend([area] if area is not None else [])
+        areas += band_area(x, grid.interval(request.band), i)
         means.append(Line(x, grid.mean, colour(i), group_label(key, len(members))))
         seed_counts.append(len(seeds))
     title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
@@ -258,11 +257,11 @@ RAW_STRENGTH = 0.45
 """How bright a seed's own curve is, drawn behind its group's mean."""
 
 
-def band_area(x: np.ndarray, edges: tuple[np.ndarray, np.ndarray] | None, index: int) -> Area | None:
-    """A group's band as a dim area (where two or more seeds exist); None for no band."""
+def band_area(x: np.ndarray, edges: tuple[np.ndarray, np.ndarray] | None, index: int) -> list[Area]:
+    """A group's band as a dim area, where two or more seeds exist; none for no band."""
     if edges is None or not np.isfinite(edges[0]).any():
-        return None
-    return Area(x, edges[0], edges[1], faint(colour(index), AREA_STRENGTH))
+        return []
+    return [Area(x, edges[0], edges[1], faint(colour(index), AREA_STRENGTH))]
 
 
 def small_n_note(kind: BandKind, seed_counts: list[int]) -> str:
@@ -385,13 +384,13 @@ def compare_figure(
     own = [row for row in rows if row.key[4] == "offpoc"]
     reach = max((float(row.curve.steps[-1]) for row in own if len(row.curve.steps)), default=math.inf)
     versions = versions_shown(rows)
-    lines, areas = [], []
+    lines: list[Line] = []
+    areas: list[Area] = []
     for i, row in enumerate(rows):
         x = row.curve.steps.astype(np.float64)
         label = f"{row_label(row.key, versions)} (n={row.n_seeds})"
         if row.key[4] == "offpoc":
-            area = band_area(x, row.curve.interval(kind), i)
-            areas.extend([area] if area is not None else [])
+            areas += band_area(x, row.curve.interval(kind), i)
             lines.append(Line(x, row.curve.mean, colour(i), label))
         else:
             shown = x <= reach
