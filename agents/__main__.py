@@ -25,10 +25,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
 from agents.envs import EnvError
+from agents.quantities import Quantity
 from agents.sink import EvalRecord, Record, Sink, TrainStatsRecord, WeightBlock
 from agents.training import Trainer
 
-NO_VALUES: dict[str, Any] = {"ret": "–", "sps": "–", "lam": "–"}
+NO_VALUES: dict[str, Any] = {"ret": "–", "sps": "–", "logged": "λ –"}
 """The progress bar's fields before the first evaluation, statistics and weights."""
 
 
@@ -38,6 +39,8 @@ class ProgressSink(Sink):
     def __init__(self, progress: Progress, task: Any, out: IO[str] | None) -> None:
         self.progress, self.task, self.out = progress, task, out
         self.fields: dict[str, Any] = dict(NO_VALUES)
+        self.shown: Quantity | None = None
+        """The first quantity the correction logs (λ for AC-Off-POC): the bar shows it by its label."""
 
     def _write(self, record: Record) -> None:
         if self.out is not None:
@@ -59,7 +62,9 @@ class ProgressSink(Sink):
 
     def on_weights(self, record: WeightBlock) -> None:
         self._write(record)
-        self.fields["lam"] = f"{float(record.values[:, 0].mean()):.3f}"
+        self.shown = self.shown or record.quantity
+        if record.quantity == self.shown:
+            self.fields["logged"] = f"{record.quantity.label} {float(record.values[:, 0].mean()):.3f}"
 
     def on_episode(self, record: Record) -> None:
         self._write(record)
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         config = with_overrides(config, overrides).resolved()
         stop = threading.Event()
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
-        columns.append(TextColumn("return {task.fields[ret]}  SPS {task.fields[sps]}  λ {task.fields[lam]}"))
+        columns.append(TextColumn("return {task.fields[ret]}  SPS {task.fields[sps]}  {task.fields[logged]}"))
         with Progress(*columns) as progress:
             description = f"{config.algo} {config.env_id} {config.correction}"
             task = progress.add_task(description, total=config.total_steps, **NO_VALUES)

@@ -1,9 +1,10 @@
 """Checkpoints: the full state of a :class:`~agents.training.Trainer`, written atomically.
 
 Saved: the resolved config, step/update/episode counters and the training clock,
-every network, optimiser and learned tensor, the RNG states (torch generator,
-numpy generator, training env), the λ histogram of the open interval, and,
-with ``checkpoint_buffer``, the replay buffer.
+every network, optimiser and learned tensor (the correction's own included),
+the RNG states (torch generator, numpy generator, training env), the logged
+quantities' histograms of the open interval, and, with ``checkpoint_buffer``,
+the replay buffer.
 
 A checkpoint also carries its owner, whatever the trainer was given as
 ``owner`` (the app stamps its store's identity and the run's id): with the
@@ -68,7 +69,7 @@ def check_config(info: CheckpointInfo, expected: TrainConfig, name: str | None =
 
 
 def save(trainer: Trainer, path: Path, elapsed: float) -> None:
-    agent = trainer.agent
+    agent, correction = trainer.agent, trainer.correction
     state: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "owner": trainer.owner,
@@ -87,6 +88,11 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
             "torch": trainer.generator.get_state(),
             "numpy": trainer.rng.bit_generator.state,
             "env": trainer.env.np_random.bit_generator.state,
+        },
+        "correction": {
+            "modules": {name: module.state_dict() for name, module in correction.modules().items()},
+            "optimizers": {name: opt.state_dict() for name, opt in correction.optimizers().items()},
+            "state": correction.state_dict(),
         },
         "weights": trainer.weights.state_dict(),
         "buffer": trainer.buffer.state_dict() if trainer.config.checkpoint_buffer else None,
@@ -152,7 +158,14 @@ def load(
     env_rng.bit_generator.state = env_state
     trainer.env.np_random = env_rng
     trainer.obs, _ = trainer.env.reset()
-    trainer.weights.load_state_dict(state["weights"])
+    own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
+    correction = trainer.correction
+    for name, module in correction.modules().items():
+        module.load_state_dict(own["modules"][name])
+    for name, optimizer in correction.optimizers().items():
+        optimizer.load_state_dict(own["optimizers"][name])
+    correction.load_state_dict(own["state"])
+    trainer.weights.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
     if state["buffer"] is not None:
         trainer.buffer.load_state_dict(state["buffer"])
     return trainer

@@ -140,15 +140,23 @@ class TrainConfig:
         return config
 
     def _backend(self) -> str:
-        """The backend ``auto`` stands for: fast unless a network needs what it does not cover."""
+        """The backend ``auto`` stands for: fast unless a network needs what it does not cover,
+        or the correction writes its own actor loss."""
+        from agents.corrections import own_actor_loss
+
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.backend == "fast" and self.layer_norm:
             raise ConfigError(
                 "backend fast covers Linear, ReLU and Tanh networks only; layer_norm needs backend=autograd (or auto)"
             )
+        if self.backend == "fast" and own_actor_loss(self.correction):
+            raise ConfigError(
+                f"correction {self.correction} writes its own actor loss, which backend fast does not cover:"
+                " use backend=autograd (or auto)"
+            )
         if self.backend == "auto":
-            return "autograd" if self.layer_norm else "fast"
+            return "autograd" if self.layer_norm or own_actor_loss(self.correction) else "fast"
         return self.backend
 
     def _validate(self) -> None:

@@ -1,4 +1,4 @@
-"""Accumulates per-update statistics and weights on device; hands out records.
+"""Accumulates per-update statistics and logged quantities on device; hands out records.
 
 Nothing here synchronises with the host per update: values are written into
 preallocated tensors and converted once per block or interval.
@@ -6,16 +6,18 @@ preallocated tensors and converted once per block or interval.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from agents.algorithms.base import UpdateStats
+from agents.quantities import LAMBDA, Quantity
 from agents.sink import TrainStatsRecord, WeightBlock, WeightHistogram
 
-BATCH_COLUMNS = ("lambda",)
 TRANSITION_COLUMNS = ("mean", "min", "max", "p10", "p25", "p50", "p75", "p90")
 _QUANTILES = (0.10, 0.25, 0.50, 0.75, 0.90)
 
@@ -30,11 +32,15 @@ def _order_statistics(n: int, device: str) -> tuple[Tensor, Tensor, Tensor]:
 
 
 class WeightRecorder:
-    """Every batch's weight (λ, or a summary of the λ_i) plus a λ histogram per interval."""
+    """One quantity (λ by default): its value at every update (or a summary of its per-transition
+    values) plus a histogram per interval over the quantity's range."""
 
-    def __init__(self, per_transition: bool, block: int, bins: int, device: torch.device) -> None:
+    def __init__(
+        self, per_transition: bool, block: int, bins: int, device: torch.device, quantity: Quantity = LAMBDA
+    ) -> None:
+        self.quantity = quantity
         self.per_transition = per_transition
-        self.columns = TRANSITION_COLUMNS if per_transition else BATCH_COLUMNS
+        self.columns = TRANSITION_COLUMNS if per_transition else (quantity.name,)
         self.block = block
         self.bins = bins
         self.device = device
@@ -80,7 +86,10 @@ class WeightRecorder:
             rows = self.values[self._settled : self.size]
             torch.mean(w, 1, keepdim=True, out=rows[:, :1])
             torch.lerp(w[:, lo], w[:, hi], frac, out=rows[:, 1:])
-        self.counts += torch.histc(pending.reshape(-1).double(), bins=self.bins, min=0.0, max=1.0)
+        low, high = self.quantity.low, self.quantity.high
+        # histc drops values outside [low, high]: clamped, they count in the end bins.
+        values = pending.reshape(-1).double().clamp(low, high)
+        self.counts += torch.histc(values, bins=self.bins, min=low, max=high)
         self._settled = self.size
 
     def flush(self) -> WeightBlock | None:
@@ -89,6 +98,7 @@ class WeightRecorder:
             return None
         self._settle()
         block = WeightBlock(
+            quantity=self.quantity,
             columns=self.columns,
             updates=self.updates[: self.size].copy(),
             steps=self.steps[: self.size].copy(),
@@ -104,14 +114,60 @@ class WeightRecorder:
         if counts.sum() == 0:
             return None
         self.counts.zero_()
-        return WeightHistogram(step=step, edges=np.linspace(0.0, 1.0, self.bins + 1), counts=counts)
+        edges = np.linspace(self.quantity.low, self.quantity.high, self.bins + 1)
+        return WeightHistogram(step=step, edges=edges, counts=counts, quantity=self.quantity)
 
-    def state_dict(self) -> dict[str, Tensor]:
+    def state_dict(self) -> dict[str, Any]:
         self._settle()
-        return {"counts": self.counts.cpu()}
+        return {"counts": self.counts.cpu(), "per_transition": self.per_transition}
 
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.counts.copy_(state["counts"])
+
+
+class QuantityRecorders:
+    """A :class:`WeightRecorder` per declared quantity, made when its first value arrives
+    (a 0-d value is recorded as is, a (B, 1) one as its summary)."""
+
+    def __init__(self, quantities: Iterable[Quantity], block: int, bins: int, device: torch.device) -> None:
+        self.declared = {q.name: q for q in quantities}
+        self.block, self.bins, self.device = block, bins, device
+        self.recorders: dict[str, WeightRecorder] = {}
+
+    def _recorder(self, name: str, per_transition: bool) -> WeightRecorder:
+        recorder = self.recorders.get(name)
+        if recorder is None:
+            if name not in self.declared:
+                raise ValueError(f"logged quantity {name!r} is not declared (declared: {', '.join(self.declared)})")
+            recorder = WeightRecorder(per_transition, self.block, self.bins, self.device, self.declared[name])
+            self.recorders[name] = recorder
+        return recorder
+
+    def add(self, update: int, step: int, logged: Mapping[str, Tensor]) -> list[WeightBlock]:
+        """Record one update's values; returns the blocks that completed."""
+        blocks = []
+        for name, value in logged.items():
+            block = self._recorder(name, value.ndim > 0).add(update, step, value)
+            if block is not None:
+                blocks.append(block)
+        return blocks
+
+    def flush(self) -> list[WeightBlock]:
+        return [b for r in self.recorders.values() if (b := r.flush()) is not None]
+
+    def histograms(self, step: int) -> list[WeightHistogram]:
+        return [h for r in self.recorders.values() if (h := r.histogram(step)) is not None]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: recorder.state_dict() for name, recorder in self.recorders.items()}
+
+    def load_state_dict(self, state: dict[str, Any], legacy_per_transition: bool = False) -> None:
+        """Restore :meth:`state_dict`; a checkpoint from before quantities holds λ's counts alone,
+        per transition as ``legacy_per_transition`` says (SAC's were)."""
+        if "counts" in state:
+            state = {LAMBDA.name: {**state, "per_transition": legacy_per_transition}} if state["counts"].any() else {}
+        for name, recorder_state in state.items():
+            self._recorder(name, recorder_state["per_transition"]).load_state_dict(recorder_state)
 
 
 class StatsAccumulator:

@@ -9,16 +9,21 @@ halves the memory of the usual (obs, next_obs) layout.
 
 For stochastic policies the buffer also keeps the behaviour policy's pre-tanh
 Gaussian (mean, log_std) per transition; log η(a|s) is derived from them and the
-stored action when needed, so it is not stored.
+stored action when needed, so it is not stored. A correction may add float32
+columns of its own (``fields``), sampled into ``Batch.extra``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
+
+_NO_EXTRA: Mapping[str, Tensor] = MappingProxyType({})
 
 _REJECTION_ROUNDS = 4
 """Redraw rounds for ineligible slots before falling back to the eligible list."""
@@ -41,6 +46,8 @@ class Batch(NamedTuple):
     """(B, d) behaviour pre-tanh mean (stochastic policies only)"""
     behaviour_log_std: Tensor | None = None
     """(B, d) behaviour pre-tanh log-std (stochastic policies only)"""
+    extra: Mapping[str, Tensor] = _NO_EXTRA
+    """A correction's own per-transition fields, (B, width) each"""
 
 
 class ReplayBuffer:
@@ -52,6 +59,7 @@ class ReplayBuffer:
         obs_dim, action_dim: sizes of the flat observation and action vectors.
         behaviour_params: also store the behaviour policy's (mean, log_std).
         device: where sampled batches are placed.
+        fields: extra float32 columns per transition, name → width (``Batch.extra``).
     """
 
     def __init__(
@@ -61,6 +69,7 @@ class ReplayBuffer:
         action_dim: int,
         behaviour_params: bool = False,
         device: torch.device | str = "cpu",
+        fields: Mapping[str, int] | None = None,
     ) -> None:
         if capacity < 2:
             raise ValueError(f"replay capacity must be at least 2 slots, got {capacity}")
@@ -76,6 +85,7 @@ class ReplayBuffer:
         """True for transitions collected by the uniform-random start phase."""
         self.behaviour_mean = np.zeros((capacity, action_dim), dtype=np.float32) if behaviour_params else None
         self.behaviour_log_std = np.zeros((capacity, action_dim), dtype=np.float32) if behaviour_params else None
+        self.extra = {name: np.zeros((capacity, width), dtype=np.float32) for name, width in (fields or {}).items()}
         self.ptr = 0
         """Next slot to write."""
         self.filled = 0
@@ -93,7 +103,7 @@ class ReplayBuffer:
         if self.behaviour_mean is not None and self.behaviour_log_std is not None:
             arrays["behaviour_mean"] = self.behaviour_mean
             arrays["behaviour_log_std"] = self.behaviour_log_std
-        return arrays
+        return arrays | {f"extra.{name}": array for name, array in self.extra.items()}
 
     @property
     def bytes_per_slot(self) -> int:
@@ -114,11 +124,13 @@ class ReplayBuffer:
         episode_end: bool,
         random_phase: bool = False,
         behaviour: tuple[np.ndarray, np.ndarray] | None = None,
+        extra: Mapping[str, np.ndarray | float] | None = None,
     ) -> None:
         """Store one transition (obs, action, reward, next_obs).
 
         ``episode_end`` is terminated or truncated: the next transition starts a
-        new episode, so ``next_obs`` keeps a slot of its own.
+        new episode, so ``next_obs`` keeps a slot of its own. ``extra`` gives the
+        value of every field the buffer was built with.
         """
         i, j = self.ptr, (self.ptr + 1) % self.capacity
         self.obs[i] = obs
@@ -133,6 +145,11 @@ class ReplayBuffer:
                 self.behaviour_log_std[i] = 0.0
             else:
                 self.behaviour_mean[i], self.behaviour_log_std[i] = behaviour
+        if self.extra:
+            if extra is None or extra.keys() != self.extra.keys():
+                raise ValueError(f"a transition needs the fields {sorted(self.extra)}, got {sorted(extra or {})}")
+            for name, value in extra.items():
+                self.extra[name][i] = value
         # The next slot holds next_obs; whatever transition it started is now gone.
         self.obs[j] = next_obs
         self.starts_transition[j] = False
@@ -179,6 +196,26 @@ class ReplayBuffer:
             if candidates.size == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")
             idx[bad] = candidates[draw(int(bad.sum()), candidates.size)]
+        return self.gather(idx)
+
+    def recent(self, count: int) -> Batch:
+        """The ``count`` most recently stored transitions (fewer while the buffer holds fewer), oldest first.
+
+        Walks back from the write position across wrap-around, skipping slots that start no transition.
+        """
+        window = min(self.filled, 2 * count + 2)
+        while True:
+            idx = (self.ptr - 1 - np.arange(window)) % self.capacity
+            idx = idx[self.starts_transition.take(idx)][:count]
+            if len(idx) == count or window == self.filled:
+                break
+            window = min(self.filled, 2 * window)
+        if idx.size == 0:
+            raise RuntimeError("replay buffer has no transition yet")
+        return self.gather(idx[::-1].copy())
+
+    def gather(self, idx: np.ndarray) -> Batch:
+        """The transitions starting at slots ``idx`` (each must start one), as a batch on the buffer's device."""
         next_idx = idx + 1
         next_idx[next_idx == self.capacity] = 0
 
@@ -194,10 +231,16 @@ class ReplayBuffer:
             not_terminated=rows(self.not_terminated),
             behaviour_mean=rows(mean) if mean is not None else None,
             behaviour_log_std=rows(log_std) if log_std is not None else None,
+            extra={name: rows(array) for name, array in self.extra.items()} if self.extra else _NO_EXTRA,
         )
         if self.device.type != "cpu":
-            moved = {name: t.to(self.device, non_blocking=True) for name, t in batch._asdict().items() if t is not None}
-            batch = batch._replace(**moved)
+            moved = {
+                name: t.to(self.device, non_blocking=True)
+                for name, t in batch._asdict().items()
+                if isinstance(t, Tensor)
+            }
+            extra = {name: t.to(self.device, non_blocking=True) for name, t in batch.extra.items()}
+            batch = batch._replace(**moved, extra=extra)
         return batch
 
     def state_dict(self) -> dict[str, Any]:
@@ -213,6 +256,9 @@ class ReplayBuffer:
         if filled > self.capacity:
             raise ValueError(f"checkpointed buffer holds {filled} slots, more than the capacity {self.capacity}")
         arrays = self._arrays()
+        missing = arrays.keys() - state["arrays"].keys()
+        if missing:
+            raise ValueError(f"checkpointed buffer lacks {', '.join(sorted(missing))}")
         for name, array in state["arrays"].items():
             arrays[name][:filled] = array
         self.ptr = int(state["ptr"])

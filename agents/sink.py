@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from agents.quantities import LAMBDA, Quantity
+
 
 @dataclass(frozen=True)
 class EvalRecord:
@@ -63,10 +65,10 @@ class TrainStatsRecord:
 
 @dataclass(frozen=True)
 class WeightBlock:
-    """The similarity weight of every batch in a run of consecutive updates.
+    """A logged quantity (λ, or one a correction declares) at every update of a run of consecutive updates.
 
-    Deterministic corrections: one column ``lambda``. Per-transition corrections:
-    a summary of the batch's λ_i per row (mean, min, max and quantiles).
+    One value per update: one column named after the quantity (``lambda``). One value
+    per transition: a summary of the batch's values per row (mean, min, max and quantiles).
     """
 
     columns: tuple[str, ...]
@@ -76,18 +78,20 @@ class WeightBlock:
     """(n,) int64 environment step of each update."""
     values: np.ndarray
     """(n, len(columns)) float32."""
+    quantity: Quantity = LAMBDA
 
 
 @dataclass(frozen=True)
 class WeightHistogram:
-    """Histogram of λ over one evaluation interval (per-batch λ or all λ_i)."""
+    """Histogram of a logged quantity over one evaluation interval (every value recorded in it)."""
 
     step: int
     """The evaluation step closing the interval."""
     edges: np.ndarray
-    """(bins + 1,) bin edges on [0, 1]."""
+    """(bins + 1,) bin edges on the quantity's [low, high]."""
     counts: np.ndarray
     """(bins,) int64."""
+    quantity: Quantity = LAMBDA
 
 
 @dataclass(frozen=True)
@@ -151,9 +155,10 @@ class RecordingSink(Sink):
     def on_weight_histogram(self, record: WeightHistogram) -> None:
         self.histograms.append(record)
 
-    def weight_values(self) -> np.ndarray:
-        """All blocks' values stacked, (n_updates, columns)."""
-        return np.concatenate([b.values for b in self.weights]) if self.weights else np.zeros((0, 1), np.float32)
+    def weight_values(self, quantity: str = LAMBDA.name) -> np.ndarray:
+        """One quantity's blocks stacked, (n_updates, columns)."""
+        blocks = [b.values for b in self.weights if b.quantity.name == quantity]
+        return np.concatenate(blocks) if blocks else np.zeros((0, 1), np.float32)
 
 
 def emit(sink: Any, record: Record) -> None:

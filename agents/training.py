@@ -20,13 +20,13 @@ import numpy as np
 import torch
 
 from agents.algorithms import make_algorithm
-from agents.config import TrainConfig
-from agents.corrections import CorrectionSettings, make_correction
+from agents.config import ConfigError, TrainConfig
+from agents.corrections import Collected, CorrectionSettings, make_correction
 from agents.envs import env_dims, make_env
 from agents.evaluation import evaluate
-from agents.recorder import StatsAccumulator, WeightRecorder
+from agents.recorder import QuantityRecorders, StatsAccumulator
 from agents.replay import ReplayBuffer
-from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, emit
+from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, WeightBlock, WeightHistogram, emit
 
 if TYPE_CHECKING:
     from agents.checkpoint import CheckpointInfo
@@ -87,15 +87,19 @@ class Trainer:
                 start_step=max(c.correction_start, c.start_steps),
             ),
         )
+        if self.agent.fast and self.correction.overrides_actor_loss:
+            raise ConfigError(f"correction {c.correction!r} writes its own actor loss: use backend=auto or autograd")
         self.buffer = ReplayBuffer(
             c.buffer_size,
             obs_dim,
             action_dim,
             behaviour_params=self.correction.needs_behaviour_params,
             device=self.device,
+            fields=self.correction.fields,
         )
-        self.weights = WeightRecorder(
-            per_transition=self.agent.policy_kind == "stochastic",
+        self.correction.attach(self.agent, self.buffer)
+        self.weights = QuantityRecorders(
+            (*self.correction.quantities, *self.agent.quantities),
             block=c.weights_block,
             bins=c.histogram_bins,
             device=self.device,
@@ -117,10 +121,14 @@ class Trainer:
         if record is not None:
             emit(self.sink, record)
 
+    def _emit_all(self, records: list[WeightBlock] | list[WeightHistogram]) -> None:
+        for record in records:
+            emit(self.sink, record)
+
     def _evaluate(self, clock: float) -> None:
         c = self.config
         returns, lengths = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
-        self._emit(self.weights.histogram(self.step))
+        self._emit_all(self.weights.histograms(self.step))
         self._emit(
             EvalRecord(
                 step=self.step,
@@ -144,7 +152,13 @@ class Trainer:
             action, behaviour = self.agent.act(self.obs, explore=True, rng=self.rng)
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
         episode_end = terminated or truncated
-        self.buffer.add(self.obs, action, float(reward), next_obs, terminated, episode_end, random_phase, behaviour)
+        extra = None
+        if self.correction.fields:
+            collected = Collected(self.step, self.episode_length == 0, random_phase, action, behaviour)
+            extra = self.correction.collect(collected)
+        self.buffer.add(
+            self.obs, action, float(reward), next_obs, terminated, episode_end, random_phase, behaviour, extra
+        )
         self.episode_return += float(reward)
         self.episode_length += 1
         self.step += 1
@@ -158,12 +172,12 @@ class Trainer:
 
     def _update(self) -> None:
         correction = self.correction if self.correction.active(self.step) else None
-        exclude_random = correction is not None and self.correction.needs_behaviour_params
+        exclude_random = correction is not None and correction.excludes_random_phase
         batch = self.buffer.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
         stats = self.agent.update(batch, correction)
         self.stats.add(stats)
-        if stats.weight is not None:
-            self._emit(self.weights.add(self.agent.updates, self.step, stats.weight))
+        if stats.logged:
+            self._emit_all(self.weights.add(self.agent.updates, self.step, stats.logged))
 
     def run(self) -> TrainResult:
         """Train to ``total_steps`` (or until asked to stop)."""
@@ -198,7 +212,7 @@ class Trainer:
         path = self.checkpoint_path
         if path is not None and self.checkpoint_step != self.step:  # not twice at the same step
             self.save_checkpoint(clock=clock)
-        self._emit(self.weights.flush())
+        self._emit_all(self.weights.flush())
         self.elapsed += time.perf_counter() - clock
         return TrainResult(status, self.step, self.agent.updates, self.episode, self.elapsed, path)
 
@@ -207,7 +221,7 @@ class Trainer:
         """Write the full state (see :mod:`agents.checkpoint`); pending weights are reported first."""
         from agents.checkpoint import save
 
-        self._emit(self.weights.flush())
+        self._emit_all(self.weights.flush())
         target = Path(path) if path is not None else self.checkpoint_path
         if target is None:
             raise ValueError("no checkpoint path given")

@@ -65,15 +65,18 @@ def build(path: Path, runs: int) -> None:
                 [(run_id, int(s), s / 120, float(r)) for s, r in zip(steps, returns)],
             )
             db.conn.executemany(
-                "INSERT INTO histograms (run_id, step, counts) VALUES (?, ?, ?)",
+                "INSERT INTO histograms (run_id, quantity, step, counts) VALUES (?, 'lambda', ?, ?)",
                 [(run_id, int(s), counts) for s in steps[1:]],
             )
             db.conn.executemany(
-                "INSERT INTO weights (run_id, first_update, first_step, count, columns, mean, data)"
-                " VALUES (?, ?, ?, 1000, 'lambda', 0.5, ?)",
+                "INSERT INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data)"
+                " VALUES (?, 'lambda', ?, ?, 1000, 'lambda', 0.5, ?)",
                 [(run_id, b * 1000 + 1, b * 1000 + 1001, encode_weights(rng.uniform(0, 1, (1000, 1))))
                  for b in range(BLOCKS)],
             )  # fmt: skip
+            db.conn.execute(
+                "INSERT INTO quantities (run_id, name, label, low, high) VALUES (?, 'lambda', 'λ', 0, 1)", [run_id]
+            )
             db.conn.execute(
                 "UPDATE runs SET status = 'finished', steps = 1000000, updates = 999000, sps = 120, last_return = ?,"
                 " best_return = ?, mean_lambda = 0.5 WHERE id = ?",

@@ -1,7 +1,9 @@
 """Compact encodings for what a run writes often: per-batch weights and histograms.
 
-Weights λ ∈ [0, 1] are quantised to 16 bits (round(λ · 65535), error ≤ 7.7e-6),
-row-major (updates × columns), little-endian, zlib-compressed. A block covers
+Weights in [0, 1] (λ) are quantised to 16 bits (round(λ · 65535), error ≤ 7.7e-6);
+other logged quantities (ratios, emphases) are kept as float32. Either way the
+values are row-major (updates × columns), little-endian, zlib-compressed, and the
+decoder tells the two apart by the size of a row. A block covers
 consecutive updates at consecutive steps, so only its first update and step are
 stored. One million TD3 updates take about 2 MB; one million SAC summaries
 (8 columns) about 15 MB.
@@ -21,16 +23,22 @@ MAX_ERROR = 0.5 / SCALE
 """Largest absolute difference between a stored and a decoded weight."""
 
 
-def encode_weights(values: np.ndarray) -> bytes:
-    """(n, columns) floats in [0, 1] → compressed 16-bit blob."""
-    quantised = np.rint(np.clip(np.asarray(values, dtype=np.float64), 0.0, 1.0) * SCALE).astype("<u2")
+def encode_weights(values: np.ndarray, unit: bool = True) -> bytes:
+    """(n, columns) floats → compressed blob: 16-bit when ``unit`` (values in [0, 1]), else float32."""
+    array = np.asarray(values, dtype=np.float64)
+    if not unit:
+        return zlib.compress(array.astype("<f4").tobytes(), 6)
+    quantised = np.rint(np.clip(array, 0.0, 1.0) * SCALE).astype("<u2")
     return zlib.compress(quantised.tobytes(), 6)
 
 
-def decode_weights(blob: bytes, columns: int) -> np.ndarray:
-    """Inverse of :func:`encode_weights`: (n, columns) float64."""
-    quantised = np.frombuffer(zlib.decompress(blob), dtype="<u2")
-    return quantised.reshape(-1, columns).astype(np.float64) / SCALE
+def decode_weights(blob: bytes, columns: int, count: int) -> np.ndarray:
+    """Inverse of :func:`encode_weights` for ``count`` rows: (count, columns) float64."""
+    raw = zlib.decompress(blob)
+    if len(raw) == 4 * count * columns:
+        return np.frombuffer(raw, dtype="<f4").reshape(count, columns).astype(np.float64)
+    quantised = np.frombuffer(raw, dtype="<u2")
+    return quantised.reshape(count, columns).astype(np.float64) / SCALE
 
 
 def encode_episodes(returns: Sequence[float], lengths: Sequence[int]) -> tuple[str, str]:

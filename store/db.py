@@ -20,7 +20,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -143,11 +143,54 @@ _V3 = """
 INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3}
+# Logged quantities besides λ (a correction declares its own): weights and histograms gain the
+# quantity's name (existing rows are λ's) and histograms its range; ``quantities`` keeps each
+# run's labels. The unique keys grow by the name, which SQLite only allows by rebuilding.
+_V4 = """
+CREATE TABLE quantities (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    label TEXT NOT NULL,
+    low REAL NOT NULL,
+    high REAL NOT NULL,
+    UNIQUE (run_id, name)
+);
+INSERT OR IGNORE INTO quantities (run_id, name, label, low, high)
+    SELECT run_id, 'lambda', 'λ', 0.0, 1.0 FROM (SELECT run_id FROM weights UNION SELECT run_id FROM histograms);
+CREATE TABLE weights_v4 (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    quantity TEXT NOT NULL,
+    first_update INTEGER NOT NULL,
+    first_step INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    columns TEXT NOT NULL,
+    mean REAL NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (run_id, quantity, first_step)
+);
+INSERT INTO weights_v4 SELECT id, run_id, 'lambda', first_update, first_step, count, columns, mean, data FROM weights;
+DROP TABLE weights;
+ALTER TABLE weights_v4 RENAME TO weights;
+CREATE TABLE histograms_v4 (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    quantity TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    counts TEXT NOT NULL,
+    UNIQUE (run_id, quantity, step)
+);
+INSERT INTO histograms_v4 SELECT id, run_id, 'lambda', step, counts FROM histograms;
+DROP TABLE histograms;
+ALTER TABLE histograms_v4 RENAME TO histograms
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
-DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms")
-"""Tables holding a run's observations, keyed by (run_id, step)."""
+DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")
+"""Tables holding a run's observations, keyed by run_id."""
 
 
 LEGACY_RUN_FILES = "legacy_run_files"

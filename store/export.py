@@ -15,17 +15,16 @@ from typing import IO, Any
 import sqlite_utils
 
 from store import summary, tables
-from store.reader import META_COLUMNS, weight_rows, where_runs
+from store.reader import META_COLUMNS, quantities, weight_rows, where_runs
 
 TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary")
 FORMATS = ("csv", "json", "md")
 SUMMARY_FORMATS = (*FORMATS, "latex")
 
-WEIGHT_COLUMNS = (
-    "lambda", "lambda_min", "lambda_max", "lambda_p10", "lambda_p25", "lambda_p50", "lambda_p75", "lambda_p90",
-)  # fmt: skip
-"""Deterministic corrections fill ``lambda`` (the batch's λ); per-transition ones the mean and summary of the λ_i."""
-_WEIGHT_SOURCE = {"lambda": "lambda", "mean": "lambda", "min": "lambda_min", "max": "lambda_max"}
+WEIGHT_COLUMNS = ("quantity", "update", "step", "value", "min", "max", "p10", "p25", "p50", "p75", "p90")
+"""One row per logged quantity (``lambda``, ...) and update: a per-batch value fills ``value``; per-transition
+values fill ``value`` with their mean and the rest with their summary."""
+_SUMMARY = WEIGHT_COLUMNS[3:]
 
 _OBSERVATIONS = {
     "evaluations": ("step", "wall_time", "return_mean", "return_std", "length_mean"),
@@ -43,7 +42,7 @@ def columns(table: str) -> tuple[str, ...]:
     if table == "runs":
         return (*META_COLUMNS, *RUN_COLUMNS)
     if table == "weights":
-        return (*META_COLUMNS, "update", "step", *WEIGHT_COLUMNS)
+        return (*META_COLUMNS, *WEIGHT_COLUMNS)
     return (*META_COLUMNS, *_OBSERVATIONS[table])
 
 
@@ -64,16 +63,17 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
 
 
 def _weight_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
-    index = {name: i for i, name in enumerate(WEIGHT_COLUMNS)}
+    index = {name: i for i, name in enumerate(_SUMMARY)} | {"mean": 0}
     slots: dict[tuple[str, ...], list[int]] = {}  # a run's stored columns → export columns, worked out once
     for meta in db.execute(f"SELECT {_META_SQL} FROM runs{where} ORDER BY runs.id", params).fetchall():
-        for update, step, names, values in weight_rows(db, meta[0]):
-            if names not in slots:
-                slots[names] = [index[_WEIGHT_SOURCE.get(name, f"lambda_{name}")] for name in names]
-            row: list[Any] = [None] * len(WEIGHT_COLUMNS)
-            for slot, value in zip(slots[names], values):
-                row[slot] = round(float(value), 6)
-            yield (*meta, update, step, *row)
+        for quantity in [q["name"] for q in quantities(db, [meta[0]])]:
+            for update, step, names, values in weight_rows(db, meta[0], quantity):
+                if names not in slots:
+                    slots[names] = [0] if len(names) == 1 else [index[name] for name in names]
+                row: list[Any] = [None] * len(_SUMMARY)
+                for slot, value in zip(slots[names], values):
+                    row[slot] = round(float(value), 6)
+                yield (*meta, quantity, update, step, *row)
 
 
 def _md_cell(value: Any) -> str:

@@ -72,9 +72,10 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
         table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         for table in ("evaluations", "episodes", "train", "histograms")
     }
-    counts["weights"] = db.execute("SELECT COALESCE(SUM(count), 0) FROM weights WHERE run_id = ?", [run_id]).fetchone()[
-        0
-    ]
+    counts["weights"] = db.execute(  # updates with logged values (each quantity covers the same ones)
+        "SELECT COALESCE(MAX(n), 0) FROM (SELECT SUM(count) AS n FROM weights WHERE run_id = ? GROUP BY quantity)",
+        [run_id],
+    ).fetchone()[0]
     run["counts"] = counts
     first_last = db.execute("SELECT MIN(step), MAX(step) FROM evaluations WHERE run_id = ?", [run_id]).fetchone()
     run["evaluated_steps"] = list(first_last)
@@ -82,27 +83,41 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
 
 
 def weight_blocks(
-    db: sqlite_utils.Database, run_id: int, after_step: int = -1
+    db: sqlite_utils.Database, run_id: int, after_step: int = -1, quantity: str = "lambda"
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
-    """A run's blocks of per-update weights starting past ``after_step``, in order.
+    """A run's blocks of one logged quantity (λ by default) starting past ``after_step``, in order.
 
     Yields (first update, first step, columns, (count, columns) values). A run never writes
     a step twice, so ``after_step`` (the last block's first step) is a watermark that misses nothing.
     """
-    for first_update, first_step, columns, data in db.execute(
-        "SELECT first_update, first_step, columns, data FROM weights WHERE run_id = ? AND first_step > ?"
-        " ORDER BY first_step",
-        [run_id, after_step],
+    for first_update, first_step, count, columns, data in db.execute(
+        "SELECT first_update, first_step, count, columns, data FROM weights"
+        " WHERE run_id = ? AND quantity = ? AND first_step > ? ORDER BY first_step",
+        [run_id, quantity, after_step],
     ):
         names = tuple(columns.split(","))
-        yield first_update, first_step, names, decode_weights(data, len(names))
+        yield first_update, first_step, names, decode_weights(data, len(names), count)
 
 
-def weight_rows(db: sqlite_utils.Database, run_id: int) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
-    """Per update: (update, step, columns, values) decoded from the run's blocks, in order."""
-    for first_update, first_step, names, values in weight_blocks(db, run_id):
+def weight_rows(
+    db: sqlite_utils.Database, run_id: int, quantity: str = "lambda"
+) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+    """Per update: (update, step, columns, values) decoded from the run's blocks of ``quantity``, in order."""
+    for first_update, first_step, names, values in weight_blocks(db, run_id, quantity=quantity):
         for i in range(len(values)):
             yield first_update + i, first_step + i, names, values[i]
+
+
+def quantities(db: sqlite_utils.Database, run_ids: list[int]) -> list[dict[str, Any]]:
+    """The logged quantities of ``run_ids`` (name, label, low, high), λ first, then by name."""
+    if not run_ids:
+        return []
+    rows = db.execute(
+        f"SELECT name, MIN(label), MIN(low), MAX(high) FROM quantities WHERE run_id IN ({_in(run_ids)})"
+        " GROUP BY name ORDER BY name != 'lambda', name",
+        run_ids,
+    )
+    return [{"name": n, "label": label, "low": low, "high": high} for n, label, low, high in rows]
 
 
 # ---- incremental reads for live views (the dashboard polls these) ---------------------------
@@ -153,12 +168,16 @@ def train_points(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]
     )
 
 
-def histograms(db: sqlite_utils.Database, run_ids: list[int]) -> list[tuple[int, int, np.ndarray]]:
-    """(run_id, step, counts) of every λ histogram of ``run_ids``, by run then step."""
+def histograms(
+    db: sqlite_utils.Database, run_ids: list[int], quantity: str = "lambda"
+) -> list[tuple[int, int, np.ndarray]]:
+    """(run_id, step, counts) of every histogram of ``quantity`` (λ by default) of ``run_ids``, by run then step."""
     if not run_ids:
         return []
     rows = db.execute(
-        f"SELECT run_id, step, counts FROM histograms WHERE run_id IN ({_in(run_ids)}) ORDER BY run_id, step", run_ids
+        f"SELECT run_id, step, counts FROM histograms WHERE quantity = ? AND run_id IN ({_in(run_ids)})"
+        " ORDER BY run_id, step",
+        [quantity, *run_ids],
     )
     return [(run_id, step, decode_counts(counts)) for run_id, step, counts in rows]
 

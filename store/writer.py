@@ -4,9 +4,9 @@ One writer per worker process. Records accumulate in memory; :meth:`RunWriter.ti
 (called every environment step, it costs a clock read) writes them, plus the run's
 progress and heartbeat, in one transaction at most every :data:`FLUSH_INTERVAL_S`.
 
-Resumed runs never write a step twice: at open the writer reads, per table, the
-last step already stored for the run and drops records at or before it (the first
-writer of a step wins; a lost worker's evaluations stay).
+Resumed runs never write a step twice: at open the writer reads, per table (and
+per logged quantity), the last step already stored for the run and drops records
+at or before it (the first writer of a step wins; a lost worker's evaluations stay).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_
 from store.db import write
 
 FLUSH_INTERVAL_S = 1.0
+LAMBDA = "lambda"
+"""The quantity AC-Off-POC logs; its mean is the run's ``mean_lambda``."""
 
 _INSERT = {
     "evaluations": "INSERT OR IGNORE INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean,"
@@ -29,16 +31,17 @@ _INSERT = {
     "episodes": "INSERT OR IGNORE INTO episodes (run_id, step, episode, return, length) VALUES (?, ?, ?, ?, ?)",
     "train": "INSERT OR IGNORE INTO train (run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "weights": "INSERT OR IGNORE INTO weights (run_id, first_update, first_step, count, columns, mean, data)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "histograms": "INSERT OR IGNORE INTO histograms (run_id, step, counts) VALUES (?, ?, ?)",
+    "quantities": "INSERT OR IGNORE INTO quantities (run_id, name, label, low, high) VALUES (?, ?, ?, ?, ?)",
+    "weights": "INSERT OR IGNORE INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "histograms": "INSERT OR IGNORE INTO histograms (run_id, quantity, step, counts) VALUES (?, ?, ?, ?)",
 }
 _LAST_STEP = {
-    "evaluations": "SELECT MAX(step) FROM evaluations WHERE run_id = ?",
-    "episodes": "SELECT MAX(step) FROM episodes WHERE run_id = ?",
-    "train": "SELECT MAX(step) FROM train WHERE run_id = ?",
-    "weights": "SELECT MAX(first_step + count - 1) FROM weights WHERE run_id = ?",
-    "histograms": "SELECT MAX(step) FROM histograms WHERE run_id = ?",
+    "evaluations": "SELECT '', MAX(step) FROM evaluations WHERE run_id = ?",
+    "episodes": "SELECT '', MAX(step) FROM episodes WHERE run_id = ?",
+    "train": "SELECT '', MAX(step) FROM train WHERE run_id = ?",
+    "weights": "SELECT quantity, MAX(first_step + count - 1) FROM weights WHERE run_id = ? GROUP BY quantity",
+    "histograms": "SELECT quantity, MAX(step) FROM histograms WHERE run_id = ? GROUP BY quantity",
 }
 
 
@@ -50,14 +53,20 @@ class RunWriter:
         self.run_id = run_id
         self.flush_interval = flush_interval
         self.pending: dict[str, list[Sequence[Any]]] = {table: [] for table in _INSERT}
-        stored = {table: db.execute(sql, [run_id]).fetchone()[0] for table, sql in _LAST_STEP.items()}
-        self.last_step = {table: -1 if step is None else int(step) for table, step in stored.items()}
+        self.last_step: dict[tuple[str, str], int] = {}
+        """(table, quantity or '') → the last step stored; missing: none."""
+        for table, sql in _LAST_STEP.items():
+            for quantity, step in db.execute(sql, [run_id]).fetchall():
+                if step is not None:
+                    self.last_step[table, quantity] = int(step)
+        self.quantities: set[str] = set()
+        """Logged quantities described in the store by this writer."""
         row = db.execute("SELECT best_return FROM runs WHERE id = ?", [run_id]).fetchone()
         self.progress: dict[str, Any] = {"best_return": row[0] if row else None}
         self._last_flush = time.monotonic()
 
-    def _fresh(self, table: str, step: int) -> bool:
-        return step > self.last_step[table]
+    def _fresh(self, table: str, step: int, quantity: str = "") -> bool:
+        return step > self.last_step.get((table, quantity), -1)
 
     # ---- records ---------------------------------------------------------------------
     def add_eval(
@@ -99,22 +108,55 @@ class RunWriter:
             self.pending["train"].append((self.run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps))
         self.progress["sps"] = sps
 
-    def add_weights(self, columns: Sequence[str], updates: np.ndarray, steps: np.ndarray, values: np.ndarray) -> None:
-        """A block of per-update weights, (n,) updates and steps, (n, columns) values."""
-        keep = steps > self.last_step["weights"]
+    def _describe(self, quantity: str, label: str, low: float, high: float) -> None:
+        """A logged quantity's label and histogram range, stored once per run."""
+        if quantity not in self.quantities:
+            self.quantities.add(quantity)
+            self.pending["quantities"].append((self.run_id, quantity, label, low, high))
+
+    def add_weights(
+        self,
+        columns: Sequence[str],
+        updates: np.ndarray,
+        steps: np.ndarray,
+        values: np.ndarray,
+        quantity: str = LAMBDA,
+        label: str = "λ",
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> None:
+        """A block of a logged quantity (λ by default): (n,) updates and steps, (n, columns) values.
+
+        ``label``, ``low`` and ``high`` describe the quantity (see ``agents.quantities``): one on
+        [0, 1] is a weight, stored to 16 bits (see :mod:`store.codec`); any other as float32.
+        """
+        self._describe(quantity, label, low, high)
+        unit = (low, high) == (0.0, 1.0)
+        keep = steps > self.last_step.get(("weights", quantity), -1)
         updates, steps, values = updates[keep], steps[keep], values[keep]
         for part in contiguous_runs(updates, steps):
             block = values[part]
             mean = float(block[:, 0].mean())
             self.pending["weights"].append(
-                (self.run_id, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns), mean,
-                 encode_weights(block))
+                (self.run_id, quantity, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns),
+                 mean, encode_weights(block, unit))
             )  # fmt: skip
-            self.progress["mean_lambda"] = mean
+            if quantity == LAMBDA:
+                self.progress["mean_lambda"] = mean
 
-    def add_histogram(self, step: int, counts: np.ndarray) -> None:
-        if self._fresh("histograms", step):
-            self.pending["histograms"].append((self.run_id, step, encode_counts(counts)))
+    def add_histogram(
+        self,
+        step: int,
+        counts: np.ndarray,
+        quantity: str = LAMBDA,
+        label: str = "λ",
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> None:
+        """A quantity's histogram over the interval ending at ``step``, bins evenly on [low, high]."""
+        self._describe(quantity, label, low, high)
+        if self._fresh("histograms", step, quantity):
+            self.pending["histograms"].append((self.run_id, quantity, step, encode_counts(counts)))
 
     def add_checkpoint(self, step: int) -> None:
         self.progress["checkpoint_step"] = step
@@ -141,11 +183,17 @@ class RunWriter:
                     self.db.conn.executemany(_INSERT[table], rows)
             self.db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), self.run_id])
         for table, rows in self.pending.items():
-            if rows:
-                self.last_step[table] = max(self.last_step[table], max(self._row_step(table, r) for r in rows))
-                rows.clear()
+            for row in rows if table in _LAST_STEP else ():
+                key, step = self._row_step(table, row)
+                self.last_step[key] = max(self.last_step.get(key, -1), step)
+            rows.clear()
         self._last_flush = time.monotonic()
 
     @staticmethod
-    def _row_step(table: str, row: Sequence[Any]) -> int:
-        return int(row[2] + row[3] - 1) if table == "weights" else int(row[1])
+    def _row_step(table: str, row: Sequence[Any]) -> tuple[tuple[str, str], int]:
+        """The (table, quantity) a pending row belongs to, and its last step."""
+        if table == "weights":
+            return (table, row[1]), int(row[3] + row[4] - 1)
+        if table == "histograms":
+            return (table, row[1]), int(row[2])
+        return (table, ""), int(row[1])

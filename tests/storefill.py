@@ -63,12 +63,31 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
     db.close()
 
 
+_UNDO_V4 = """
+DROP TABLE quantities;
+CREATE TABLE weights_v3 (
+    id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, first_update INTEGER NOT NULL, first_step INTEGER NOT NULL,
+    count INTEGER NOT NULL, columns TEXT NOT NULL, mean REAL NOT NULL, data BLOB NOT NULL, UNIQUE (run_id, first_step)
+);
+INSERT INTO weights_v3 SELECT id, run_id, first_update, first_step, count, columns, mean, data FROM weights;
+DROP TABLE weights;
+ALTER TABLE weights_v3 RENAME TO weights;
+CREATE TABLE histograms_v3 (
+    id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, step INTEGER NOT NULL, counts TEXT NOT NULL, UNIQUE (run_id, step)
+);
+INSERT INTO histograms_v3 SELECT id, run_id, step, counts FROM histograms;
+DROP TABLE histograms;
+ALTER TABLE histograms_v3 RENAME TO histograms;
+"""
+
+
 def as_schema_2(db_path: Path) -> None:
     """Make a store what offpoc left before schema 3: no identity (its runs' files then lived in ``offpoc-runs/``).
 
-    Schema 3 added rows to ``meta`` only, so removing them and the version is the whole difference.
+    Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before).
     """
     with sqlite3.connect(db_path) as conn:
+        conn.executescript(_UNDO_V4)
         conn.execute("DELETE FROM meta WHERE key IN ('store_id', 'legacy_run_files')")
         conn.execute("PRAGMA user_version = 2")
     conn.close()

@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 from agents.algorithms import ActorCritic, make_algorithm, reduce_loss
 from agents.config import TrainConfig
-from agents.corrections import CorrectionSettings, make_correction
+from agents.corrections import Correction, CorrectionSettings, Weights, make_correction
 from agents.corrections.acoffpoc import transition_similarity
 from agents.corrections.divergences import DIVERGENCES
+from agents.quantities import LAMBDA
 from agents.replay import Batch
 
 OBS, ACT, B = 5, 2, 32
@@ -48,20 +49,18 @@ def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-class ConstantWeight:
-    """A correction returning a fixed weight: probes the one reduction point."""
+class ConstantWeight(Correction):
+    """A correction returning a fixed weight for both losses: probes the one reduction point."""
 
     name = "constant"
-    needs_behaviour_params = False
+    quantities = (LAMBDA,)
 
     def __init__(self, value: torch.Tensor) -> None:
+        super().__init__()
         self.value = value
 
-    def active(self, step: int) -> bool:
-        return True
-
-    def __call__(self, batch: Batch, policy: object) -> torch.Tensor:
-        return self.value
+    def weights(self, batch: Batch, agent: object) -> Weights:
+        return Weights.both(self.value)
 
 
 # ---- the reduction ---------------------------------------------------------------------
@@ -228,7 +227,7 @@ def test_deterministic_acoffpoc_weighs_a_batch_by_its_distance_from_the_policy()
     g = torch.Generator().manual_seed(9)
     on_policy = b._replace(action=a.greedy_action(b.obs) + 0.1**0.5 * torch.randn(B, ACT, generator=g))
     off_policy = b._replace(action=a.greedy_action(b.obs) + 0.8)
-    near, far = float(correction(on_policy, a)), float(correction(off_policy, a))
+    near, far = float(correction.similarity(on_policy, a)), float(correction.similarity(off_policy, a))
     assert 0.5 < near <= 1.0 and far < 1e-3
 
 
@@ -239,10 +238,10 @@ def test_stochastic_acoffpoc_is_one_for_data_from_the_current_policy() -> None:
     mean, log_std = a.policy_distribution(b.obs)
     action = torch.tanh(mean + log_std.exp() * torch.randn(B, ACT, generator=torch.Generator().manual_seed(4)))
     own = b._replace(action=action, behaviour_mean=mean, behaviour_log_std=log_std)
-    lam = correction(own, a)
+    lam = correction.similarity(own, a)
     assert lam.shape == (B, 1)
     torch.testing.assert_close(lam, torch.ones(B, 1), rtol=0, atol=1e-5)
-    other = correction(batch(behaviour=True)._replace(action=action), a)
+    other = correction.similarity(batch(behaviour=True)._replace(action=action), a)
     assert float(other.mean()) < 0.99
 
 
@@ -253,7 +252,7 @@ def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(div
     b = batch(behaviour=True)
     noise = torch.randn(B, ACT, generator=torch.Generator().manual_seed(5))
     b = b._replace(action=torch.tanh(b.behaviour_mean + b.behaviour_log_std.exp() * noise))
-    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence))(b, a)
+    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence)).similarity(b, a)
 
     mean, log_std = a.policy_distribution(b.obs)
     u = torch.atanh(b.action.double().clamp(-1 + 1e-6, 1 - 1e-6))

@@ -150,7 +150,8 @@ def test_export_csv_to_stdout_and_file(filled_store: Path, tmp_path: Path) -> No
                     "--db", str(filled_store))  # fmt: skip
     assert result.exit_code == 0 and "wrote 2,500 rows" in result.stderr
     data = json.loads(target.read_text())
-    assert len(data) == 2500 and {"update", "step", "lambda"} <= set(data[0])
+    assert len(data) == 2500 and {"quantity", "update", "step", "value"} <= set(data[0])
+    assert data[0]["quantity"] == "lambda"
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     assert all(r["algo"] == "td3" and r["correction"] == "acoffpoc" and r["divergence"] == "jsd" for r in evaluations)
     weights = export(db, "weights")
     assert len(weights) == 2500 and [int(r["step"]) for r in weights] == list(range(501, 3001))
-    assert all(0.0 <= float(r["lambda"]) <= 1.0 for r in weights)
+    assert all(r["quantity"] == "lambda" and 0.0 <= float(r["value"]) <= 1.0 for r in weights)
     run = runs(db)[1]
     assert run["status"] == "finished" and run["steps"] == 3000
     assert (tmp_path / "offpoc.db-runs" / "1" / "checkpoint.pt").exists()

@@ -79,10 +79,18 @@ def test_check_writable_writes_nothing(tmp_path: Path) -> None:
 def test_weights_round_trip_within_quantisation_error() -> None:
     values = np.random.default_rng(0).uniform(0, 1, (1000, 8)).astype(np.float32)
     values[0] = [0, 1, 0.5, 1e-9, 1 - 1e-9, 0.25, 0.75, 0.123456]
-    decoded = decode_weights(encode_weights(values), 8)
+    decoded = decode_weights(encode_weights(values), 8, 1000)
     assert decoded.shape == values.shape
     assert np.abs(decoded - values).max() <= MAX_ERROR + 1e-7
     assert decoded[0, 0] == 0.0 and decoded[0, 1] == 1.0
+
+
+def test_quantities_off_the_unit_interval_round_trip_as_float32() -> None:
+    values = np.random.default_rng(1).uniform(-5, 50, (7, 1)).astype(np.float32)
+    np.testing.assert_array_equal(decode_weights(encode_weights(values, unit=False), 1, 7), values)
+    # One row of 2 columns at 16 bits is as long as one value at 32: the count tells them apart.
+    pair = np.array([[0.25, 0.5]])
+    np.testing.assert_allclose(decode_weights(encode_weights(pair), 2, 1), pair, atol=MAX_ERROR)
 
 
 def test_contiguous_runs_split_on_gaps() -> None:
@@ -182,11 +190,11 @@ def test_export_evaluations_csv_has_metadata_first(filled_store: Path) -> None:
 def test_export_weights_expands_blocks(filled_store: Path) -> None:
     db = open_store(filled_store)
     td3 = list(rows(db, "weights", run_ids=[2]))
-    assert len(td3) == 2500 and td3[0][7:9] == (1, 501)
-    assert td3[0][9] is not None and td3[0][10] is None  # lambda only
+    assert len(td3) == 2500 and td3[0][7:10] == ("lambda", 1, 501)
+    assert td3[0][10] is not None and td3[0][11] is None  # the value only
     sac = list(rows(db, "weights", run_ids=[3]))
-    assert all(v is not None for v in sac[0][9:])  # mean and the summary
-    assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[9:])
+    assert all(v is not None for v in sac[0][10:])  # mean and the summary
+    assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[10:])
 
 
 @pytest.mark.parametrize("fmt", ["json", "md"])

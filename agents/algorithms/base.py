@@ -4,11 +4,12 @@ An algorithm supplies its networks, its critic target, its actor loss and its
 schedule; :meth:`ActorCritic.update` does the rest, identically for DDPG, TD3
 and SAC:
 
-    λ  = correction(batch, current policy)             # once, before the critic step
-    c  = loss_coefficients(λ, B)                       # L = Σ_i c_i ℓ_i: where λ enters
+    w  = correction.weights(batch, current policy)     # once, before any step
+    c  = loss_coefficients(w.critic, B)                # L = Σ_i c_i ℓ_i: where weights enter
     y  = target(batch)
     critic: ℓ_i = Σ_critics (Q(s_i, a_i) − y_i)², step on L
-    actor (when due): ℓ_i = the algorithm's actor loss, step on L
+    actor (when due): ℓ_i = the algorithm's actor loss (or the correction's) on the
+        correction's actor states, c from w.actor, step on L
     after_actor_step(); soft-update targets (when due)
 
 Each algorithm states its actor loss per sample (``actor_loss``, differentiable);
@@ -28,7 +29,7 @@ results (``tests/test_backends.py``):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -37,10 +38,11 @@ from torch import Tensor, nn
 
 from agents.algorithms.memo import PolicyMemo
 from agents.config import ConfigError, TrainConfig
-from agents.corrections.base import Correction, PolicyKind
+from agents.corrections.base import NO_WEIGHTS, Correction, PolicyKind, Weights
 from agents.host_forward import HostForward
 from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
+from agents.quantities import Quantity
 from agents.replay import Batch
 
 _TINY = 1e-12
@@ -106,8 +108,8 @@ class UpdateStats(NamedTuple):
     actor_loss: Tensor | None
     q_mean: Tensor
     alpha: Tensor | None
-    weight: Tensor | None
-    """The correction's weight, 0-d or (B, 1); None when no correction applied."""
+    logged: Mapping[str, Tensor]
+    """Per-update quantities by name (the correction's λ, ...), 0-d or (B, 1); see :mod:`agents.quantities`."""
 
 
 class Action(NamedTuple):
@@ -197,6 +199,13 @@ class ActorCritic(ABC):
         """The entropy temperature, for stochastic policies."""
         return None
 
+    quantities: tuple[Quantity, ...] = ()
+    """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
+
+    def logged(self) -> Mapping[str, Tensor]:
+        """This update's values of ``quantities``, by name (0-d or (B, 1), detached)."""
+        return {}
+
     def modules(self) -> dict[str, nn.Module]:
         """Every network, by name (checkpoints)."""
         modules: dict[str, nn.Module] = {
@@ -216,14 +225,39 @@ class ActorCritic(ABC):
 
     # ---- the shared update ---------------------------------------------------------
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:
-        """One gradient update on a batch; ``correction`` None means plain losses."""
+        """One gradient update on a batch; ``correction`` None means plain losses.
+
+        The correction's hooks (see :mod:`agents.corrections.base`) give the weights, may
+        step its own networks, pick the actor's states and replace the actor loss.
+        """
         self.updates += 1
-        if not self.fast:
-            return self._update_autograd(batch, correction)
         with torch.no_grad():
-            # Similarity weight: once per update, from the policy before any step.
-            weight = correction(batch, self) if correction is not None else None
-            c = loss_coefficients(weight, batch.obs.shape[0])
+            # Weights: once per update, from the policy before any step.
+            weights = correction.weights(batch, self) if correction is not None else NO_WEIGHTS
+        if correction is not None:
+            correction.auxiliary_update(batch, self)
+        update = self._update_fast if self.fast else self._update_autograd
+        losses = update(batch, weights, correction)
+        logged = {**weights.logged, **self.logged()} if self.quantities else weights.logged
+        return UpdateStats(*losses, alpha=self.alpha_value(), logged=logged)
+
+    def _actor_inputs(
+        self, batch: Batch, weights: Weights, critic_c: Tensor | float, correction: Correction | None
+    ) -> tuple[Tensor, Tensor | float]:
+        """The actor's states and loss coefficients."""
+        obs = correction.actor_states(batch) if correction is not None else batch.obs
+        if weights.actor is weights.critic and obs.shape[0] == batch.obs.shape[0]:
+            return obs, critic_c
+        return obs, loss_coefficients(weights.actor, obs.shape[0])
+
+    def _update_fast(
+        self, batch: Batch, weights: Weights, correction: Correction | None
+    ) -> tuple[Tensor, Tensor | None, Tensor]:
+        """The update with the hand-written gradients (:mod:`agents.backprop`)."""
+        if correction is not None and correction.overrides_actor_loss:
+            raise ConfigError(f"correction {correction.name!r} writes its own actor loss: use backend=auto or autograd")
+        with torch.no_grad():
+            c = loss_coefficients(weights.critic, batch.obs.shape[0])
 
             # Critic: ℓ_i = Σ_critics (Q − y)², so ∂L/∂Q = 2 c (Q − y).
             y = self.target(batch)
@@ -237,24 +271,20 @@ class ActorCritic(ABC):
             actor_loss = None
             stepped = self.actor_due()
             if stepped:
-                actor_loss = weighted_sum(self.actor_backward(batch.obs, c), c)
+                obs, actor_c = self._actor_inputs(batch, weights, c, correction)
+                actor_loss = weighted_sum(self.actor_backward(obs, actor_c), actor_c)
                 self._actor_adam()
                 self.after_actor_step()
 
             self.update_targets(stepped)
-            return UpdateStats(
-                critic_loss=critic_loss,
-                actor_loss=actor_loss,
-                q_mean=q.mean(),
-                alpha=self.alpha_value(),
-                weight=weight,
-            )
+            return critic_loss, actor_loss, q.mean()
 
-    def _update_autograd(self, batch: Batch, correction: Correction | None) -> UpdateStats:
+    def _update_autograd(
+        self, batch: Batch, weights: Weights, correction: Correction | None
+    ) -> tuple[Tensor, Tensor | None, Tensor]:
         """The same update with autograd's gradients: the losses are all there is to it."""
         with torch.no_grad():
-            weight = correction(batch, self) if correction is not None else None
-            c = loss_coefficients(weight, batch.obs.shape[0])
+            c = loss_coefficients(weights.critic, batch.obs.shape[0])
             y = self.target(batch)
 
         # Critic: L = Σ_i c_i Σ_critics (Q(s_i, a_i) − y_i)².
@@ -267,20 +297,17 @@ class ActorCritic(ABC):
         actor_loss = None
         stepped = self.actor_due()
         if stepped:
-            actor_loss = weighted_sum(self.actor_loss(batch.obs), c)
+            obs, actor_c = self._actor_inputs(batch, weights, c, correction)
+            own = correction is not None and correction.overrides_actor_loss
+            per_sample = correction.actor_loss(self, obs, batch) if own else self.actor_loss(obs)  # type: ignore[union-attr]
+            actor_loss = weighted_sum(per_sample, actor_c)
             _set_grads(self.actor, actor_loss)
             self._actor_adam()
             self.after_actor_step()
 
         with torch.no_grad():
             self.update_targets(stepped)
-        return UpdateStats(
-            critic_loss=critic_loss.detach(),
-            actor_loss=None if actor_loss is None else actor_loss.detach(),
-            q_mean=q.detach().mean(),
-            alpha=self.alpha_value(),
-            weight=weight,
-        )
+        return critic_loss.detach(), None if actor_loss is None else actor_loss.detach(), q.detach().mean()
 
     # ---- helpers shared by algorithms ----------------------------------------------
     def actor_output(self, obs: np.ndarray) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Off-policy corrections, registered by name.
 
-Adding a correction (ACE, Geoff-PAC, IPG, RIS-Off-PAC, ...) means writing a
-factory ``CorrectionSettings -> Correction`` and calling :func:`register`; no
-algorithm file changes.
+Adding a correction means subclassing :class:`Correction` (its hooks: weights,
+an actor-loss override, the actor's states, extra per-transition fields, its own
+networks, logged quantities) and calling :func:`register` with a factory
+``CorrectionSettings -> Correction``; no algorithm file changes.
 """
 
 from __future__ import annotations
@@ -10,19 +11,37 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agents.corrections.acoffpoc import DeterministicACOffPOC, StochasticACOffPOC
-from agents.corrections.base import Correction, CorrectionSettings, NoCorrection
+from agents.corrections.base import Collected, Correction, CorrectionSettings, NoCorrection, Weights
 from agents.corrections.divergences import DIVERGENCES
 
 CorrectionFactory = Callable[[CorrectionSettings], Correction]
 
 _REGISTRY: dict[str, CorrectionFactory] = {}
+_OWN_ACTOR_LOSS: set[str] = set()
 
 
-def register(name: str, factory: CorrectionFactory) -> None:
-    """Make a correction available under ``name`` (config, CLI, store)."""
+def register(name: str, factory: CorrectionFactory, *, own_actor_loss: bool = False) -> None:
+    """Make a correction available under ``name`` (config, CLI, store).
+
+    ``own_actor_loss``: its corrections override :meth:`Correction.actor_loss`, so runs
+    with it train with autograd (``backend=auto`` resolves to ``autograd``; ``fast`` is refused).
+    """
     if name in _REGISTRY:
         raise ValueError(f"correction {name!r} is already registered")
     _REGISTRY[name] = factory
+    if own_actor_loss:
+        _OWN_ACTOR_LOSS.add(name)
+
+
+def unregister(name: str) -> None:
+    """Forget a registered correction (tests and notebooks that register their own)."""
+    _REGISTRY.pop(name, None)
+    _OWN_ACTOR_LOSS.discard(name)
+
+
+def own_actor_loss(name: str) -> bool:
+    """Whether the correction ``name`` replaces the algorithm's actor loss."""
+    return name in _OWN_ACTOR_LOSS
 
 
 def names() -> tuple[str, ...]:
@@ -36,7 +55,10 @@ def make_correction(name: str, settings: CorrectionSettings) -> Correction:
         factory = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown correction {name!r}: choose one of {', '.join(_REGISTRY)}") from None
-    return factory(settings)
+    correction = factory(settings)
+    if correction.overrides_actor_loss != own_actor_loss(name):
+        raise ValueError(f"correction {name!r}: register it with own_actor_loss={correction.overrides_actor_loss}")
+    return correction
 
 
 def _acoffpoc(settings: CorrectionSettings) -> Correction:
@@ -50,9 +72,13 @@ register("acoffpoc", _acoffpoc)
 
 __all__ = [
     "DIVERGENCES",
+    "Collected",
     "Correction",
     "CorrectionSettings",
+    "Weights",
     "make_correction",
     "names",
+    "own_actor_loss",
     "register",
+    "unregister",
 ]

@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from operator import mul
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from agents.corrections.base import CorrectionSettings
+from agents.corrections.base import Correction, CorrectionSettings, Weights
 from agents.corrections.divergences import (
     DIVERGENCES,
     JSD_SAMPLES,
@@ -34,6 +34,7 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
 )
+from agents.quantities import LAMBDA
 from agents.replay import Batch
 
 __all__ = [
@@ -223,45 +224,49 @@ def transition_similarity(
     return torch.exp(log_lam).to(torch.float32)
 
 
-class DeterministicACOffPOC:
-    """One λ per batch from the action differences a − π(s) (DDPG, TD3)."""
+class DeterministicACOffPOC(Correction):
+    """One λ per batch from the action differences a − π(s) (DDPG, TD3), on both losses."""
 
     name = "acoffpoc"
-    needs_behaviour_params = False
+    quantities = (LAMBDA,)
 
     def __init__(self, settings: CorrectionSettings) -> None:
+        super().__init__(settings)
         _check_divergence(settings.divergence)
         _check_ref_std(settings.ref_std)
         self.divergence = settings.divergence
         self.ref_std = settings.ref_std
-        self.start_step = settings.start_step
 
-    def active(self, step: int) -> bool:
-        return step >= self.start_step
+    def similarity(self, batch: Batch, policy: Any) -> Tensor:
+        """λ for the batch under ``policy`` (anything with ``greedy_action``), 0-d."""
+        return batch_similarity(batch.action - policy.greedy_action(batch.obs), self.ref_std, self.divergence)
 
-    def __call__(self, batch: Batch, policy: object) -> Tensor:
-        current = policy.greedy_action(batch.obs)  # type: ignore[attr-defined]
-        return batch_similarity(batch.action - current, self.ref_std, self.divergence)
+    def weights(self, batch: Batch, agent: Any) -> Weights:
+        return Weights.both(self.similarity(batch, agent))
 
 
-class StochasticACOffPOC:
-    """One λ_i per transition from the stored behaviour Gaussian (SAC)."""
+class StochasticACOffPOC(Correction):
+    """One λ_i per transition from the stored behaviour Gaussian (SAC), on both losses.
+
+    Transitions of the uniform-random start phase have no behaviour Gaussian: they are
+    left out of batches while the correction is active.
+    """
 
     name = "acoffpoc"
+    quantities = (LAMBDA,)
     needs_behaviour_params = True
+    excludes_random_phase = True
 
     def __init__(self, settings: CorrectionSettings) -> None:
+        super().__init__(settings)
         _check_divergence(settings.divergence)
         self.divergence = settings.divergence
-        self.start_step = settings.start_step
 
-    def active(self, step: int) -> bool:
-        return step >= self.start_step
-
-    def __call__(self, batch: Batch, policy: object) -> Tensor:
+    def similarity(self, batch: Batch, policy: Any) -> Tensor:
+        """λ_i for the batch under ``policy`` (anything with ``policy_distribution``), (B, 1)."""
         if batch.behaviour_mean is None or batch.behaviour_log_std is None:
             raise ValueError("stochastic AC-Off-POC needs the behaviour policy's parameters in the batch")
-        mean, log_std = policy.policy_distribution(batch.obs)  # type: ignore[attr-defined]
+        mean, log_std = policy.policy_distribution(batch.obs)
         # Both densities are evaluated at the same pre-tanh point, so the tanh
         # Jacobian cancels in the ratio and log η need not be stored.
         u = torch.atanh(batch.action.clamp(-ACTION_CLAMP, ACTION_CLAMP))
@@ -269,3 +274,6 @@ class StochasticACOffPOC:
         return transition_similarity(
             mean, log_std, batch.behaviour_mean, batch.behaviour_log_std, log_ratio, self.divergence
         )
+
+    def weights(self, batch: Batch, agent: Any) -> Weights:
+        return Weights.both(self.similarity(batch, agent))

@@ -1,44 +1,88 @@
-"""What a correction is: given a batch and the current policy, the loss weights.
+"""What a correction is: hooks into the shared update, each defaulting to the plain algorithm.
 
-A correction never touches networks, targets or exploration. It returns a weight
-that the algorithms' single reduction point (``agents.algorithms.base.loss_coefficients``)
-turns into the coefficients of L = Σ_i c_i ℓ_i, for the losses and their gradients alike:
+The update (:meth:`agents.algorithms.base.ActorCritic.update`) calls, in order:
+
+    weights = correction.weights(batch, agent)        # no gradient, before any step
+    correction.auxiliary_update(batch, agent)         # its own networks, if any
+    critic step on L = Σ_i c_i ℓ_i, c from weights.critic
+    actor step (when due) on the states correction.actor_states(batch), with
+        ℓ_i = correction.actor_loss(...) if the correction writes one, else the algorithm's,
+        and c from weights.actor
+
+A weight becomes the coefficients c_i at one reduction point
+(:func:`agents.algorithms.base.loss_coefficients`):
 
 - ``None``: no correction, the plain mean;
 - a 0-d tensor λ (per batch): ``λ · mean_i(ℓ_i)``;
 - a (B, 1) tensor λ_i (per transition): ``Σ λ_i ℓ_i / Σ λ_i``.
+
+Besides weights, a correction may store extra fields with every transition
+(``fields`` and :meth:`Correction.collect`), read the replay buffer
+(:meth:`Correction.attach`: recent states, predecessor windows), own networks and
+optimisers (saved in checkpoints), and log per-update quantities (``quantities``,
+returned in ``Weights.logged``: they reach the store and the Weights view with no
+other change). Targets, target networks and exploration stay the algorithm's.
+
+A correction that writes its own actor loss is differentiated by autograd: the run's
+backend ``auto`` resolves to ``autograd`` for it (see ``register(..., own_actor_loss=True)``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from torch import Tensor
+import numpy as np
+import torch
+from torch import Tensor, nn
 
+from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
+
+if TYPE_CHECKING:
+    from agents.algorithms.base import ActorCritic
+    from agents.replay import ReplayBuffer
 
 PolicyKind = Literal["deterministic", "stochastic"]
 
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
-class Correction(Protocol):
-    """An off-policy correction, registered by name in ``agents.corrections``."""
 
-    name: str
+class Weights(NamedTuple):
+    """A correction's weights for one update, detached."""
 
-    @property
-    def needs_behaviour_params(self) -> bool:
-        """True when the buffer must store the behaviour policy's parameters."""
-        ...
+    critic: Tensor | None = None
+    """0-d λ, (B, 1) λ_i, or None (plain mean) for the critic loss."""
+    actor: Tensor | None = None
+    """The same for the actor loss, over the actor's states."""
+    logged: Mapping[str, Tensor] = _NOTHING
+    """Per-update values of the correction's ``quantities``, by name (0-d or (B, 1))."""
 
-    def active(self, step: int) -> bool:
-        """Whether weights apply at this environment step (False: plain losses)."""
-        ...
+    @classmethod
+    def both(cls, weight: Tensor, quantity: Quantity = LAMBDA) -> Weights:
+        """One weight for both losses, logged as ``quantity`` (AC-Off-POC's λ)."""
+        return cls(weight, weight, {quantity.name: weight})
 
-    def __call__(self, batch: Batch, policy: object) -> Tensor:
-        """The weight for a batch under the current policy, detached, in [0, 1]:
-        0-d λ (per batch) or (B, 1) λ_i (per transition). It is also what gets logged."""
-        ...
+
+NO_WEIGHTS = Weights()
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What is known about a transition as it is stored (for :meth:`Correction.collect`)."""
+
+    step: int
+    """Environment steps taken before this transition (0 for the run's first)."""
+    episode_start: bool
+    """The transition's observation came from a reset."""
+    random_phase: bool
+    """The action was drawn by the uniform-random start phase."""
+    action: np.ndarray
+    """(d,) the executed action, normalised to [-1, 1]."""
+    behaviour: tuple[np.ndarray, np.ndarray] | None
+    """Stochastic policies: the pre-tanh (mean, log_std) it was drawn from."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +96,79 @@ class CorrectionSettings:
     """First environment step at which the correction applies."""
 
 
-class NoCorrection:
+class Correction:
+    """An off-policy correction, registered by name in ``agents.corrections``.
+
+    Every hook defaults to the plain algorithm; a correction overrides what it changes.
+    """
+
+    name: str = "none"
+    quantities: tuple[Quantity, ...] = ()
+    """What :meth:`weights` logs in ``Weights.logged``."""
+    fields: Mapping[str, int] = _NOTHING
+    """Extra float32 columns stored per transition, name → width; :meth:`collect` fills them."""
+    needs_behaviour_params: bool = False
+    """The buffer stores the stochastic behaviour policy's pre-tanh (mean, log_std)."""
+    excludes_random_phase: bool = False
+    """While active, batches never hold transitions of the uniform-random start phase."""
+
+    def __init__(self, settings: CorrectionSettings | None = None) -> None:
+        self.start_step = settings.start_step if settings is not None else 0
+
+    def active(self, step: int) -> bool:
+        """Whether the correction applies at this environment step (False: the plain update)."""
+        return step >= self.start_step
+
+    def attach(self, agent: ActorCritic, replay: ReplayBuffer) -> None:
+        """Called once by the trainer with the run's agent and replay buffer."""
+
+    def collect(self, transition: Collected) -> Mapping[str, np.ndarray | float]:
+        """The values of ``fields`` for a transition being stored."""
+        return _NOTHING
+
+    def weights(self, batch: Batch, agent: ActorCritic) -> Weights:
+        """The loss weights for this batch under the current policy (called without gradient)."""
+        return NO_WEIGHTS
+
+    def auxiliary_update(self, batch: Batch, agent: ActorCritic) -> None:
+        """Step the correction's own networks on this batch (after :meth:`weights`)."""
+
+    def actor_states(self, batch: Batch) -> Tensor:
+        """The states the actor loss is evaluated on."""
+        return batch.obs
+
+    def actor_loss(self, agent: ActorCritic, obs: Tensor, batch: Batch) -> Tensor:
+        """The per-sample actor loss ℓ_i, (n, 1), differentiable in the actor's parameters.
+
+        Override it to replace the algorithm's (and register with ``own_actor_loss=True``);
+        ``agent.actor_loss(obs)`` is the algorithm's own, to build on.
+        """
+        raise NotImplementedError
+
+    @property
+    def overrides_actor_loss(self) -> bool:
+        return type(self).actor_loss is not Correction.actor_loss
+
+    def modules(self) -> dict[str, nn.Module]:
+        """The correction's networks, by name (checkpoints)."""
+        return {}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The correction's optimisers, by name (checkpoints)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Any other state a resumed run needs (counters), picklable."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+
+
+class NoCorrection(Correction):
     """The plain algorithm: no weights, ever."""
 
     name = "none"
-    needs_behaviour_params = False
 
     def active(self, step: int) -> bool:
         return False
-
-    def __call__(self, batch: Batch, policy: object) -> Tensor:
-        raise RuntimeError("the 'none' correction computes no weights")

@@ -127,7 +127,7 @@ def main() -> None:
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(0)
     generator = torch.Generator().manual_seed(0)
-    exclude_random = correction.needs_behaviour_params
+    exclude_random = correction.excludes_random_phase
     batch = sample(trainer.config.batch_size, generator, exclude_random)
     weight_on = correction if args.correction != "none" else None
     zero_action = np.zeros(agent.action_dim, dtype=np.float32)
@@ -144,7 +144,7 @@ def main() -> None:
     }
     if weight_on is not None:
         with torch.no_grad():
-            alone[WEIGHT] = seconds_per_call(lambda: correction(batch, agent))
+            alone[WEIGHT] = seconds_per_call(lambda: correction.weights(batch, agent))
 
     label = args.algo.upper() + (f" + {args.correction} {args.divergence}" if args.correction != "none" else "")
     table = Table(title=f"{label} on {args.env}: {trainer.step:,} steps in {loop:.1f} s, 1 torch thread")

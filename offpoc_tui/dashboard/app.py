@@ -60,6 +60,7 @@ class Dashboard(App[None]):
         Binding("m", "smoothing", "Smooth"),
         Binding("b", "band", "Band"),
         Binding("h", "heatmap", "Heatmap", show=False),
+        Binding("v", "quantity", "Quantity", show=False),
         Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
         Binding("right_square_bracket", "interval(1)", "Later", show=False),
         Binding("x", "stop", "Stop"),
@@ -314,6 +315,10 @@ class Dashboard(App[None]):
 
     def action_heatmap(self) -> None:
         self.ask(heatmap=not self.request.heatmap)
+
+    def action_quantity(self) -> None:
+        """Weights: the next logged quantity (λ, then what the correction adds)."""
+        self.ask(quantity=self.request.quantity + 1)
 
     def action_interval(self, delta: int) -> None:
         self.ask(interval=min(self.request.interval + delta, -1))

@@ -80,7 +80,7 @@ QUANTILE_LINES = ("p10", "p50", "p90")
 
 @dataclass
 class RunQuantiles:
-    """λ quantiles per block of updates (1,000 by default) over training."""
+    """A quantity's quantiles per block of updates (1,000 by default) over training."""
 
     steps: list[float] = field(default_factory=list)
     values: list[tuple[float, float, float]] = field(default_factory=list)
@@ -88,12 +88,12 @@ class RunQuantiles:
 
 
 def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float, float, float]:
-    """p10/p50/p90 of λ over one block of updates.
+    """p10/p50/p90 of a logged quantity over one block of updates.
 
-    A per-batch λ (DDPG, TD3): quantiles across the block's batches. Per-transition λ_i
-    (SAC): the block's mean of each batch's own p10/p50/p90 of the λ_i.
+    One value per batch (λ of DDPG, TD3): quantiles across the block's batches. Per-transition
+    values (SAC's λ_i): the block's mean of each batch's own p10/p50/p90.
     """
-    if columns == ("lambda",):
+    if len(columns) == 1:
         p10, p50, p90 = np.quantile(values[:, 0], (0.1, 0.5, 0.9))
         return float(p10), float(p50), float(p90)
     index = [columns.index(name) for name in QUANTILE_LINES]
@@ -102,19 +102,19 @@ def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float
 
 
 class WeightCache:
-    """Per run, the quantile lines of λ, decoded once per stored block."""
+    """Per run and logged quantity, the quantile lines, decoded once per stored block."""
 
     def __init__(self) -> None:
-        self.runs: dict[int, RunQuantiles] = {}
+        self.runs: dict[tuple[int, str], RunQuantiles] = {}
 
-    def update(self, db: sqlite_utils.Database, run_id: int) -> RunQuantiles:
-        run = self.runs.setdefault(run_id, RunQuantiles())
-        for _, first_step, columns, values in weight_blocks(db, run_id, run.last_first_step):
+    def update(self, db: sqlite_utils.Database, run_id: int, quantity: str = "lambda") -> RunQuantiles:
+        run = self.runs.setdefault((run_id, quantity), RunQuantiles())
+        for _, first_step, columns, values in weight_blocks(db, run_id, run.last_first_step, quantity):
             run.steps.append(first_step + (len(values) - 1) / 2)
             run.values.append(block_quantiles(columns, values))
             run.last_first_step = first_step
         return run
 
     def forget(self, keep: set[int]) -> None:
-        for run_id in set(self.runs) - keep:
-            del self.runs[run_id]
+        for key in [key for key in self.runs if key[0] not in keep]:
+            del self.runs[key]

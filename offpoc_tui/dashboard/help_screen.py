@@ -28,6 +28,7 @@ HELP = """\
 | `m` | smoothing: none, 5 or 10 evaluations |
 | `h` | λ over training: quantile lines or heatmap |
 | `[` `]` | the λ histogram's interval: earlier, later |
+| `v` | Weights: the next logged quantity, where a correction logs more than λ |
 | `?` | this help · `q` quit |
 
 Curves show the selected runs, or every run the filter shows when none is selected.

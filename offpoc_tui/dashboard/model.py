@@ -38,7 +38,7 @@ from offpoc_tui.dashboard.groups import (
     task_name,
     versions_shown,
 )
-from store.reader import configs, histograms, run_detail, train_points
+from store.reader import configs, histograms, quantities, run_detail, train_points
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.summary import env_family, source_of
 
@@ -71,6 +71,8 @@ class Request:
     heatmap: bool = False
     interval: int = -1
     """Histogram interval: an index into the subject's intervals (−1: the latest)."""
+    quantity: int = 0
+    """Weights: which of the subject's logged quantities (λ first), modulo their number; ``v`` cycles."""
     compare_key: tuple[str, str] | None = None
     threshold: float | None = None
     band: BandKind = "ci95"
@@ -164,32 +166,57 @@ class Model:
             nothing = empty("λ", no_runs(request) if not runs or request.filter_text else "no run under the cursor")
             return WeightsData(nothing, nothing)
         subject = group_label(group_key(cursor), len(members)) if request.grouped else f"run {cursor['id']}"
-        hists = histograms(db, [r["id"] for r in members])
-        why = None if hists else no_weights(cursor, runs)
-        if why is not None:
-            nothing = empty(f"λ, {subject}", why)
+        ids = [r["id"] for r in members]
+        logged = quantities(db, ids)
+        if not logged:
+            nothing = empty(f"λ, {subject}", no_weights(cursor, runs) or "no values recorded yet")
             return WeightsData(nothing, nothing)
+        shown = Shown.of(logged, request.quantity)
+        hists = histograms(db, ids, shown.name)
         return WeightsData(
-            histogram=histogram_figure(subject, hists, request.interval),
+            histogram=histogram_figure(subject, hists, request.interval, shown),
             training=(
-                heatmap_figure(subject, hists) if request.heatmap else self.quantile_figure(db, subject, members)
+                heatmap_figure(subject, hists, shown)
+                if request.heatmap
+                else self.quantile_figure(db, subject, members, shown)
             ),
         )
 
-    def quantile_figure(self, db: sqlite_utils.Database, subject: str, members: list[dict[str, Any]]) -> Figure:
-        per_run = [self.weights.update(db, r["id"]) for r in members]
+    def quantile_figure(
+        self, db: sqlite_utils.Database, subject: str, members: list[dict[str, Any]], shown: Shown
+    ) -> Figure:
+        per_run = [self.weights.update(db, r["id"], shown.name) for r in members]
         per_run = [q for q in per_run if q.steps]
         if not per_run:
-            return empty(f"λ over training, {subject}", "no weights recorded yet")
+            return empty(f"{shown.label} over training, {subject}", "no values recorded yet")
         curves = [(np.asarray(q.steps), np.asarray(q.values)) for q in per_run]
         lines = []
         for j, (name, shade) in enumerate((("p10", 0.55), ("p50", 1.0), ("p90", 0.55))):
             grid = band([(s, v[:, j]) for s, v in curves])
             lines.append(Line(grid.steps.astype(np.float64), grid.mean, faint(colour(0), shade), name))
-        title = f"λ over training, {subject}: quantiles per 1,000 updates" + (
+        title = f"{shown.label} over training, {subject}: quantiles per 1,000 updates" + (
             f", mean over {len(per_run)} seeds" if len(per_run) > 1 else ""
         )
-        return LinesFigure(title, "environment steps", "λ", lines)
+        return LinesFigure(title + shown.others, "environment steps", shown.label, lines)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The logged quantity the Weights view shows, and a note naming the others."""
+
+    name: str
+    label: str
+    low: float
+    high: float
+    others: str
+    """'' when it is the only one; else ' (v: ρ̄, w)'."""
+
+    @classmethod
+    def of(cls, logged: list[dict[str, Any]], index: int) -> Shown:
+        chosen = logged[index % len(logged)]
+        rest = [q["label"] for q in logged if q is not chosen]
+        others = f" (v: {', '.join(rest)})" if rest else ""
+        return cls(chosen["name"], chosen["label"], chosen["low"], chosen["high"], others)
 
 
 # ---- curves -------------------------------------------------------------------------------------
@@ -292,35 +319,36 @@ def no_weights(run: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
     return f"{why}; runs with λ: {shown} (move the cursor to one)"
 
 
-def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int) -> Figure:
-    """λ's distribution over one evaluation interval (summed over a group's seeds)."""
+def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int, shown: Shown) -> Figure:
+    """A quantity's distribution over one evaluation interval (summed over a group's seeds)."""
     steps = sorted({step for _, step, _ in hists})
     if not steps:
-        return empty(f"λ histogram, {subject}", "no interval finished yet")
+        return empty(f"{shown.label} histogram, {subject}", "no interval finished yet")
     index = min(max(interval, -len(steps)), len(steps) - 1)
     step = steps[index]
     counts = sum(c for _, s, c in hists if s == step)
     assert isinstance(counts, np.ndarray)
     share = counts / max(counts.sum(), 1)
-    centres = (np.arange(len(counts)) + 0.5) / len(counts)
+    centres = shown.low + (np.arange(len(counts)) + 0.5) / len(counts) * (shown.high - shown.low)
     position = index % len(steps) + 1
-    title = f"λ histogram, {subject}: interval ending at step {step:,} ({position} of {len(steps)}; [ ] to move)"
-    return BarsFigure(title, "λ", "share of weights", centres, share)
+    title = f"{shown.label} histogram, {subject}: interval ending at step {step:,} ({position} of {len(steps)};"
+    return BarsFigure(title + f" [ ] to move){shown.others}", shown.label, "share of values", centres, share)
 
 
-def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]]) -> Figure:
-    """λ's distribution per interval as columns (λ = 1 at the top), each column normalised."""
+def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown: Shown) -> Figure:
+    """A quantity's distribution per interval as columns (its top value at the top), each column normalised."""
     steps = sorted({step for _, step, _ in hists})
     if not steps:
-        return empty(f"λ heatmap, {subject}", "no interval finished yet")
+        return empty(f"{shown.label} heatmap, {subject}", "no interval finished yet")
     index = {step: i for i, step in enumerate(steps)}
     bins = len(hists[0][2])
     cells = np.zeros((bins, len(steps)))
     for _, step, counts in hists:
         cells[:, index[step]] += counts[::-1]
     cells /= np.maximum(cells.max(axis=0, keepdims=True), 1)
-    title = f"λ heatmap, {subject}: rows λ from 1 (top) to 0, columns {len(steps)} intervals to step {steps[-1]:,}"
-    return MatrixFigure(title, cells)
+    rows = f"rows {shown.label} from {shown.high:g} (top) to {shown.low:g}"
+    title = f"{shown.label} heatmap, {subject}: {rows}, columns {len(steps)} intervals to step {steps[-1]:,}"
+    return MatrixFigure(title + shown.others, cells)
 
 
 # ---- compare ----------------------------------------------------------------------------------
