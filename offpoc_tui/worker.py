@@ -67,14 +67,10 @@ class StoreSink(Sink):
         )
 
     def on_weights(self, record: WeightBlock) -> None:
-        q = record.quantity
-        self.writer.add_weights(
-            record.columns, record.updates, record.steps, record.values, q.name, q.label, q.low, q.high
-        )
+        self.writer.add_weights(record.columns, record.updates, record.steps, record.values, record.quantity)
 
     def on_weight_histogram(self, record: WeightHistogram) -> None:
-        q = record.quantity
-        self.writer.add_histogram(record.step, record.counts, q.name, q.label, q.low, q.high)
+        self.writer.add_histogram(record.step, record.counts, record.quantity)
 
     def on_checkpoint(self, record: CheckpointRecord) -> None:
         # Everything up to the checkpoint must be in the store before the checkpoint exists:

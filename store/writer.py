@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import sqlite_utils
@@ -22,8 +22,30 @@ from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_
 from store.db import write
 
 FLUSH_INTERVAL_S = 1.0
-LAMBDA = "lambda"
-"""The quantity AC-Off-POC logs; its mean is the run's ``mean_lambda``."""
+
+
+class Described(Protocol):
+    """What the store keeps of a logged quantity (``agents.quantities.Quantity`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
+class QuantityInfo(NamedTuple):
+    name: str
+    label: str
+    low: float = 0.0
+    high: float = 1.0
+
+
+LAMBDA = QuantityInfo("lambda", "λ")
+"""The quantity AC-Off-POC logs, a weight on [0, 1]; its mean is the run's ``mean_lambda``."""
 
 _INSERT = {
     "evaluations": "INSERT OR IGNORE INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean,"
@@ -108,11 +130,12 @@ class RunWriter:
             self.pending["train"].append((self.run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps))
         self.progress["sps"] = sps
 
-    def _describe(self, quantity: str, label: str, low: float, high: float) -> None:
-        """A logged quantity's label and histogram range, stored once per run."""
-        if quantity not in self.quantities:
-            self.quantities.add(quantity)
-            self.pending["quantities"].append((self.run_id, quantity, label, low, high))
+    def _describe(self, quantity: Described) -> str:
+        """Store a logged quantity's label and histogram range, once per run; returns its name."""
+        if quantity.name not in self.quantities:
+            self.quantities.add(quantity.name)
+            self.pending["quantities"].append((self.run_id, quantity.name, quantity.label, quantity.low, quantity.high))
+        return quantity.name
 
     def add_weights(
         self,
@@ -120,43 +143,31 @@ class RunWriter:
         updates: np.ndarray,
         steps: np.ndarray,
         values: np.ndarray,
-        quantity: str = LAMBDA,
-        label: str = "λ",
-        low: float = 0.0,
-        high: float = 1.0,
+        quantity: Described = LAMBDA,
     ) -> None:
         """A block of a logged quantity (λ by default): (n,) updates and steps, (n, columns) values.
 
-        ``label``, ``low`` and ``high`` describe the quantity (see ``agents.quantities``): one on
-        [0, 1] is a weight, stored to 16 bits (see :mod:`store.codec`); any other as float32.
+        A quantity on [0, 1] is a weight, stored to 16 bits (see :mod:`store.codec`); any other as float32.
         """
-        self._describe(quantity, label, low, high)
-        unit = (low, high) == (0.0, 1.0)
-        keep = steps > self.last_step.get(("weights", quantity), -1)
+        name = self._describe(quantity)
+        unit = (quantity.low, quantity.high) == (0.0, 1.0)
+        keep = steps > self.last_step.get(("weights", name), -1)
         updates, steps, values = updates[keep], steps[keep], values[keep]
         for part in contiguous_runs(updates, steps):
             block = values[part]
             mean = float(block[:, 0].mean())
             self.pending["weights"].append(
-                (self.run_id, quantity, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns),
+                (self.run_id, name, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns),
                  mean, encode_weights(block, unit))
             )  # fmt: skip
-            if quantity == LAMBDA:
+            if name == LAMBDA.name:
                 self.progress["mean_lambda"] = mean
 
-    def add_histogram(
-        self,
-        step: int,
-        counts: np.ndarray,
-        quantity: str = LAMBDA,
-        label: str = "λ",
-        low: float = 0.0,
-        high: float = 1.0,
-    ) -> None:
-        """A quantity's histogram over the interval ending at ``step``, bins evenly on [low, high]."""
-        self._describe(quantity, label, low, high)
-        if self._fresh("histograms", step, quantity):
-            self.pending["histograms"].append((self.run_id, quantity, step, encode_counts(counts)))
+    def add_histogram(self, step: int, counts: np.ndarray, quantity: Described = LAMBDA) -> None:
+        """A quantity's histogram over the interval ending at ``step``, bins evenly on its [low, high]."""
+        name = self._describe(quantity)
+        if self._fresh("histograms", step, name):
+            self.pending["histograms"].append((self.run_id, name, step, encode_counts(counts)))
 
     def add_checkpoint(self, step: int) -> None:
         self.progress["checkpoint_step"] = step
