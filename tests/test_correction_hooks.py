@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from agents import ConfigError, RecordingSink, TrainConfig, Trainer
-from agents.algorithms import ActorCritic
+from agents.algorithms import TD3, ActorCritic
 from agents.corrections import Collected, Correction, Weights, register, unregister
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
@@ -290,3 +290,19 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     assert titles[0].startswith("|r̂ − r| histogram") and "(v: reward-model loss)" in titles[0]
     assert titles[1].startswith("reward-model loss histogram") and titles[2] == titles[0]
     assert shown[1].training.ylabel == "reward-model loss"  # type: ignore[union-attr]
+
+
+def test_an_algorithm_logs_a_quantity_on_the_same_path() -> None:
+    """An algorithm declares a quantity and gives its value per update; the update reports it."""
+    steps = Quantity("actor_due", "actor stepped")
+
+    class Logging(TD3):
+        quantities = (steps,)
+
+        def logged(self) -> dict[str, Tensor]:
+            return {steps.name: torch.tensor(float(self.updates % self.config.policy_delay == 0))}
+
+    a = Logging(agent("td3").config, 5, ACT, torch.Generator().manual_seed(0))
+    reports = [a.update(batch(), Split(torch.tensor(0.5), None)).logged for _ in range(2)]
+    assert [float(r[steps.name]) for r in reports] == [0.0, 1.0]
+    assert all(set(r) == {steps.name} for r in reports)  # the correction declared nothing to log
