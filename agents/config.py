@@ -54,13 +54,27 @@ class TrainConfig:
     env_id: str = "Hopper-v4"
     """Any gymnasium id with a Box action space."""
     correction: str = "none"
-    """Registered correction name: none or acoffpoc."""
+    """Registered correction name: none, acoffpoc, or a competitor (ace, ipg, ris-off-pac)."""
     divergence: str = "jsd"
     """AC-Off-POC divergence: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
     ref_std: float | None = None
     """Reference std on the covariance diagonal (deterministic variant); None = exploration_std."""
     correction_start: int | None = None
     """Env step at which the correction starts; None = start_steps (DDPG/TD3), 5 × start_steps (SAC)."""
+    ris_beta: float = 0.2
+    """RIS-Off-PAC: β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
+    ris_apply_to: str = "actor"
+    """RIS-Off-PAC: the losses w weights: actor (the method's) or actor+critic."""
+    ipg_nu: float = 1.0
+    """IPG: ν, the likelihood-ratio share; ν = 1 (the paper's) is the only one implemented."""
+    ipg_state_source: str = "recent"
+    """IPG: the actor's states: the B most recent transitions (on-policy), or replay (the baseline's)."""
+    ace_lambda1: float = 0.0
+    """ACE: λ₁ of the emphatic weighting; 0 (the paper's) makes ACE Off-PAC."""
+    pg_form: str = "lr"
+    """ACE: the actor gradient's form: lr (likelihood ratio, the method's) or dpg (the baseline's, weighted)."""
+    pg_signal: str = "td"
+    """ACE: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
     seed: int = 0
     """Seeds torch, numpy and the env; the evaluation env uses seed + 100."""
     total_steps: int = 1_000_000
@@ -190,10 +204,30 @@ class TrainConfig:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.tau is not None and self.tau > 1:
             raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        self._validate_competitors()
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden must be positive layer sizes, got {self.hidden}")
         if self.algo == "ddpg" and len(self.hidden) != 2:
             raise ConfigError(f"ddpg needs exactly two hidden sizes, got {self.hidden}")
+
+    def _validate_competitors(self) -> None:
+        """The competitors' options (spec/competitors.md), checked whatever the correction."""
+        choices = {"ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("recent", "replay"),
+                   "pg_form": ("lr", "dpg"), "pg_signal": ("td", "q")}  # fmt: skip
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if not 0 < self.ris_beta < 1:
+            raise ConfigError(f"ris_beta must be in (0, 1), got {self.ris_beta}")
+        if self.ipg_nu != 1:
+            raise ConfigError(f"ipg_nu {self.ipg_nu}: only ν = 1 (the paper's IPG) is implemented")
+        if self.ace_lambda1 != 0:
+            raise ConfigError(
+                f"ace_lambda1 {self.ace_lambda1}: only λ₁ = 0 (the paper's ACE, Off-PAC) is implemented so far"
+            )
+        competitor = self.correction in ("ace", "ris-off-pac", "geoff-pac")
+        if competitor and self.algo != "sac" and not self.exploration_std > 0:
+            raise ConfigError(f"{self.correction} needs exploration_std > 0 (its behaviour density) for {self.algo}")
 
     def differences(self, other: TrainConfig) -> dict[str, tuple[Any, Any]]:
         """Fields whose values differ, in field order: name → (this config's, ``other``'s)."""

@@ -85,6 +85,7 @@ class Trainer:
                 divergence=c.divergence,
                 ref_std=c.ref_std,
                 start_step=max(c.correction_start, c.start_steps),
+                config=c,
             ),
         )
         if self.agent.fast and self.correction.overrides_actor_loss:

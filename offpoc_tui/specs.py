@@ -75,6 +75,8 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
         raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(ALGORITHMS)}")
     if request.correction not in correction_names():
         raise UsageError(f"unknown correction {request.correction!r}: choose one of {', '.join(correction_names())}")
+    if request.correction not in ("acoffpoc", "none") and request.flags.get("divergence") is not None:
+        raise UsageError(f"--divergence is AC-Off-POC's option; {request.correction} has none")
     if request.compare and request.correction == "none":
         raise UsageError("--compare launches the baseline beside a correction: pass --correction acoffpoc")
     flags = {k: v for k, v in request.flags.items() if v is not None}
@@ -94,7 +96,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
             for seed in request.seeds:
                 base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
                 config = with_overrides(base, request.sets).resolved()
-                divergence = config.divergence if correction != "none" else None
+                divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
                 specs.append(
                     RunSpec(

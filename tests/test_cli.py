@@ -50,6 +50,10 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--steps", "10", "--set", "total_steps=20"], "given both as a flag and with --set"),
     (["run", "td3"], "Missing argument 'env'"),
     (["run", "td3", "Hopper-v4", "--bogus-flag"], "No such option"),
+    (["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--set", "ris_beta=2"], "ris_beta must be in (0, 1)"),
+    (["run", "sac", "Hopper-v4", "--correction", "ipg", "--set", "ipg_nu=0.5"], "only ν = 1"),
+    (["run", "td3", "Hopper-v4", "--correction", "ace", "--set", "backend=fast"], "writes its own actor loss"),
+    (["run", "td3", "Hopper-v4", "--correction", "ace", "--divergence", "kl"], "--divergence is AC-Off-POC's option"),
 ]
 
 

@@ -48,16 +48,17 @@ from agents.replay import Batch
 _TINY = 1e-12
 
 
-def loss_coefficients(weight: Tensor | None, batch_size: int) -> Tensor | float:
+def loss_coefficients(weight: Tensor | None, batch_size: int, normalised: bool = True) -> Tensor | float:
     """The c_i of L = Σ_i c_i ℓ_i, i.e. ∂L/∂ℓ_i: the only place weights enter.
 
     - ``None``: ``1 / B``, so L = mean_i ℓ_i (the plain algorithm);
     - 0-d λ (per batch, paper eqs. 4-5): ``λ / B``, so L = λ · mean_i ℓ_i;
-    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, guarded against Σ λ_j = 0.
+    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, guarded against Σ λ_j = 0
+      (AC-Off-POC's SAC variant); with ``normalised`` false, ``λ_i / B``: L = mean_i λ_i ℓ_i (importance weights).
     """
     if weight is None:
         return 1.0 / batch_size
-    if weight.ndim == 0:
+    if weight.ndim == 0 or not normalised:
         return weight / batch_size
     return weight / weight.sum().clamp_min(_TINY)
 
@@ -118,7 +119,7 @@ class Action(NamedTuple):
     action: np.ndarray
     """(d,) in [-1, 1]"""
     behaviour: tuple[np.ndarray, np.ndarray] | None = None
-    """Stochastic policies: the pre-tanh (mean, log_std) it was drawn from."""
+    """An explored action's Gaussian (mean, log_std): SAC's pre-tanh one; DDPG's and TD3's N(π(s), σ²I)."""
 
 
 class ActorCritic(ABC):
@@ -130,6 +131,8 @@ class ActorCritic(ABC):
     critic_target: TwinCritic | DDPGCritic
     actor_target: nn.Module | None = None
     """DDPG and TD3 keep a target actor; SAC has none."""
+    last_target: Tensor | None = None
+    """This update's critic target y, (B, 1), detached: a correction's actor loss may read it (TD errors)."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> None:
         self.config = config
@@ -199,6 +202,12 @@ class ActorCritic(ABC):
         """The entropy temperature, for stochastic policies."""
         return None
 
+    def state_value(self, obs: Tensor) -> Tensor:
+        """V(s) from the critics, (B, 1), without gradient, for corrections' learning signals:
+        Q₁(s, π(s)) for a deterministic policy (SAC: its soft value)."""
+        with torch.no_grad():
+            return self.critic(obs, self.actor(obs), first_only=True)[0]
+
     quantities: tuple[Quantity, ...] = ()
     """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
 
@@ -248,7 +257,7 @@ class ActorCritic(ABC):
         obs = correction.actor_states(batch) if correction is not None else batch.obs
         if weights.actor is weights.critic and obs.shape[0] == batch.obs.shape[0]:
             return obs, critic_c
-        return obs, loss_coefficients(weights.actor, obs.shape[0])
+        return obs, loss_coefficients(weights.actor, obs.shape[0], weights.normalised)
 
     def _update_fast(
         self, batch: Batch, weights: Weights, correction: Correction | None
@@ -257,10 +266,10 @@ class ActorCritic(ABC):
         if correction is not None and correction.overrides_actor_loss:
             raise ConfigError(f"correction {correction.name!r} writes its own actor loss: use backend=auto or autograd")
         with torch.no_grad():
-            c = loss_coefficients(weights.critic, batch.obs.shape[0])
+            c = loss_coefficients(weights.critic, batch.obs.shape[0], weights.normalised)
 
             # Critic: ℓ_i = Σ_critics (Q − y)², so ∂L/∂Q = 2 c (Q − y).
-            y = self.target(batch)
+            y = self.last_target = self.target(batch)
             q, tapes = self.critic.forward_tape(batch.obs, batch.action)  # (E, B, 1)
             td_error = q - y
             critic_loss = weighted_sum(td_error.square().sum(0), c)
@@ -284,8 +293,8 @@ class ActorCritic(ABC):
     ) -> tuple[Tensor, Tensor | None, Tensor]:
         """The same update with autograd's gradients: the losses are all there is to it."""
         with torch.no_grad():
-            c = loss_coefficients(weights.critic, batch.obs.shape[0])
-            y = self.target(batch)
+            c = loss_coefficients(weights.critic, batch.obs.shape[0], weights.normalised)
+            y = self.last_target = self.target(batch)
 
         # Critic: L = Σ_i c_i Σ_critics (Q(s_i, a_i) − y_i)².
         q = self.critic(batch.obs, batch.action)  # (E, B, 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -12,9 +14,13 @@ from agents.networks import DDPGCritic, DeterministicActor, TwinCritic
 
 
 def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Generator) -> Action:
-    """π(s) (the actor's output, (d,)), plus N(0, std²) exploration noise clipped to [-1, 1] when exploring."""
+    """π(s) (the actor's output, (d,)), plus N(0, std²) exploration noise clipped to [-1, 1] when exploring.
+
+    An explored action's behaviour is the Gaussian it was drawn from, N(π(s), std²I), as (mean, log std).
+    """
     if explore and std > 0:
-        return Action(np.clip(pi + rng.normal(0.0, std, size=pi.shape), -1.0, 1.0).astype(np.float32))
+        action = np.clip(pi + rng.normal(0.0, std, size=pi.shape), -1.0, 1.0).astype(np.float32)
+        return Action(action, (pi, np.full_like(pi, math.log(std))))
     return Action(pi)
 
 

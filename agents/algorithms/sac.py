@@ -53,6 +53,18 @@ class SAC(ActorCritic):
         self._log_pi = log_pi.detach()  # for the temperature step
         return self.alpha_value() * log_pi - self.critic(obs, action).min(0).values
 
+    def state_value(self, obs: Tensor) -> Tensor:
+        """V(s) = min_k Q_k(s, ã) − α log π(ã|s), ã ~ π(·|s), one sample, without gradient.
+
+        Its log π(ã|s) is also what the temperature step of this update uses, as the actor loss's
+        would be: a correction that writes its own actor loss asks for V(s) instead.
+        """
+        with torch.no_grad():
+            mean, log_std = self.actor(obs)
+            action, log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
+            self._log_pi = log_pi
+            return self.critic(obs, action).min(0).values - self.alpha_value() * log_pi
+
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         """ℓ_i = α log π(a_i|s_i) − min_k Q_k(s_i, a_i), a_i = tanh(u_i), u_i = mean_i + σ_i ε_i.
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agents.corrections.ace import ACE
 from agents.corrections.acoffpoc import DeterministicACOffPOC, StochasticACOffPOC
 from agents.corrections.base import Collected, Correction, CorrectionSettings, NoCorrection, Weights
 from agents.corrections.divergences import DIVERGENCES
+from agents.corrections.ipg import IPG
+from agents.corrections.ris import RISOffPAC
 
 CorrectionFactory = Callable[[CorrectionSettings], Correction]
 
@@ -69,6 +72,10 @@ def _acoffpoc(settings: CorrectionSettings) -> Correction:
 
 register("none", lambda settings: NoCorrection())
 register("acoffpoc", _acoffpoc)
+# The paper's competitors (spec/competitors.md), under the names their published curves import as.
+register("ace", ACE, own_actor_loss=True)
+register("ipg", IPG)
+register("ris-off-pac", RISOffPAC)
 
 __all__ = [
     "DIVERGENCES",

@@ -43,6 +43,7 @@ from agents.replay import Batch
 
 if TYPE_CHECKING:
     from agents.algorithms.base import ActorCritic
+    from agents.config import TrainConfig
     from agents.replay import ReplayBuffer
 
 PolicyKind = Literal["deterministic", "stochastic"]
@@ -59,6 +60,8 @@ class Weights(NamedTuple):
     """The same for the actor loss, over the actor's states."""
     logged: Mapping[str, Tensor] = _NOTHING
     """Per-update values of the correction's ``quantities``, by name (0-d or (B, 1))."""
+    normalised: bool = True
+    """Per-transition weights: L = Σ λ_i ℓ_i / Σ λ_i (true) or mean_i λ_i ℓ_i (false, importance weights)."""
 
     @classmethod
     def both(cls, weight: Tensor, quantity: Quantity = LAMBDA) -> Weights:
@@ -94,6 +97,8 @@ class CorrectionSettings:
     ref_std: float = 0.1
     start_step: int = 0
     """First environment step at which the correction applies."""
+    config: TrainConfig | None = None
+    """The run's resolved config, where a correction finds its own options."""
 
 
 class Correction:

@@ -1,0 +1,57 @@
+"""RIS-Off-PAC (Humayoo & Cheng): relative importance weights on the actor loss.
+
+w_i = ρ_i / (β ρ_i + 1 − β) ∈ [0, 1/β], detached, multiplies each transition's actor loss:
+L_actor = (1/B) Σ_i w_i ℓ_i with the baseline's ℓ_i; the critic is the baseline's
+(option ``apply_to = actor+critic`` weights it too). ρ_i is the density ratio of
+:mod:`agents.corrections.densities` at the stored action.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agents.corrections.base import CorrectionSettings, Weights
+from agents.corrections.behaviour import BehaviourRatio
+from agents.quantities import Quantity
+from agents.replay import Batch
+
+__all__ = ["RISOffPAC", "relative_weight"]
+
+
+def relative_weight(log_ratio: Tensor, beta: float = 0.2) -> Tensor:
+    """w_i = ρ/(βρ + 1 − β) from log ρ, same shape as ``log_ratio``, in [0, 1/β], detached.
+
+    Computed as exp(−logaddexp(log β, log(1 − β) − log ρ)), so no ratio overflows: log ρ = +inf
+    gives 1/β, −inf (or NaN, an unusable ratio) gives 0.
+    """
+    if not 0.0 < beta < 1.0:
+        raise ValueError(f"beta must be in (0, 1), got {beta}")
+    # In float64, so that ρ = 1 gives exactly w = 1 once rounded back (the baseline, bit for bit).
+    log_rho = torch.nan_to_num(log_ratio.detach().double(), nan=-math.inf)
+    log_beta = torch.full_like(log_rho, math.log(beta))
+    return torch.exp(-torch.logaddexp(log_beta, math.log1p(-beta) - log_rho)).to(log_ratio.dtype)
+
+
+RIS_WEIGHT = "ris_w"
+
+
+class RISOffPAC(BehaviourRatio):
+    """w_i on the actor loss (``ris_apply_to = actor+critic``: the critic's too), as importance weights:
+    L = mean_i w_i ℓ_i."""
+
+    name = "ris-off-pac"
+
+    def __init__(self, settings: CorrectionSettings) -> None:
+        super().__init__(settings)
+        config = settings.config
+        self.beta = config.ris_beta if config is not None else 0.2
+        self.critic_too = config is not None and config.ris_apply_to == "actor+critic"
+        self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta),)
+
+    def weights(self, batch: Batch, agent: Any) -> Weights:
+        w = relative_weight(self.log_ratio(batch, agent), self.beta)
+        return Weights(w if self.critic_too else None, w, {RIS_WEIGHT: w}, normalised=False)

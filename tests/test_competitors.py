@@ -1,0 +1,247 @@
+"""The paper's competitors (spec/competitors.md): densities, RIS-Off-PAC, IPG and ACE, their invariants and runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from agents import ConfigError, RecordingSink, TrainConfig, Trainer
+from agents.corrections import CorrectionSettings, make_correction
+from agents.corrections.behaviour import RANDOM_PHASE
+from agents.corrections.densities import (
+    clipped_ratio,
+    deterministic_log_prob,
+    deterministic_log_ratio,
+    squashed_log_prob,
+    stochastic_log_ratio,
+    uniform_log_density,
+)
+from agents.corrections.ris import relative_weight
+from agents.replay import Batch
+from tests.test_algorithms import ACT, B, agent, batch, params, same
+
+STD = 0.1
+
+
+def with_behaviour(b: Batch, mean: torch.Tensor, log_std: torch.Tensor, random: float = 0.0) -> Batch:
+    return b._replace(behaviour_mean=mean, behaviour_log_std=log_std, extra={RANDOM_PHASE: torch.full((B, 1), random)})
+
+
+def own_batch(a, seed: int = 0) -> Batch:  # type: ignore[no-untyped-def]
+    """Transitions the current policy would have collected: log ρ = 0 exactly."""
+    b = batch(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        if a.policy_kind == "deterministic":
+            mean = a.actor(b.obs)
+            log_std = torch.full_like(mean, math.log(STD))
+            action = (mean + STD * torch.randn(mean.shape, generator=g)).clamp(-1, 1)
+        else:
+            mean, log_std = a.actor(b.obs)
+            action = torch.tanh(mean + log_std.exp() * torch.randn(mean.shape, generator=g))
+    return with_behaviour(b._replace(action=action), mean, log_std)
+
+
+def off_batch(a, seed: int = 0) -> Batch:  # type: ignore[no-untyped-def]
+    """The same transitions, collected by a behaviour 0.3 away from the current policy's mean: ρ ≠ 1."""
+    b = own_batch(a, seed)
+    assert b.behaviour_mean is not None
+    return b._replace(behaviour_mean=b.behaviour_mean + 0.3)
+
+
+def correction(name: str, algo: str, **options):  # type: ignore[no-untyped-def]
+    config = TrainConfig(algo=algo, correction=name, hidden=(32, 32), **options).resolved()
+    kind = "deterministic" if algo != "sac" else "stochastic"
+    return make_correction(name, CorrectionSettings(kind, config=config))
+
+
+# ---- densities -----------------------------------------------------------------------------------
+def test_log_ratio_is_zero_when_the_behaviour_is_the_current_policy() -> None:
+    g = torch.Generator().manual_seed(0)
+    action, output = torch.rand(B, ACT, generator=g) * 2 - 1, torch.rand(B, ACT, generator=g) * 2 - 1
+    assert torch.equal(deterministic_log_ratio(action, output, output, STD), torch.zeros(B, 1))
+    mean, log_std = torch.randn(B, ACT, generator=g), torch.randn(B, ACT, generator=g).clamp(-2, 0)
+    assert torch.equal(stochastic_log_ratio(action, mean, log_std, mean, log_std), torch.zeros(B, 1))
+
+
+def test_deterministic_log_ratio_is_the_gaussian_density_ratio() -> None:
+    g = torch.Generator().manual_seed(1)
+    action, old, new = (torch.randn(B, ACT, generator=g) * 0.3 for _ in range(3))
+    normal = torch.distributions.Normal
+    expected = (normal(new, STD).log_prob(action) - normal(old, STD).log_prob(action)).sum(-1, keepdim=True)
+    torch.testing.assert_close(deterministic_log_ratio(action, old, new, STD), expected, rtol=1e-4, atol=1e-3)
+    own = normal(new, STD).log_prob(action).sum(-1, keepdim=True)
+    torch.testing.assert_close(deterministic_log_prob(action, new, STD), own, rtol=1e-5, atol=1e-4)
+
+
+def test_squashed_density_with_its_jacobian_is_torch_distributions() -> None:
+    g = torch.Generator().manual_seed(2)
+    mean, log_std = torch.randn(B, ACT, generator=g), torch.randn(B, ACT, generator=g).clamp(-2, 0)
+    base = torch.distributions.Normal(mean, log_std.exp())
+    squashed = torch.distributions.TransformedDistribution(base, [torch.distributions.TanhTransform()])
+    action = squashed.sample()
+    action = action.clamp(-1 + 1e-4, 1 - 1e-4)
+    expected = squashed.log_prob(action).sum(-1, keepdim=True)
+    torch.testing.assert_close(squashed_log_prob(action, mean, log_std, jacobian=True), expected, rtol=1e-4, atol=1e-3)
+
+
+def test_start_phase_density_and_the_ranges_of_the_ratios() -> None:
+    assert uniform_log_density(3) == pytest.approx(-3 * math.log(2))
+    extreme = torch.tensor([[-1e4], [-1.0], [0.0], [1.0], [1e4], [math.inf], [-math.inf], [math.nan]])
+    rho_bar, w = clipped_ratio(extreme), relative_weight(extreme, 0.2)
+    assert torch.isfinite(rho_bar).all() and torch.isfinite(w).all()
+    assert (rho_bar >= 0).all() and (rho_bar <= 2).all() and (w >= 0).all() and (w <= 5).all()
+    assert rho_bar[2] == 1 and w[2] == 1 and rho_bar[4] == 2 and w[4] == pytest.approx(5.0)
+    rho = torch.tensor([[0.5], [3.0]])
+    torch.testing.assert_close(relative_weight(rho.log(), 0.2), rho / (0.2 * rho + 0.8))
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_start_phase_transitions_compare_with_the_uniform_density(algo: str) -> None:
+    a = agent(algo, backend="autograd")
+    ris = correction("ris-off-pac", algo)
+    b = own_batch(a)
+    random = b._replace(extra={RANDOM_PHASE: torch.ones(B, 1)})
+    with torch.no_grad():
+        if algo == "sac":
+            mean, log_std = a.actor(b.obs)
+            log_pi = squashed_log_prob(b.action, mean, log_std, jacobian=True)
+        else:
+            log_pi = deterministic_log_prob(b.action, a.actor(b.obs), STD)
+    torch.testing.assert_close(ris.log_ratio(random, a), log_pi + ACT * math.log(2))
+    assert torch.equal(ris.log_ratio(b, a), torch.zeros(B, 1))
+
+
+# ---- each leaves the baseline where the spec says ------------------------------------------------
+def step_both(algo: str, name: str, b: Batch, backend: str = "fast", **options):  # type: ignore[no-untyped-def]
+    plain, corrected = agent(algo, backend=backend), agent(algo, backend=backend)
+    plain.updates = corrected.updates = 1  # TD3: the actor steps
+    plain.update(b)
+    corrected.update(b, correction(name, algo, **options))
+    return plain, corrected
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_ris_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for_bit(algo: str) -> None:
+    a = agent(algo)
+    b = own_batch(a)
+    for name, options in (("ris-off-pac", {}), ("ris-off-pac", {"ris_apply_to": "actor+critic"}),
+                          ("ipg", {"ipg_state_source": "replay"})):  # fmt: skip
+        plain, corrected = step_both(algo, name, b, **options)
+        assert same(params(plain.actor), params(corrected.actor)), name
+        assert same(params(plain.critic), params(corrected.critic)), name
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
+    a = agent(algo)
+    b = off_batch(a)
+    plain, corrected = step_both(algo, "ris-off-pac", b)
+    assert same(params(plain.critic), params(corrected.critic))  # the critic is the baseline's
+    assert not same(params(plain.actor), params(corrected.actor))
+    w = relative_weight(correction("ris-off-pac", algo).log_ratio(b, agent(algo)), 0.2)
+    assert float(w.min()) < 0.9 or float(w.max()) > 1.1
+
+
+def test_ipg_trains_the_actor_on_the_most_recent_states() -> None:
+    sink = RecordingSink()
+    config = TrainConfig(algo="td3", env_id="Pendulum-v1", correction="ipg", hidden=(32, 32), total_steps=300,
+                         start_steps=100, batch_size=16, eval_freq=300, eval_episodes=1)  # fmt: skip
+    trainer = Trainer(config, sink)
+    seen: list[torch.Tensor] = []
+    states = trainer.correction.actor_states
+    trainer.correction.actor_states = lambda b: seen.append(states(b)) or seen[-1]  # type: ignore[method-assign]
+    trainer.run()
+    np.testing.assert_array_equal(seen[-1].numpy(), trainer.buffer.recent(16).obs.numpy())
+    assert len(seen) == 100  # one per actor step (TD3: every other update)
+
+
+def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
+    for options, message in (({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"),
+                             ({"pg_form": "x"}, "pg_form"), ({"ace_lambda1": 0.5}, "λ₁ = 0")):  # fmt: skip
+        with pytest.raises(ConfigError, match=message):
+            TrainConfig(**options).resolved()  # type: ignore[arg-type]
+
+
+# ---- ACE: the likelihood-ratio actor gradient ----------------------------------------------------
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_ace_is_off_pac_its_critic_is_the_baselines_and_it_trains_with_autograd(algo: str) -> None:
+    assert TrainConfig(algo=algo, correction="ace").resolved().backend == "autograd"
+    a = agent(algo, backend="autograd")
+    b = off_batch(a)
+    plain, corrected = step_both(algo, "ace", b, backend="autograd")
+    assert same(params(plain.critic), params(corrected.critic))
+    assert not same(params(plain.actor), params(corrected.actor))
+    # pg_form=dpg with M ≡ 1 is the baseline.
+    plain, corrected = step_both(algo, "ace", b, backend="autograd", pg_form="dpg")
+    assert same(params(plain.actor), params(corrected.actor))
+
+
+def test_ace_actor_loss_is_the_off_pac_loss_and_its_gradient_the_closed_form() -> None:
+    a = agent("td3", backend="autograd")
+    a.updates = 1
+    ace = correction("ace", "td3")
+    b = off_batch(a)
+    a.update(b)  # gives the agent this batch's critic target
+    with torch.no_grad():
+        ace.weights(b, a)
+        y = a.last_target
+        signal = y - a.critic(b.obs, a.actor(b.obs), first_only=True)[0]
+        rho_bar = clipped_ratio(deterministic_log_ratio(b.action, b.behaviour_mean, a.actor(b.obs), STD))
+    loss = ace.actor_loss(a, b.obs, b)
+    output = a.actor(b.obs)
+    expected = -(rho_bar * signal) * deterministic_log_prob(b.action, output, STD)
+    torch.testing.assert_close(loss, expected)
+    # ∂L/∂π(s_i) = −ρ̄_i ŝ_i (a_i − π(s_i))/σ² per sample, through the actor.
+    out = a.actor(b.obs)
+    grad_out = torch.autograd.grad((-(rho_bar * signal) * deterministic_log_prob(b.action, out, STD)).sum(), out)[0]
+    torch.testing.assert_close(grad_out, -(rho_bar * signal) * (b.action - out.detach()) / STD**2)
+
+
+def test_the_likelihood_ratio_gradient_matches_the_dpg_gradient_on_a_quadratic_q() -> None:
+    """On-policy samples, Q(s, a) = −‖a − a*‖²: E[(Q − V) ∇ log π] = ∇_π Q(s, π(s)) up to O(σ²), within MC error."""
+    torch.manual_seed(0)
+    d, n = 2, 200_000
+    pi, target = torch.tensor([0.2, -0.1], requires_grad=True), torch.tensor([0.5, 0.3])
+    a = pi.detach() + STD * torch.randn(n, d)
+    q = -(a - target).square().sum(-1, keepdim=True)
+    v = -(pi.detach() - target).square().sum() - d * STD**2  # E[Q] under N(π, σ²I)
+    lr = torch.autograd.grad((-(q - v) * deterministic_log_prob(a, pi.expand(n, d), STD)).mean(), pi)[0]
+    dpg = torch.autograd.grad((pi - target).square().sum(), pi)[0]  # −∇Q, the DPG loss's gradient
+    standard_error = float(((q - v) * (a - pi.detach()) / STD**2).std(0).max()) / math.sqrt(n)
+    torch.testing.assert_close(lr, dpg, rtol=0, atol=4 * standard_error)
+
+
+# ---- real runs -----------------------------------------------------------------------------------
+FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000, eval_episodes=2, stats_every=500)
+
+
+@pytest.mark.parametrize("name", ["ace", "ipg", "ris-off-pac"])
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
+    sink = RecordingSink()
+    config = TrainConfig(algo=algo, correction=name, total_steps=2000, correction_start=1000, **FAST)  # type: ignore[arg-type]
+    result = Trainer(config, sink).run()
+    assert result.status == "finished" and result.updates == 1500
+    assert all(np.isfinite(e.return_mean) for e in sink.evals)
+    assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
+    logged = {b.quantity.name for b in sink.weights}
+    assert logged == {"ace": {"rho_bar"}, "ipg": set(), "ris-off-pac": {"ris_w"}}[name]
+    for block in sink.weights:
+        assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
+    if sink.weights:  # every update from the correction's start (the one in step 1000) logged its values
+        steps = np.concatenate([block.steps for block in sink.weights])
+        assert steps[0] == 1000 and steps[-1] == 2000 and np.all(np.diff(steps) == 1)
+
+
+def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves() -> None:
+    """The published competitor curves import with divergence None; `offpoc run` records its runs alike."""
+    from offpoc_tui.specs import RunRequest, build_specs
+
+    request = RunRequest("td3", "Hopper-v4", "ris-off-pac", [0, 1], {"divergence": None}, {}, True, None)
+    specs = build_specs(request)
+    assert [(s.correction, s.divergence) for s in specs] == [("none", None)] * 2 + [("ris-off-pac", None)] * 2
+    assert specs[2].name == "td3-Hopper-v4-ris-off-pac" and specs[2].config["ris_beta"] == 0.2
