@@ -13,7 +13,7 @@ git -C "$here" worktree add --detach "$old" "$rev" >/dev/null
 trap 'git -C "$here" worktree remove --force "$old"' EXIT
 cd "$old/.."   # outside both checkouts, so each case imports the agents its PYTHONPATH names
 sps() { PYTHONPATH=$1 python "$1/benchmarks/throughput.py" --case "$2" --env Hopper-v4 --start 1000 --steps 2000 \
-  | tail -1 | python -c 'import json, sys; print(f"{json.load(sys.stdin)[\"sps\"]:.1f}")'; }
+  | tail -1 | python -c 'import json, sys; print(round(json.load(sys.stdin)["sps"], 1))'; }
 for round in $(seq "$rounds"); do
   for algo in $algos; do
     echo "round $round $algo: $rev $(sps "$old" "$algo:none")  working tree $(sps "$here" "$algo:none")  SB3 $(sps "$here" "$algo:sb3")"
