@@ -74,7 +74,15 @@ class TrainConfig:
     pg_form: str = "lr"
     """ACE: the actor gradient's form: lr (likelihood ratio, the method's) or dpg (the baseline's, weighted)."""
     pg_signal: str = "td"
-    """ACE: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
+    """ACE and Geoff-PAC: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
+    geoff_lambda1: float = 0.7
+    """Geoff-PAC: λ₁, the weight of the trace F1 in the emphasis M1."""
+    geoff_lambda2: float = 0.6
+    """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
+    geoff_gamma_hat: float = 0.2
+    """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
+    geoff_window: int = 16
+    """Geoff-PAC: predecessors of each replayed transition its traces run over."""
     seed: int = 0
     """Seeds torch, numpy and the env; the evaluation env uses seed + 100."""
     total_steps: int = 1_000_000
@@ -217,6 +225,13 @@ class TrainConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        for name in ("geoff_lambda1", "geoff_lambda2"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.geoff_gamma_hat < 1:
+            raise ConfigError(f"geoff_gamma_hat must be in [0, 1), got {self.geoff_gamma_hat}")
+        if self.geoff_window < 1:
+            raise ConfigError(f"geoff_window must be at least 1, got {self.geoff_window}")
         if not 0 < self.ris_beta < 1:
             raise ConfigError(f"ris_beta must be in (0, 1), got {self.ris_beta}")
         if self.ipg_nu != 1:

@@ -48,6 +48,8 @@ class Batch(NamedTuple):
     """(B, d) behaviour pre-tanh log-std (stochastic policies only)"""
     extra: Mapping[str, Tensor] = _NO_EXTRA
     """A correction's own per-transition fields, (B, width) each"""
+    slots: np.ndarray | None = None
+    """(B,) the buffer slots the transitions start at (a sampled batch; None for hand-made ones)"""
 
 
 class ReplayBuffer:
@@ -232,15 +234,16 @@ class ReplayBuffer:
             behaviour_mean=rows(mean) if mean is not None else None,
             behaviour_log_std=rows(log_std) if log_std is not None else None,
             extra={name: rows(array) for name, array in self.extra.items()} if self.extra else _NO_EXTRA,
+            slots=idx,
         )
         if self.device.type != "cpu":
-            moved = {
+            moved: dict[str, Any] = {
                 name: t.to(self.device, non_blocking=True)
                 for name, t in batch._asdict().items()
                 if isinstance(t, Tensor)
             }
-            extra = {name: t.to(self.device, non_blocking=True) for name, t in batch.extra.items()}
-            batch = batch._replace(**moved, extra=extra)
+            moved["extra"] = {name: t.to(self.device, non_blocking=True) for name, t in batch.extra.items()}
+            batch = batch._replace(**moved)
         return batch
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Training throughput: offpoc vs Stable-Baselines3, and AC-Off-POC's overhead.
+"""Training throughput: offpoc vs Stable-Baselines3, and the corrections' overhead.
 
     pip install -c constraints.txt -e ".[bench]"
     python benchmarks/throughput.py                 # TD3 and SAC on Hopper-v4
     python benchmarks/throughput.py --steps 4000 --repeats 3
     python benchmarks/throughput.py --autograd --no-corrections   # both backends against SB3
+    python benchmarks/throughput.py --no-sb3 --no-corrections --competitors   # the competitors' overhead
 
 SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
@@ -33,6 +34,9 @@ from rich.table import Table
 
 from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
 from agents.corrections.divergences import DIVERGENCES
+
+COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
+"""The paper's competitors (spec/competitors.md), timed with ``--competitors``."""
 
 if TYPE_CHECKING:
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
@@ -121,6 +125,8 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
         return ours(algo, env_id, start, steps)
     if impl == "autograd":
         return ours(algo, env_id, start, steps, backend="autograd")
+    if impl == "competitor":
+        return ours(algo, env_id, start, steps, correction=rest[0])
     return ours(algo, env_id, start, steps, correction="acoffpoc", divergence=rest[0])
 
 
@@ -143,6 +149,9 @@ def main() -> None:
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 peer")
     parser.add_argument("--autograd", action="store_true", help="also time the autograd backend (default: auto)")
     parser.add_argument("--no-corrections", action="store_true", help="skip the AC-Off-POC cases")
+    parser.add_argument(
+        "--competitors", action="store_true", help="also time the paper's competitors (their overhead vs none)"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
@@ -157,6 +166,7 @@ def main() -> None:
             cases.append(f"{algo}:sb3")
         cases += [f"{algo}:none"] + ([f"{algo}:autograd"] if args.autograd else [])
         cases += [] if args.no_corrections else [f"{algo}:acoffpoc:{d}" for d in DIVERGENCES]
+        cases += [f"{algo}:competitor:{name}" for name in COMPETITORS] if args.competitors else []
 
     results: dict[str, list[float]] = {case: [] for case in cases}
     with Progress() as progress:
@@ -177,10 +187,11 @@ def main() -> None:
     median = {case: statistics.median(values) for case, values in results.items()}
     for case, values in results.items():
         algo, impl, *rest = case.split(":")
-        label = LABELS.get(impl, f"ours acoffpoc {rest[0] if rest else ''}")
+        label = LABELS.get(impl, f"ours {'acoffpoc ' if impl == 'acoffpoc' else ''}{rest[0] if rest else ''}")
         peer = median.get(f"{algo}:sb3")
         ratio = f"{median[case] / peer:.2f}" if peer and impl != "sb3" else ""
-        overhead = f"{(median[f'{algo}:none'] / median[case] - 1) * 100:+.1f}%" if impl == "acoffpoc" else ""
+        corrected = impl in ("acoffpoc", "competitor")
+        overhead = f"{(median[f'{algo}:none'] / median[case] - 1) * 100:+.1f}%" if corrected else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
         table.add_row(algo.upper(), label, f"{median[case]:.1f}", runs, ratio, overhead)
     console.print(table)
@@ -193,15 +204,15 @@ def main() -> None:
                     f"{algo.upper()} {LABELS[impl]} / SB3 per repeat (each against the SB3 run of the same repeat): "
                     f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
                 )
-        if args.no_corrections:
+        corrected = [case for case in results if case.startswith(f"{algo}:") and case.split(":")[1] in
+                     ("acoffpoc", "competitor")]  # fmt: skip
+        if not corrected:
             continue
         overheads = []
-        for divergence in DIVERGENCES:
-            per_repeat = [
-                r - 1 for r in paired_ratios(results[f"{algo}:none"], results[f"{algo}:acoffpoc:{divergence}"])
-            ]
+        for case in corrected:
+            per_repeat = [r - 1 for r in paired_ratios(results[f"{algo}:none"], results[case])]
             overheads.append(
-                f"{divergence} {statistics.median(per_repeat) * 100:+.1f}% "
+                f"{case.split(':')[-1]} {statistics.median(per_repeat) * 100:+.1f}% "
                 f"({min(per_repeat) * 100:+.1f}% to {max(per_repeat) * 100:+.1f}%)"
             )
         console.print(

@@ -20,7 +20,7 @@ from agents.corrections.densities import (
     uniform_log_density,
 )
 from agents.corrections.ris import relative_weight
-from agents.replay import Batch
+from agents.replay import Batch, ReplayBuffer
 from tests.test_algorithms import ACT, B, agent, batch, params, same
 
 STD = 0.1
@@ -160,8 +160,10 @@ def test_ipg_trains_the_actor_on_the_most_recent_states() -> None:
 
 
 def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
-    for options, message in (({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"),
-                             ({"pg_form": "x"}, "pg_form"), ({"ace_lambda1": 0.5}, "λ₁ = 0")):  # fmt: skip
+    bad = [({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"), ({"pg_form": "x"}, "pg_form"),
+           ({"ace_lambda1": 0.5}, "λ₁ = 0"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
+           ({"geoff_window": 0}, "geoff_window")]  # fmt: skip
+    for options, message in bad:
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
 
@@ -219,7 +221,7 @@ def test_the_likelihood_ratio_gradient_matches_the_dpg_gradient_on_a_quadratic_q
 FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000, eval_episodes=2, stats_every=500)
 
 
-@pytest.mark.parametrize("name", ["ace", "ipg", "ris-off-pac"])
+@pytest.mark.parametrize("name", ["ace", "geoff-pac", "ipg", "ris-off-pac"])
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
     sink = RecordingSink()
@@ -229,11 +231,18 @@ def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
     logged = {b.quantity.name for b in sink.weights}
-    assert logged == {"ace": {"rho_bar"}, "ipg": set(), "ris-off-pac": {"ris_w"}}[name]
-    for block in sink.weights:
-        assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
-    if sink.weights:  # every update from the correction's start (the one in step 1000) logged its values
-        steps = np.concatenate([block.steps for block in sink.weights])
+    expected = {
+        "ace": {"rho_bar"},
+        "geoff-pac": {"rho_bar", "geoff_c", "geoff_m1"},
+        "ipg": set(),
+        "ris-off-pac": {"ris_w"},
+    }
+    assert logged == expected[name]
+    for block in sink.weights:  # M1 is unbounded: its range is the histogram's only
+        if block.quantity.name != "geoff_m1":
+            assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
+    for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
+        steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == quantity])
         assert steps[0] == 1000 and steps[-1] == 2000 and np.all(np.diff(steps) == 1)
 
 
@@ -245,3 +254,102 @@ def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves
     specs = build_specs(request)
     assert [(s.correction, s.divergence) for s in specs] == [("none", None)] * 2 + [("ris-off-pac", None)] * 2
     assert specs[2].name == "td3-Hopper-v4-ris-off-pac" and specs[2].config["ris_beta"] == 0.2
+
+
+# ---- Geoff-PAC ---------------------------------------------------------------------------------
+def test_geoff_pac_traces_equal_the_online_recursion_along_a_trajectory() -> None:
+    """Windows as long as the episode so far give DeepRL's online F1/M1 and F2/M2 (per ∇log π term)."""
+    from agents.corrections.geoff_pac import traces
+
+    g = torch.Generator().manual_seed(3)
+    length, gamma, gamma_hat, lambda1, lambda2 = 12, 0.99, 0.2, 0.7, 0.6
+    rho = torch.rand(length, generator=g, dtype=torch.float64) * 2
+    c = torch.rand(length, generator=g, dtype=torch.float64) * 2
+    f1, f2 = torch.zeros((), dtype=torch.float64), torch.zeros(length, dtype=torch.float64)
+    for t in range(length):
+        # Online (GeoffPAC_agent.geoff_pac_update): F1_t = γ ρ̄_{t−1} F1_{t−1} + c̄_t; F2 over the ∇log π of each step.
+        f1 = gamma * rho[t - 1] * f1 + c[t] if t else c[t]
+        i_t = torch.zeros(length, dtype=torch.float64)
+        if t:
+            i_t[t - 1] = c[t - 1] * rho[t - 1]
+            f2 = gamma_hat * rho[t - 1] * f2 + i_t
+        m2 = (1 - lambda2) * i_t + lambda2 * f2  # the coefficient of each ∇log π(a_j|s_j), γ̂V(s_t) aside
+        window = length  # longer than the history: column k holds step t − k where it exists
+        rows = [t - k for k in range(window + 1)]
+        rho_row = torch.tensor([[rho[j] if j >= 0 else 7.0 for j in rows]], dtype=torch.float64)
+        c_row = torch.tensor([[c[j] if j >= 0 else 7.0 for j in rows]], dtype=torch.float64)
+        valid = torch.tensor([[j >= 0 for j in rows[1:]]])
+        m1, kappa = traces(rho_row, c_row, valid, gamma, gamma_hat, lambda1, lambda2)
+        torch.testing.assert_close(m1[0, 0], (1 - lambda1) * c[t] + lambda1 * f1)
+        expected = torch.tensor([m2[t - k] if t - k >= 0 else 0.0 for k in range(1, window + 1)], dtype=torch.float64)
+        torch.testing.assert_close(kappa[0], expected)
+
+
+def test_geoff_pac_windows_stop_at_episode_starts_wrap_around_and_overwritten_slots() -> None:
+    from agents.corrections.geoff_pac import EPISODE_START, STEP, windows
+
+    buffer = ReplayBuffer(20, 1, ACT, fields={STEP: 1, EPISODE_START: 1})
+    episode_of: dict[int, int] = {}
+    step = 0
+    for episode, length in enumerate(
+        (5, 9, 7, 6)
+    ):  # 27 transitions + 4 final observations in 20 slots: wraps, overwrites
+        for t in range(length):
+            end = t == length - 1
+            extra = {STEP: float(step), EPISODE_START: float(t == 0)}
+            buffer.add(np.array([step], np.float32), np.zeros(ACT), 0.0, np.array([step + 1], np.float32), False, end,
+                       extra=extra)  # fmt: skip
+            episode_of[step] = episode
+            step += 1
+    stored = np.flatnonzero(buffer.starts_transition[: buffer.filled])
+    slots, valid = windows(buffer, stored, 8)
+    step_of_slot = buffer.obs[:, 0].astype(int)  # obs = the transition's step
+    alive = {int(step_of_slot[s]) for s in stored}
+    for row, slot in enumerate(stored):
+        t = int(step_of_slot[slot])
+        for k in range(1, 9):
+            should = all(t - j in alive and episode_of[t - j] == episode_of[t] for j in range(1, k + 1))
+            assert valid[row, k - 1] == should, (t, k)
+            if should:
+                assert step_of_slot[slots[row, k - 1]] == t - k
+    assert valid.any() and not valid.all()
+
+
+def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace() -> None:
+    """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = 1 at λ₁ = 0: the actor loss is ACE's (Off-PAC), sample by sample."""
+    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=300, start_steps=100, batch_size=32,
+                   eval_freq=300, eval_episodes=1, geoff_gamma_hat=0.0, geoff_lambda1=0.0)  # fmt: skip
+    trainer = Trainer(TrainConfig(algo="td3", correction="geoff-pac", **options))  # type: ignore[arg-type]
+    trainer.run()
+    geoff, a = trainer.correction, trainer.agent
+    with torch.no_grad():  # C ≡ 1: a zero last layer and softplus(bias) = 1
+        geoff.c.net[-1].weight.zero_()  # type: ignore[attr-defined]
+        geoff.c.net[-1].bias.fill_(math.log(math.e - 1))  # type: ignore[attr-defined]
+    ace = make_correction("ace", CorrectionSettings("deterministic", config=trainer.config))
+    b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
+    a.update(b)  # the agent's critic target for this batch
+    geoff.weights(b, a)
+    ace.weights(b, a)
+    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace.actor_loss(a, b.obs, b))
+
+
+def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    path = tmp_path / "run.pt"
+    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=400, start_steps=200, batch_size=32,
+                   eval_freq=400, eval_episodes=1, checkpoint_every=0, correction_start=200)  # fmt: skip
+    first = Trainer(TrainConfig(algo="sac", correction="geoff-pac", **options), checkpoint_path=path)  # type: ignore[arg-type]
+    first.run()
+    shutil.copy(path, tmp_path / "b.pt")
+    resumed = [Trainer.resume(p, RecordingSink(), total_steps=600) for p in (path, tmp_path / "b.pt")]
+    assert resumed[0].correction.fits == first.correction.fits == 200  # type: ignore[attr-defined]
+    assert same(params(resumed[0].correction.c), params(first.correction.c))  # type: ignore[attr-defined]
+    for trainer in resumed:
+        trainer.run()
+    one, two = (t.correction for t in resumed)
+    assert one.fits == two.fits == 400  # type: ignore[attr-defined]
+    for name in ("c", "c_target"):
+        assert same(params(getattr(one, name)), params(getattr(two, name)))
+    assert one.optimiser.state_dict()["state"][0]["step"] == 400  # type: ignore[attr-defined]
+    assert same(params(resumed[0].agent.actor), params(resumed[1].agent.actor))

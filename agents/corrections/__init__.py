@@ -14,6 +14,7 @@ from agents.corrections.ace import ACE
 from agents.corrections.acoffpoc import DeterministicACOffPOC, StochasticACOffPOC
 from agents.corrections.base import Collected, Correction, CorrectionSettings, NoCorrection, Weights
 from agents.corrections.divergences import DIVERGENCES
+from agents.corrections.geoff_pac import GeoffPAC
 from agents.corrections.ipg import IPG
 from agents.corrections.ris import RISOffPAC
 
@@ -74,6 +75,7 @@ register("none", lambda settings: NoCorrection())
 register("acoffpoc", _acoffpoc)
 # The paper's competitors (spec/competitors.md), under the names their published curves import as.
 register("ace", ACE, own_actor_loss=True)
+register("geoff-pac", GeoffPAC, own_actor_loss=True)
 register("ipg", IPG)
 register("ris-off-pac", RISOffPAC)
 

@@ -23,12 +23,13 @@ from torch import Tensor
 from agents.corrections.base import CorrectionSettings, Weights
 from agents.corrections.behaviour import RHO_BAR, BehaviourRatio
 from agents.corrections.densities import clipped_ratio
+from agents.quantities import Quantity
 from agents.replay import Batch
 
 
 class ACE(BehaviourRatio):
     name = "ace"
-    quantities = (RHO_BAR,)
+    quantities: tuple[Quantity, ...] = (RHO_BAR,)
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
@@ -41,10 +42,9 @@ class ACE(BehaviourRatio):
         self.rho_bar = clipped_ratio(self.log_ratio(batch, agent))
         return Weights(logged={RHO_BAR.name: self.rho_bar})
 
-    def signal(self, agent: Any, batch: Batch) -> Tensor:
-        """ŝ_i, (B, 1), without gradient (SAC's entropy term excluded)."""
+    def signal(self, agent: Any, batch: Batch, value: Tensor) -> Tensor:
+        """ŝ_i, (B, 1), without gradient, given V(s_i) (SAC's entropy term excluded)."""
         with torch.no_grad():
-            value = agent.state_value(batch.obs)
             if self.td_signal:
                 assert agent.last_target is not None
                 return agent.last_target - value
@@ -56,7 +56,7 @@ class ACE(BehaviourRatio):
         if not self.likelihood_ratio:
             return agent.actor_loss(obs)
         assert self.rho_bar is not None
-        signal = self.signal(agent, batch)
+        signal = self.signal(agent, batch, agent.state_value(batch.obs))
         log_pi = self.current_density(batch, agent)
         if self.policy_kind == "stochastic":
             signal = signal - agent.alpha_value() * log_pi.detach()
