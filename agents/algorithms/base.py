@@ -133,6 +133,8 @@ class ActorCritic(ABC):
     """DDPG and TD3 keep a target actor; SAC has none."""
     last_target: Tensor | None = None
     """This update's critic target y, (B, 1), detached: a correction's actor loss may read it (TD errors)."""
+    quantities: tuple[Quantity, ...] = ()
+    """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> None:
         self.config = config
@@ -207,9 +209,6 @@ class ActorCritic(ABC):
         Q₁(s, π(s)) for a deterministic policy (SAC: its soft value)."""
         with torch.no_grad():
             return self.critic(obs, self.actor(obs), first_only=True)[0]
-
-    quantities: tuple[Quantity, ...] = ()
-    """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
 
     def logged(self) -> Mapping[str, Tensor]:
         """This update's values of ``quantities``, by name (0-d or (B, 1), detached)."""
