@@ -70,7 +70,7 @@ class TrainConfig:
     ipg_state_source: str = "recent"
     """IPG: the actor's states: the B most recent transitions (on-policy), or replay (the baseline's)."""
     ace_lambda1: float = 0.0
-    """ACE: λ₁ of the emphatic weighting; 0 (the paper's) makes ACE Off-PAC."""
+    """ACE: λ₁ of the emphatic weighting, in [0, 1]; 0 (the paper's) makes ACE Off-PAC."""
     pg_form: str = "lr"
     """ACE: the actor gradient's form: lr (likelihood ratio, the method's) or dpg (the baseline's, weighted)."""
     pg_signal: str = "td"
@@ -81,8 +81,8 @@ class TrainConfig:
     """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
     geoff_gamma_hat: float = 0.2
     """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
-    geoff_window: int = 16
-    """Geoff-PAC: predecessors of each replayed transition its traces run over."""
+    trace_window: int = 16
+    """ACE (λ₁ > 0) and Geoff-PAC: predecessors of each replayed transition their traces run over."""
     seed: int = 0
     """Seeds torch, numpy and the env; the evaluation env uses seed + 100."""
     total_steps: int = 1_000_000
@@ -225,21 +225,17 @@ class TrainConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        for name in ("geoff_lambda1", "geoff_lambda2"):
+        for name in ("ace_lambda1", "geoff_lambda1", "geoff_lambda2"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 <= self.geoff_gamma_hat < 1:
             raise ConfigError(f"geoff_gamma_hat must be in [0, 1), got {self.geoff_gamma_hat}")
-        if self.geoff_window < 1:
-            raise ConfigError(f"geoff_window must be at least 1, got {self.geoff_window}")
+        if self.trace_window < 1:
+            raise ConfigError(f"trace_window must be at least 1, got {self.trace_window}")
         if not 0 < self.ris_beta < 1:
             raise ConfigError(f"ris_beta must be in (0, 1), got {self.ris_beta}")
         if self.ipg_nu != 1:
             raise ConfigError(f"ipg_nu {self.ipg_nu}: only ν = 1 (the paper's IPG) is implemented")
-        if self.ace_lambda1 != 0:
-            raise ConfigError(
-                f"ace_lambda1 {self.ace_lambda1}: only λ₁ = 0 (the paper's ACE, Off-PAC) is implemented so far"
-            )
         competitor = self.correction in ("ace", "ris-off-pac", "geoff-pac")
         if competitor and self.algo != "sac" and not self.exploration_std > 0:
             raise ConfigError(f"{self.correction} needs exploration_std > 0 (its behaviour density) for {self.algo}")

@@ -161,8 +161,8 @@ def test_ipg_trains_the_actor_on_the_most_recent_states() -> None:
 
 def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
     bad = [({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"), ({"pg_form": "x"}, "pg_form"),
-           ({"ace_lambda1": 0.5}, "λ₁ = 0"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
-           ({"geoff_window": 0}, "geoff_window")]  # fmt: skip
+           ({"ace_lambda1": 1.5}, "ace_lambda1"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
+           ({"trace_window": 0}, "trace_window")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
@@ -226,6 +226,18 @@ FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000
 def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
     sink = RecordingSink()
     config = TrainConfig(algo=algo, correction=name, total_steps=2000, correction_start=1000, **FAST)  # type: ignore[arg-type]
+    smoke(config, sink, name)
+
+
+def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
+    sink = RecordingSink()
+    config = TrainConfig(algo="sac", correction="ace", ace_lambda1=0.5, total_steps=2000, correction_start=1000,
+                         trace_window=4, **FAST)  # type: ignore[arg-type]  # fmt: skip
+    smoke(config, sink, "ace-emphatic")
+    assert sink.weight_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
+
+
+def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     result = Trainer(config, sink).run()
     assert result.status == "finished" and result.updates == 1500
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
@@ -233,13 +245,14 @@ def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
     logged = {b.quantity.name for b in sink.weights}
     expected = {
         "ace": {"rho_bar"},
+        "ace-emphatic": {"rho_bar", "ace_m"},
         "geoff-pac": {"rho_bar", "geoff_c", "geoff_m1"},
         "ipg": set(),
         "ris-off-pac": {"ris_w"},
     }
     assert logged == expected[name]
     for block in sink.weights:  # M1 is unbounded: its range is the histogram's only
-        if block.quantity.name != "geoff_m1":
+        if block.quantity.name not in ("geoff_m1", "ace_m"):
             assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
     for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
         steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == quantity])
@@ -259,7 +272,7 @@ def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves
 # ---- Geoff-PAC ---------------------------------------------------------------------------------
 def test_geoff_pac_traces_equal_the_online_recursion_along_a_trajectory() -> None:
     """Windows as long as the episode so far give DeepRL's online F1/M1 and F2/M2 (per ∇log π term)."""
-    from agents.corrections.geoff_pac import traces
+    from agents.corrections.traces import traces
 
     g = torch.Generator().manual_seed(3)
     length, gamma, gamma_hat, lambda1, lambda2 = 12, 0.99, 0.2, 0.7, 0.6
@@ -286,7 +299,7 @@ def test_geoff_pac_traces_equal_the_online_recursion_along_a_trajectory() -> Non
 
 
 def test_geoff_pac_windows_stop_at_episode_starts_wrap_around_and_overwritten_slots() -> None:
-    from agents.corrections.geoff_pac import EPISODE_START, STEP, windows
+    from agents.corrections.traces import EPISODE_START, STEP, windows
 
     buffer = ReplayBuffer(20, 1, ACT, fields={STEP: 1, EPISODE_START: 1})
     episode_of: dict[int, int] = {}
@@ -315,22 +328,30 @@ def test_geoff_pac_windows_stop_at_episode_starts_wrap_around_and_overwritten_sl
     assert valid.any() and not valid.all()
 
 
-def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace() -> None:
-    """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = 1 at λ₁ = 0: the actor loss is ACE's (Off-PAC), sample by sample."""
+@pytest.mark.parametrize("lambda1", [0.0, 0.7])
+def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float) -> None:
+    """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = (1 − λ₁) + λ₁ F with c ≡ 1: ACE(λ₁)'s loss, sample by sample
+    (at λ₁ = 0, Off-PAC's)."""
+    import dataclasses
+
     options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=300, start_steps=100, batch_size=32,
-                   eval_freq=300, eval_episodes=1, geoff_gamma_hat=0.0, geoff_lambda1=0.0)  # fmt: skip
+                   eval_freq=300, eval_episodes=1, geoff_gamma_hat=0.0, geoff_lambda1=lambda1)  # fmt: skip
     trainer = Trainer(TrainConfig(algo="td3", correction="geoff-pac", **options))  # type: ignore[arg-type]
     trainer.run()
     geoff, a = trainer.correction, trainer.agent
     with torch.no_grad():  # C ≡ 1: a zero last layer and softplus(bias) = 1
         geoff.c.net[-1].weight.zero_()  # type: ignore[attr-defined]
         geoff.c.net[-1].bias.fill_(math.log(math.e - 1))  # type: ignore[attr-defined]
-    ace = make_correction("ace", CorrectionSettings("deterministic", config=trainer.config))
+    config = dataclasses.replace(trainer.config, correction="ace", ace_lambda1=lambda1)
+    ace = make_correction("ace", CorrectionSettings("deterministic", config=config))
+    ace.attach(a, trainer.buffer)
     b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
     a.update(b)  # the agent's critic target for this batch
-    geoff.weights(b, a)
+    logged = geoff.weights(b, a).logged
     ace.weights(b, a)
     torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace.actor_loss(a, b.obs, b))
+    if lambda1:  # the traces ran over real windows: the emphasis is not 1 everywhere
+        assert float((logged["geoff_m1"] - 1).abs().max()) > 1e-3
 
 
 def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -1,9 +1,12 @@
-"""ACE, actor-critic with emphatic weightings (Imani, Graves & White 2018), at the paper's λ₁ = 0.
+"""ACE, actor-critic with emphatic weightings (Imani, Graves & White 2018); the paper's λ₁ = 0.
 
-At λ₁ = 0 the emphatic weighting M_i is 1 and ACE is Off-PAC, with the method's own
-likelihood-ratio estimator in place of the baseline's policy gradient:
+The method's own likelihood-ratio estimator replaces the baseline's policy gradient:
 
     L_actor(φ) = −(1/B) Σ_i ρ̄_i · M_i · ŝ_i · log π_φ(a_i|s_i)
+
+At λ₁ = 0 (``ace_lambda1``, the default) the emphasis M_i is 1 and ACE is Off-PAC. Above it,
+M_i = (1 − λ₁) + λ₁ F_i with F the trace of Geoff-PAC's F1 for c ≡ 1, summed over a window of
+predecessors (:mod:`agents.corrections.traces`).
 
 ρ̄_i the clipped density ratio at the stored action, ŝ_i the learning signal (``pg_signal``):
 δ_i = y_i − V(s_i) with the critic's target y of this update, or Q(s_i, a_i) − V(s_i); SAC
@@ -15,32 +18,63 @@ The critic, its targets and exploration are the baseline's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from agents.corrections.base import CorrectionSettings, Weights
-from agents.corrections.behaviour import RHO_BAR, BehaviourRatio
+from agents.corrections.base import Collected, CorrectionSettings, Weights
+from agents.corrections.behaviour import RANDOM_PHASE, RHO_BAR, BehaviourRatio
 from agents.corrections.densities import clipped_ratio
+from agents.corrections.traces import EPISODE_START, STEP, traces, windows
 from agents.quantities import Quantity
-from agents.replay import Batch
+from agents.replay import Batch, ReplayBuffer
+
+EMPHASIS = Quantity("ace_m", "M", 0.0, 20.0)
 
 
 class ACE(BehaviourRatio):
     name = "ace"
     quantities: tuple[Quantity, ...] = (RHO_BAR,)
+    fields: Mapping[str, int] = MappingProxyType({RANDOM_PHASE: 1, STEP: 1, EPISODE_START: 1})
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
         config = settings.config
         self.likelihood_ratio = config is None or config.pg_form == "lr"
         self.td_signal = config is None or config.pg_signal == "td"
+        self.gamma = config.gamma if config is not None else 0.99
+        self.emphatic = config.ace_lambda1 if config is not None else 0.0
+        self.window = config.trace_window if config is not None else 16
+        if self.emphatic:
+            self.quantities = (RHO_BAR, EMPHASIS)
         self.rho_bar: Tensor | None = None
+        self.emphasis: Tensor | float = 1.0
+
+    def attach(self, agent: Any, replay: ReplayBuffer) -> None:
+        self.replay = replay
+
+    def collect(self, transition: Collected) -> Mapping[str, float]:
+        return {
+            RANDOM_PHASE: float(transition.random_phase),
+            STEP: float(transition.step),
+            EPISODE_START: float(transition.episode_start),
+        }
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
         self.rho_bar = clipped_ratio(self.log_ratio(batch, agent))
-        return Weights(logged={RHO_BAR.name: self.rho_bar})
+        if not self.emphatic:
+            return Weights(logged={RHO_BAR.name: self.rho_bar})
+        assert batch.slots is not None, "ACE with λ₁ > 0 needs the sampled slots (a batch from the replay buffer)"
+        slots, valid = windows(self.replay, batch.slots, self.window)
+        window = self.replay.gather(slots.reshape(-1))
+        rho_bar = torch.cat([self.rho_bar, clipped_ratio(self.log_ratio(window, agent)).view(len(slots), -1)], dim=1)
+        mask = torch.as_tensor(valid, device=rho_bar.device)
+        # F1 with c ≡ 1 (and λ₂, γ̂ unused: no M2 term).
+        self.emphasis = traces(rho_bar, torch.ones_like(rho_bar), mask, self.gamma, 0.0, self.emphatic, 0.0).m1
+        return Weights(logged={RHO_BAR.name: self.rho_bar, EMPHASIS.name: self.emphasis})
 
     def signal(self, agent: Any, batch: Batch, value: Tensor) -> Tensor:
         """ŝ_i, (B, 1), without gradient, given V(s_i) (SAC's entropy term excluded)."""
@@ -54,10 +88,10 @@ class ACE(BehaviourRatio):
 
     def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
         if not self.likelihood_ratio:
-            return agent.actor_loss(obs)
+            return self.emphasis * agent.actor_loss(obs)
         assert self.rho_bar is not None
         signal = self.signal(agent, batch, agent.state_value(batch.obs))
         log_pi = self.current_density(batch, agent)
         if self.policy_kind == "stochastic":
             signal = signal - agent.alpha_value() * log_pi.detach()
-        return -(self.rho_bar * signal) * log_pi
+        return -(self.rho_bar * self.emphasis * signal) * log_pi

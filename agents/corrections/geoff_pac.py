@@ -1,8 +1,9 @@
 """Geoff-PAC (Zhang, Boehmer & Whiteson 2019), on the replayed batch, as ``spec/competitors.md`` states it.
 
 The original keeps online traces per worker; replayed one transition at a time, they would
-see ρ = 1. Ours recomputes them over a window of up to n (``geoff_window``) predecessors of
-each sampled transition in the FIFO buffer, under the current policy and without gradient:
+see ρ = 1. Ours recomputes them over a window of up to n (``trace_window``) predecessors of
+each sampled transition in the FIFO buffer (:mod:`agents.corrections.traces`), under the
+current policy and without gradient:
 
     F1_i = Σ_{k=0..K_i} (Π_{l=1..k} γ ρ̄_{i−l}) c̄_{i−k}          M1_i = (1 − λ₁) c̄_i + λ₁ F1_i
     κ_{i,k} = c̄_{i−k} ρ̄_{i−k} [(1 − λ₂)·1{k=1} + λ₂ Π_{l=1..k−1} γ̂ ρ̄_{i−l}]
@@ -11,9 +12,7 @@ each sampled transition in the FIFO buffer, under the current policy and without
 with c̄ = clamp(C(s), 0, 2) from a density-ratio network C (2×64 ReLU, softplus head,
 RMSprop 1e-3, a target copy every 200 updates) trained on each replayed batch to regress
 m·C(s') onto γ̂·ρ̄·C'(s) + 1 − γ̂, plus the leave-one-out normaliser pulling mean C to 1
-(coefficient 1e-3), as DeepRL's ``learn_v_c``. A window never crosses an episode start, the
-buffer's wrap-around or an overwritten slot (each transition stores its global step and
-whether it starts an episode). ŝ and V are ACE's; the critic is the baseline's.
+(coefficient 1e-3), as DeepRL's ``learn_v_c``. ŝ and V are ACE's; the critic is the baseline's.
 Named deviations: the window, the window's log-probabilities at the current φ, the
 baseline's critic in place of the importance-weighted V-critic, and c̄ of this update read
 before C's step on the same batch.
@@ -22,68 +21,22 @@ before C's step on the same batch.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from agents.corrections.ace import ACE
-from agents.corrections.base import Collected, CorrectionSettings, Weights
-from agents.corrections.behaviour import RANDOM_PHASE, RHO_BAR
+from agents.corrections.base import CorrectionSettings, Weights
+from agents.corrections.behaviour import RHO_BAR
 from agents.corrections.densities import clipped_ratio
+from agents.corrections.traces import traces, windows
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
 
-STEP, EPISODE_START = "step", "episode_start"
 C_SCALE = Quantity("geoff_c", "C(s)", 0.0, 2.0)
 M1 = Quantity("geoff_m1", "M1", 0.0, 20.0)
 C_LR, C_HIDDEN, C_TARGET_EVERY, C_NORMALISER = 1e-3, 64, 200, 1e-3
-
-
-def windows(replay: ReplayBuffer, index: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The slots of each transition's predecessors and which of them count, (B, size) each.
-
-    Column k − 1 holds the slot of transition i − k. It counts when every transition from
-    i − k to i is in the buffer, consecutive in the run (its stored step is i's minus k, so it was
-    not overwritten) and within i's episode (none of i − k + 1 … i starts one).
-    """
-    steps, starts_episode = replay.extra[STEP][:, 0], replay.extra[EPISODE_START][:, 0]
-    offsets = np.arange(1, size + 1)
-    slots = (index[:, None] - offsets[None, :]) % replay.capacity  # (B, n)
-    step = steps[index][:, None]
-    consecutive = replay.starts_transition[slots] & (steps[slots] == step - offsets) & (slots < replay.filled)
-    # i − k + 1 … i must not start an episode: for k = 1 that is i itself, then each column's successor.
-    successor_starts = np.concatenate([starts_episode[index][:, None], starts_episode[slots[:, :-1]]], axis=1) > 0.5
-    valid = np.cumprod(consecutive & ~successor_starts, axis=1).astype(bool)
-    return slots, valid
-
-
-class Traces(NamedTuple):
-    m1: Tensor
-    """(B, 1) the emphasis M1_i"""
-    kappa: Tensor
-    """(B, n) the coefficients κ_{i,k} of log π(a_{i−k}|s_{i−k}), 0 outside the window"""
-
-
-def traces(
-    rho_bar: Tensor, c_bar: Tensor, valid: Tensor, gamma: float, gamma_hat: float, lambda1: float, lambda2: float
-) -> Traces:
-    """M1 and κ from ρ̄ and c̄ over each window, column 0 the transition itself: (B, n + 1) each; ``valid`` (B, n)."""
-    inside = valid.to(rho_bar.dtype)
-    before_rho, before_c = rho_bar[:, 1:] * inside, c_bar[:, 1:] * inside  # predecessors, zero outside
-    # Π_{l=1..k} γ ρ̄_{i−l} for k = 0..n: the discount of c̄_{i−k} in F1.
-    discount = torch.cumprod(torch.cat([torch.ones_like(rho_bar[:, :1]), gamma * before_rho], dim=1), dim=1)
-    f1 = (discount * torch.cat([c_bar[:, :1], before_c], dim=1)).sum(1, keepdim=True)
-    m1 = (1 - lambda1) * c_bar[:, :1] + lambda1 * f1
-    # Π_{l=1..k−1} γ̂ ρ̄_{i−l} for k = 1..n.
-    emphatic = torch.cumprod(torch.cat([torch.ones_like(rho_bar[:, :1]), gamma_hat * before_rho[:, :-1]], dim=1), dim=1)
-    first = torch.zeros_like(emphatic)
-    first[:, 0] = 1.0
-    kappa = before_c * before_rho * ((1 - lambda2) * first + lambda2 * emphatic)
-    return Traces(m1, kappa)
 
 
 class DensityRatio(nn.Module):
@@ -102,29 +55,22 @@ class DensityRatio(nn.Module):
 class GeoffPAC(ACE):
     name = "geoff-pac"
     quantities: tuple[Quantity, ...] = (RHO_BAR, C_SCALE, M1)
-    fields: Mapping[str, int] = MappingProxyType({RANDOM_PHASE: 1, STEP: 1, EPISODE_START: 1})
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
         config = settings.config
         assert config is not None, "Geoff-PAC reads its options from the run's config"
         self.gamma, self.gamma_hat = config.gamma, config.geoff_gamma_hat
-        self.lambda1, self.lambda2, self.window = config.geoff_lambda1, config.geoff_lambda2, config.geoff_window
+        self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
+        self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
         self.fits = 0
         self._pending: tuple[Tensor, Tensor, Batch, Tensor] | None = None
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
-        self.replay = replay
+        super().attach(agent, replay)
         self.c = DensityRatio(agent.obs_dim).to(agent.device)
         self.c_target = copy.deepcopy(self.c)
         self.optimiser = torch.optim.RMSprop(self.c.parameters(), lr=C_LR)
-
-    def collect(self, transition: Collected) -> Mapping[str, float]:
-        return {
-            RANDOM_PHASE: float(transition.random_phase),
-            STEP: float(transition.step),
-            EPISODE_START: float(transition.episode_start),
-        }
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
         """ρ̄, c̄ and the traces over each window, under the current policy (stashed for the actor loss)."""
