@@ -45,25 +45,28 @@ class BehaviourRatio(Correction):
     def collect(self, transition: Collected) -> Mapping[str, float]:
         return {RANDOM_PHASE: float(transition.random_phase)}
 
-    def current_density(self, batch: Batch, agent: Any) -> Tensor:
+    def current_density(self, batch: Batch, agent: Any, output: Any = None) -> Tensor:
         """log π_φ(a_i|s_i) at the stored action, (B, 1), differentiable in the actor's parameters
-        (DDPG/TD3: the Gaussian surrogate around π_φ(s_i); SAC: up to the tanh Jacobian)."""
+        (DDPG/TD3: the Gaussian surrogate around π_φ(s_i); SAC: up to the tanh Jacobian).
+        ``output``: the actor's output on ``batch.obs``, when already computed with gradient."""
+        output = agent.actor(batch.obs) if output is None else output
         if self.policy_kind == "deterministic":
-            return deterministic_log_prob(batch.action, agent.actor(batch.obs), self.std)
-        mean, log_std = agent.actor(batch.obs)
+            return deterministic_log_prob(batch.action, output, self.std)
+        mean, log_std = output
         return squashed_log_prob(batch.action, mean, log_std)
 
-    def log_ratio(self, batch: Batch, agent: Any) -> Tensor:
-        """log ρ_i under the current policy, (B, 1), without gradient."""
+    def log_ratio(self, batch: Batch, agent: Any, output: Any = None) -> Tensor:
+        """log ρ_i under the current policy, (B, 1), without gradient (``output``: the actor's on
+        ``batch.obs``, when already computed)."""
         assert batch.behaviour_mean is not None and batch.behaviour_log_std is not None
         d = batch.action.shape[-1]
         with torch.no_grad():
             if self.policy_kind == "deterministic":
-                current = agent.greedy_action(batch.obs)
+                current = agent.greedy_action(batch.obs) if output is None else output.detach()
                 explored = deterministic_log_ratio(batch.action, batch.behaviour_mean, current, self.std)
                 log_pi = deterministic_log_prob(batch.action, current, self.std)
             else:
-                mean, log_std = agent.policy_distribution(batch.obs)
+                mean, log_std = agent.policy_distribution(batch.obs) if output is None else (t.detach() for t in output)
                 explored = stochastic_log_ratio(
                     batch.action, batch.behaviour_mean, batch.behaviour_log_std, mean, log_std
                 )
