@@ -374,3 +374,19 @@ def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type:
         assert same(params(getattr(one, name)), params(getattr(two, name)))
     assert one.optimiser.state_dict()["state"][0]["step"] == 400  # type: ignore[attr-defined]
     assert same(params(resumed[0].agent.actor), params(resumed[1].agent.actor))
+
+
+def test_the_weights_view_says_when_a_correction_logs_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from offpoc_tui.dashboard.model import Model, Request
+    from store import open_store
+    from store.reader import list_runs
+    from store.runs import create_runs
+    from tests.storefill import spec
+
+    db = open_store(tmp_path / "s.db", create=True)
+    (run_id,) = create_runs(db, [spec(correction="ipg")])
+    running = Model().answer(db, list_runs(db), Request(view="weights", cursor=run_id))
+    assert "no values recorded yet" in running.histogram.title  # type: ignore[union-attr]
+    db.execute("UPDATE runs SET status = 'finished', steps = 3000 WHERE id = ?", [run_id])
+    done = Model().answer(db, list_runs(db), Request(view="weights", cursor=run_id))
+    assert "(ipg) recorded no per-update values: its correction logs none" in done.histogram.title  # type: ignore[union-attr]

@@ -39,6 +39,7 @@ from offpoc_tui.dashboard.groups import (
     versions_shown,
 )
 from store.reader import configs, histograms, quantities, run_detail, train_points
+from store.runs import TERMINAL
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.summary import env_family, source_of
 
@@ -169,7 +170,7 @@ class Model:
         ids = [r["id"] for r in members]
         logged = quantities(db, ids)
         if not logged:
-            nothing = empty(f"λ, {subject}", no_weights(cursor, runs) or "no values recorded yet")
+            nothing = empty(f"λ, {subject}", no_weights(cursor, runs) or nothing_logged(cursor))
             return WeightsData(nothing, nothing)
         shown = Shown.of(logged, request.quantity)
         hists = histograms(db, ids, shown.name)
@@ -302,6 +303,13 @@ def small_n_note(kind: BandKind, seed_counts: list[int]) -> str:
     if kind == "ci95" and fewest <= SMALL_N:
         return f" (n={fewest}: ±{float(t_quantile(fewest - 1)):.1f} s.e.; b: other bands)"
     return ""
+
+
+def nothing_logged(run: dict[str, Any]) -> str:
+    """Why a corrected run shows no logged values: not yet, or never (a correction such as IPG logs none)."""
+    if run["status"] in TERMINAL and run["steps"]:
+        return f"run {run['id']} ({run['correction']}) recorded no per-update values: its correction logs none"
+    return "no values recorded yet"
 
 
 def no_weights(run: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
