@@ -353,6 +353,14 @@ def export(
     last: Annotated[
         int | None, typer.Option(help="Summary: final return over each seed's last N evaluations [default: 10].")
     ] = None,
+    last_steps: Annotated[
+        int | None,
+        typer.Option(help="Summary: final return over each seed's last N steps instead (differing eval frequencies)."),
+    ] = None,
+    until: Annotated[
+        int | None,
+        typer.Option(help="Summary: cut every run (trained or imported) at this step, to compare at one budget."),
+    ] = None,
     algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
     env: Annotated[
         list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
@@ -364,17 +372,24 @@ def export(
 ) -> None:
     """Tidy long tables, one row per observation led by its run's metadata; or the summary of final returns."""
     from store.export import FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
-    from store.stats import LAST_EVALUATIONS
+    from store.stats import LAST_EVALUATIONS, FinalWindow
 
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
     formats = SUMMARY_FORMATS if table == "summary" else FORMATS
     if format_ not in formats:
         fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")
-    if last is not None and table != "summary":
-        fail("--last applies to --table summary only")
+    for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
+        if value is not None and table != "summary":
+            fail(f"{flag} applies to --table summary only")
+    if last is not None and last_steps is not None:
+        fail("--last counts evaluations and --last-steps steps: pass one of them")
     if last is not None and last < 1:
         fail(f"--last must be at least 1, got {last}")
+    if last_steps is not None and last_steps < 1:
+        fail(f"--last-steps must be at least 1, got {last_steps}")
+    if until is not None and until < 0:
+        fail(f"--until must be a step (0 or more), got {until}")
     if output is not None and (output.is_dir() or not output.parent.is_dir()):
         fail(f"cannot write {output}: not a file in an existing directory")
     store = _open(db)
@@ -385,8 +400,9 @@ def export(
         if table == "summary":
             from store.summary import summary_rows
 
-            n = last or LAST_EVALUATIONS
-            return write_summary(out, format_, summary_rows(store, last=n, **filters), n)
+            window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
+            described = window.describe() + (f" up to step {until:,}" if until is not None else "")
+            return write_summary(out, format_, summary_rows(store, last=window, until=until, **filters), described)
         return write_rows(out, format_, columns(table), rows(store, table, **filters))
 
     if output is None:

@@ -110,12 +110,13 @@ def write_rows(out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[t
     return n
 
 
-def write_summary(out: IO[str], fmt: str, rows: list[summary.SummaryRow], last: int) -> int:
-    """The summary: one row per method and environment (csv, json), or the paper's layout (md, latex)."""
+def write_summary(out: IO[str], fmt: str, rows: list[summary.SummaryRow], window: str) -> int:
+    """The summary: one row per method and environment (csv, json), or the paper's layout (md, latex);
+    ``window`` names the evaluations each final return takes (``last 10 evaluations``)."""
     if fmt == "md":
-        out.write(tables.markdown(rows, last))
+        out.write(tables.markdown(rows, window))
     elif fmt == "latex":
-        out.write(tables.latex(rows, last))
+        out.write(tables.latex(rows, window))
     else:
         cells = (tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r.values()) for r in rows)
         write_rows(out, fmt, summary.COLUMNS, cells)

@@ -6,6 +6,7 @@ runs), summarised with :func:`store.stats.final_performance`, the statistic of t
 paper's tables.
 
     rows = summary_rows(db, last=10, envs=["Hopper"])   # Hopper-v2, Hopper-v4, ...
+    rows = summary_rows(db, last=FinalWindow(steps=10_000), until=100_000)   # every run cut at one step
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import sqlite_utils
 
 from store.reader import list_runs
-from store.stats import LAST_EVALUATIONS, final_performance
+from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 
 SOURCES = ("offpoc", "published", "zoo")
 """Where a run's evaluations come from: trained by offpoc, the paper's curves, an SB3 evaluations.npz."""
@@ -95,11 +96,23 @@ class SummaryRow:
         return tuple(getattr(self, c) for c in COLUMNS)
 
 
-def _last_returns(db: sqlite_utils.Database, run_id: int, last: int) -> tuple[np.ndarray, np.ndarray]:
-    """A run's last ``last`` evaluations (steps, returns), oldest first: one index range per run."""
-    rows = db.execute(
-        "SELECT step, return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT ?", [run_id, last]
-    ).fetchall()[::-1]
+def _final_evaluations(
+    db: sqlite_utils.Database, run_id: int, window: FinalWindow, until: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A run's evaluations (steps, returns) in its final ``window``, oldest first, counting only those
+    at or before step ``until`` (None: all): one index range per run."""
+    bound = until if until is not None else 2**62
+    if window.steps is None:
+        rows = db.execute(
+            "SELECT step, return_mean FROM evaluations WHERE run_id = ? AND step <= ? ORDER BY step DESC LIMIT ?",
+            [run_id, bound, window.evaluations],
+        ).fetchall()[::-1]
+    else:
+        rows = db.execute(
+            "SELECT step, return_mean FROM evaluations WHERE run_id = ? AND step <= ? AND step > "
+            "(SELECT max(step) FROM evaluations WHERE run_id = ? AND step <= ?) - ? ORDER BY step",
+            [run_id, bound, run_id, bound, window.steps],
+        ).fetchall()
     return np.asarray([r[0] for r in rows], dtype=np.int64), np.asarray([r[1] for r in rows], dtype=np.float64)
 
 
@@ -122,26 +135,30 @@ def matching_runs(
 
 def summary_rows(
     db: sqlite_utils.Database,
-    last: int = LAST_EVALUATIONS,
+    last: int | FinalWindow = LAST_EVALUATIONS,
     algos: list[str] | None = None,
     envs: list[str] | None = None,
     corrections: list[str] | None = None,
     run_ids: list[int] | None = None,
+    until: int | None = None,
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
-    The filters are :func:`matching_runs`'s.
+    ``last``: each seed's final evaluations (a count, or a :class:`~store.stats.FinalWindow` of
+    steps). The filters are :func:`matching_runs`'s; ``until`` cuts every run, trained here or imported,
+    at that step (its last evaluations are those at or before it), so methods meet at one budget.
     """
     runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids)
+    window = FinalWindow.of(last)
     groups: dict[tuple[str, str, str, str | None, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
-        steps, returns = _last_returns(db, run["id"], last)
+        steps, returns = _final_evaluations(db, run["id"], window, until)
         if len(steps):
             key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run))
             groups.setdefault(key, []).append((steps, returns))
     rows = []
     for (algo, env, correction, divergence, source), curves in groups.items():
-        n, mean, half = final_performance(curves, last)
+        n, mean, half = final_performance(curves, window)
         last_step = max(int(s[-1]) for s, _ in curves)
         rows.append(SummaryRow(algo, env, correction, divergence, n, mean, half, source, env_family(env), last_step))
     return sorted(

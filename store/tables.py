@@ -84,8 +84,9 @@ def _grid(layout: Layout, bold: Callable[[str], str]) -> list[list[str] | None]:
     return lines
 
 
-def markdown(rows: list[SummaryRow], last: int) -> str:
-    """GitHub-flavoured Markdown tables (algorithms follow each other without a gap)."""
+def markdown(rows: list[SummaryRow], window: str) -> str:
+    """GitHub-flavoured Markdown tables (algorithms follow each other without a gap); ``window``
+    says which evaluations make a final return (``last 10 evaluations``)."""
     parts = []
     for layout in layouts(rows, "±"):
         text = "| Method | " + " | ".join(layout.headers) + " |\n"
@@ -94,7 +95,7 @@ def markdown(rows: list[SummaryRow], last: int) -> str:
             if line is not None:
                 text += "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |\n"
         parts.append(text)
-    note = f"Mean over seeds of the last {last} evaluations ± the mean over those points of the 95% Student-t"
+    note = f"Mean over seeds of the {window} ± the mean over those points of the 95% Student-t"
     note += " half-width across seeds. Bold: the best per algorithm and environment.\n"
     return "\n".join(parts) + ("\n" if parts else "") + note
 
@@ -106,13 +107,13 @@ def _tex(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(c, c) for c in text)
 
 
-def latex(rows: list[SummaryRow], last: int) -> str:
+def latex(rows: list[SummaryRow], window: str) -> str:
     """``table*`` environments with booktabs rules, as in the paper (needs ``\\usepackage{booktabs}``)."""
     parts = []
     for layout in layouts(rows, "$\\pm$"):
         names = " & ".join(rf"\textbf{{{_tex(h)}}}" for h in layout.headers)
         caption = (
-            f"Average return of the last {last} evaluations over the seeds for "
+            f"Average return of the {_tex(window)} over the seeds for "
             f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$ captures a 95\\% confidence interval over the "
             "seeds. Bold values represent the maximum under each baseline algorithm and environment."
         )

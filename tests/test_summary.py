@@ -91,6 +91,33 @@ def test_summary_cells_match_an_independent_computation(
     assert other[0]["mean"] == pytest.approx(paper_cell(algo, env, prefix, last=3)[0], rel=1e-12)
 
 
+@needs_reference
+def test_until_cuts_published_and_own_runs_at_one_step(reference_store: Path, tmp_path: Path) -> None:
+    # The published curves evaluate every 1,000 steps: at step 100,000 the last 10 are indices 91-100,
+    # and the last 50,000 steps are indices 51-100.
+    folder = REFERENCE_CURVES / "Learning Curves" / "TD3" / "Hopper-v2"
+    curves = np.stack([np.load(folder / f"AC-Off-POC_TD3_Hopper-v2_{seed}.npy") for seed in range(10)])
+    db = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db)
+    store = open_store(db)
+    ids = create_runs(store, [spec(correction="acoffpoc", seed=s, env="Hopper-v4") for s in (0, 1)])
+    store.close()
+    for run_id in ids:
+        fill_learning(db, run_id, 12_000, gain=1.0)
+    filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
+    rows = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000")}
+    assert rows["published"]["last_step"] == 100_000
+    assert rows["published"]["mean"] == pytest.approx(curves[:, 91:101].mean(), rel=1e-12)
+    ours = {r["source"]: r for r in summary_json(db, *filters)}["offpoc"]
+    assert rows["offpoc"] == ours  # a run shorter than the cut is whole
+    cut = {r["source"]: r for r in summary_json(db, *filters, "--until", "6000")}["offpoc"]
+    assert cut["last_step"] == 6_000 and cut["mean"] != ours["mean"]
+    spans = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000", "--last-steps", "50000")}
+    assert spans["published"]["mean"] == pytest.approx(curves[:, 51:101].mean(), rel=1e-12)
+    md = invoke("export", "--table", "summary", "--format", "md", *filters, "--until", "100000", "--db", str(db))
+    assert "Mean over seeds of the last 10 evaluations up to step 100,000 ±" in md.stdout
+
+
 def paper_tables() -> dict[tuple[str, str], tuple[float, float]]:
     """(row label, environment) → (mean, ±) from the paper's Tables 1 and 2 (the .tex source)."""
     tex = PAPER.read_text()
@@ -184,6 +211,10 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
         (["--table", "summary", "--format", "xlsx"], "unknown format 'xlsx' for --table summary"),
         (["--table", "evaluations", "--format", "latex"], "unknown format 'latex' for --table evaluations"),
         (["--table", "evaluations", "--last", "5"], "--last applies to --table summary only"),
+        (["--table", "weights", "--until", "5000"], "--until applies to --table summary only"),
+        (["--table", "summary", "--last", "3", "--last-steps", "5000"], "pass one of them"),
+        (["--table", "summary", "--last-steps", "0"], "--last-steps must be at least 1"),
+        (["--table", "summary", "--until", "-1"], "--until must be a step"),
     ],
 )
 def test_bad_summary_options_exit_2(filled_store: Path, args: list[str], message: str) -> None:
