@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -204,11 +204,13 @@ class ActorCritic(ABC):
         """The entropy temperature, for stochastic policies."""
         return None
 
-    def state_value(self, obs: Tensor) -> Tensor:
+    def state_value(self, obs: Tensor, output: Any = None) -> Tensor:
         """V(s) from the critics, (B, 1), without gradient, for corrections' learning signals:
-        Q₁(s, π(s)) for a deterministic policy (SAC: its soft value)."""
+        Q₁(s, π(s)) for a deterministic policy (SAC: its soft value). ``output``: the actor's
+        output on ``obs`` when the caller already has it (saves a forward pass)."""
         with torch.no_grad():
-            return self.critic(obs, self.actor(obs), first_only=True)[0]
+            action = self.actor(obs) if output is None else output.detach()
+            return self.critic(obs, action, first_only=True)[0]
 
     def logged(self) -> Mapping[str, Tensor]:
         """This update's values of ``quantities``, by name (0-d or (B, 1), detached)."""

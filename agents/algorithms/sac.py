@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,14 +54,14 @@ class SAC(ActorCritic):
         self._log_pi = log_pi.detach()  # for the temperature step
         return self.alpha_value() * log_pi - self.critic(obs, action).min(0).values
 
-    def state_value(self, obs: Tensor) -> Tensor:
+    def state_value(self, obs: Tensor, output: Any = None) -> Tensor:
         """V(s) = min_k Q_k(s, ã) − α log π(ã|s), ã ~ π(·|s), one sample, without gradient.
 
         Its log π(ã|s) is also what the temperature step of this update uses, as the actor loss's
         would be: a correction that writes its own actor loss asks for V(s) instead.
         """
         with torch.no_grad():
-            mean, log_std = self.actor(obs)
+            mean, log_std = self.actor(obs) if output is None else (t.detach() for t in output)
             action, log_pi = squashed_sample(mean, log_std, self._noise(mean.shape))
             self._log_pi = log_pi
             return self.critic(obs, action).min(0).values - self.alpha_value() * log_pi

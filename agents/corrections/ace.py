@@ -51,6 +51,7 @@ class ACE(BehaviourRatio):
         if self.emphatic:
             self.quantities = (RHO_BAR, EMPHASIS)
         self.rho_bar: Tensor | None = None
+        self._output: Any = None
         self.emphasis: Tensor | float = 1.0
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
@@ -64,7 +65,13 @@ class ACE(BehaviourRatio):
         }
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        self.rho_bar = clipped_ratio(self.log_ratio(batch, agent))
+        # On actor steps the batch's forward pass keeps its graph: the actor loss reuses it for
+        # log π_φ(a_i|s_i) and V(s_i) instead of two more passes (the actor does not move in between).
+        self._output = None
+        if self.likelihood_ratio and agent.actor_due():
+            with torch.enable_grad():
+                self._output = agent.actor(batch.obs)
+        self.rho_bar = clipped_ratio(self.log_ratio(batch, agent, self._output))
         if not self.emphatic:
             return Weights(logged={RHO_BAR.name: self.rho_bar})
         assert batch.slots is not None, "ACE with λ₁ > 0 needs the sampled slots (a batch from the replay buffer)"
@@ -90,8 +97,9 @@ class ACE(BehaviourRatio):
         if not self.likelihood_ratio:
             return self.emphasis * agent.actor_loss(obs)
         assert self.rho_bar is not None
-        signal = self.signal(agent, batch, agent.state_value(batch.obs))
-        log_pi = self.current_density(batch, agent)
+        output, self._output = self._output, None
+        signal = self.signal(agent, batch, agent.state_value(batch.obs, output))
+        log_pi = self.current_density(batch, agent, output)
         if self.policy_kind == "stochastic":
             signal = signal - agent.alpha_value() * log_pi.detach()
         return -(self.rho_bar * self.emphasis * signal) * log_pi

@@ -64,7 +64,7 @@ class GeoffPAC(ACE):
         self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
         self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
         self.fits = 0
-        self._pending: tuple[Tensor, Tensor, Batch, Tensor, Any] | None = None
+        self._pending: tuple[Tensor, Tensor, Batch, Tensor, Any, Any] | None = None
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
         super().attach(agent, replay)
@@ -77,16 +77,20 @@ class GeoffPAC(ACE):
         assert batch.slots is not None, "Geoff-PAC needs the sampled slots (a batch from the replay buffer)"
         slots, valid = windows(self.replay, batch.slots, self.window)
         window = self.replay.gather(slots.reshape(-1))
-        # Where the actor steps in this update and M2 counts, the window's forward pass keeps its graph:
-        # the actor loss differentiates log π(a_{i−k}|s_{i−k}) from it instead of a second pass.
-        output = None
-        if self.gamma_hat and agent.actor_due():
-            with torch.enable_grad():
-                output = agent.actor(window.obs)
+        # Where the actor steps in this update, the forward pass keeps its graph: the actor loss
+        # differentiates log π(a_i|s_i) and, when M2 counts (γ̂ > 0), log π(a_{i−k}|s_{i−k}) from it.
+        due = agent.actor_due()
+        if self.gamma_hat:
+            with torch.set_grad_enabled(due):
+                own, predecessors = _split(agent.actor(torch.cat([batch.obs, window.obs])), len(slots))
+        else:
+            with torch.set_grad_enabled(due):
+                own = agent.actor(batch.obs)
+            predecessors = agent.actor(window.obs)
         rho_bar = torch.cat(
             [
-                clipped_ratio(self.log_ratio(batch, agent)),
-                clipped_ratio(self.log_ratio(window, agent, output)).view(len(slots), -1),
+                clipped_ratio(self.log_ratio(batch, agent, own)),
+                clipped_ratio(self.log_ratio(window, agent, predecessors)).view(len(slots), -1),
             ],
             dim=1,
         )
@@ -96,7 +100,7 @@ class GeoffPAC(ACE):
         mask = torch.as_tensor(valid, device=rho_bar.device)
         traced = traces(rho_bar, c_bar, mask, self.gamma, self.gamma_hat, self.lambda1, self.lambda2)
         self.rho_bar = rho_bar[:, :1]
-        self._pending = (traced.m1, traced.kappa, window, mask, output)
+        self._pending = (traced.m1, traced.kappa, window, mask, own, predecessors)
         logged = {RHO_BAR.name: self.rho_bar, C_SCALE.name: c_bar[:, :1], M1.name: traced.m1}
         return Weights(logged=logged)
 
@@ -118,15 +122,16 @@ class GeoffPAC(ACE):
 
     def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
         assert self._pending is not None and self.rho_bar is not None
-        m1, kappa, window, mask, output = self._pending
-        value = agent.state_value(batch.obs)
+        m1, kappa, window, mask, own, predecessors = self._pending
+        self._pending = None
+        value = agent.state_value(batch.obs, own)
         signal = self.signal(agent, batch, value)
-        log_pi = self.current_density(batch, agent)
+        log_pi = self.current_density(batch, agent, own)
         if self.policy_kind == "stochastic":
             signal = signal - agent.alpha_value() * log_pi.detach()
         loss = -(self.rho_bar * m1 * signal) * log_pi
         if self.gamma_hat and bool(mask.any()):
-            window_log_pi = self.current_density(window, agent, output).view(kappa.shape)
+            window_log_pi = self.current_density(window, agent, predecessors).view(kappa.shape)
             loss = loss - self.gamma_hat * value * (kappa * window_log_pi).sum(1, keepdim=True)
         return loss
 
@@ -141,3 +146,11 @@ class GeoffPAC(ACE):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.fits = state["fits"]
+
+
+def _split(output: Any, rows: int) -> tuple[Any, Any]:
+    """The actor's output on ``cat([batch.obs, window.obs])`` as (batch's, window's); SAC's is a pair."""
+    if isinstance(output, tuple):
+        mean, log_std = output
+        return (mean[:rows], log_std[:rows]), (mean[rows:], log_std[rows:])
+    return output[:rows], output[rows:]
