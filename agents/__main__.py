@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents", description=__doc__.split("\n")[0])
     parser.add_argument("algo", choices=ALGORITHMS)
     parser.add_argument("env", help="gymnasium id with a Box action space, e.g. Hopper-v4")
-    parser.add_argument("--correction", default="none", help="none, acoffpoc, ace, ipg or ris-off-pac")
+    parser.add_argument("--correction", default="none", help="none, acoffpoc, ace, geoff-pac, ipg or ris-off-pac")
     parser.add_argument("--steps", type=int, help="total environment steps (default 1,000,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig field")

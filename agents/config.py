@@ -54,7 +54,7 @@ class TrainConfig:
     env_id: str = "Hopper-v4"
     """Any gymnasium id with a Box action space."""
     correction: str = "none"
-    """Registered correction name: none, acoffpoc, or a competitor (ace, ipg, ris-off-pac)."""
+    """Registered correction name: none, acoffpoc, or a competitor (ace, geoff-pac, ipg, ris-off-pac)."""
     divergence: str = "jsd"
     """AC-Off-POC divergence: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
     ref_std: float | None = None

@@ -93,7 +93,9 @@ def _resolve_one(db: Any, token: str) -> int:
 def run(
     algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
     env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
-    correction: Annotated[str, typer.Option(help="none, acoffpoc, or a competitor: ace, ipg, ris-off-pac.")] = "none",
+    correction: Annotated[
+        str, typer.Option(help="none, acoffpoc, or a competitor: ace, geoff-pac, ipg, ris-off-pac.")
+    ] = "none",
     divergence: Annotated[str | None, typer.Option(help="jsd (default), symkl or kl.")] = None,
     ref_std: Annotated[float | None, typer.Option(help="Reference std (default: exploration std, 0.1).")] = None,
     seed: Annotated[int | None, typer.Option(help="One seed (default 0).")] = None,
