@@ -81,6 +81,9 @@ class TrainConfig:
     """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
     geoff_gamma_hat: float = 0.2
     """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
+    geoff_m2_baseline: str = "none"
+    """Geoff-PAC: what M2 subtracts from V(s): none (the method's) or mean (the batch's leave-one-out
+    mean of V; M2's expectation is unchanged, since E_μ[C] = 1, and its variance falls where |V| is large)."""
     trace_window: int = 16
     """ACE (λ₁ > 0) and Geoff-PAC: predecessors of each replayed transition their traces run over."""
     seed: int = 0
@@ -221,7 +224,8 @@ class TrainConfig:
     def _validate_competitors(self) -> None:
         """The competitors' options (spec/competitors.md), checked whatever the correction."""
         choices = {"ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("recent", "replay"),
-                   "pg_form": ("lr", "dpg"), "pg_signal": ("td", "q")}  # fmt: skip
+                   "pg_form": ("lr", "dpg"), "pg_signal": ("td", "q"),
+                   "geoff_m2_baseline": ("none", "mean")}  # fmt: skip
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")

@@ -162,7 +162,7 @@ def test_ipg_trains_the_actor_on_the_most_recent_states() -> None:
 def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
     bad = [({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"), ({"pg_form": "x"}, "pg_form"),
            ({"ace_lambda1": 1.5}, "ace_lambda1"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
-           ({"trace_window": 0}, "trace_window")]  # fmt: skip
+           ({"trace_window": 0}, "trace_window"), ({"geoff_m2_baseline": "median"}, "geoff_m2_baseline")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
@@ -352,6 +352,37 @@ def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float) -> No
     torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace.actor_loss(a, b.obs, b))
     if lambda1:  # the traces ran over real windows: the emphasis is not 1 everywhere
         assert float((logged["geoff_m1"] - 1).abs().max()) > 1e-3
+
+
+def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere() -> None:
+    """``geoff_m2_baseline=mean`` subtracts the others' mean V from V(s_i) in M2: with a critic that
+    gives every state the same value, M2 vanishes and, with C ≡ 1, the loss is ACE(λ₁)'s; the method's
+    own M2 (``none``) does not vanish."""
+    import dataclasses
+
+    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=300, start_steps=100, batch_size=32,
+                   eval_freq=300, eval_episodes=1, geoff_m2_baseline="mean")  # fmt: skip
+    trainer = Trainer(TrainConfig(algo="td3", correction="geoff-pac", **options))  # type: ignore[arg-type]
+    trainer.run()
+    geoff, a = trainer.correction, trainer.agent
+    b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
+    a.update(b)  # the critic target for this batch; then V(s) = Q₁'s bias everywhere and C ≡ 1
+    with torch.no_grad():
+        for member in a.critic.members:  # type: ignore[union-attr]
+            member[-1].weight.zero_()
+        geoff.c.net[-1].weight.zero_()  # type: ignore[attr-defined]
+        geoff.c.net[-1].bias.fill_(math.log(math.e - 1))  # type: ignore[attr-defined]
+    config = dataclasses.replace(trainer.config, correction="ace", ace_lambda1=trainer.config.geoff_lambda1)
+    ace = make_correction("ace", CorrectionSettings("deterministic", config=config))
+    ace.attach(a, trainer.buffer)
+    a.updates += 1  # an actor step for TD3 (every other update)
+    ace.weights(b, a)
+    expected = ace.actor_loss(a, b.obs, b)
+    geoff.weights(b, a)
+    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), expected)
+    geoff.centred = False
+    geoff.weights(b, a)
+    assert float((geoff.actor_loss(a, b.obs, b) - expected).detach().abs().max()) > 1e-3
 
 
 def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type: ignore[no-untyped-def]

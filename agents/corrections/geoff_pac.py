@@ -62,6 +62,7 @@ class GeoffPAC(ACE):
         assert config is not None, "Geoff-PAC reads its options from the run's config"
         self.gamma, self.gamma_hat = config.gamma, config.geoff_gamma_hat
         self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
+        self.centred = config.geoff_m2_baseline == "mean"
         self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
         self.fits = 0
         self._pending: tuple[Tensor, Tensor, Batch, Tensor, Any, Any] | None = None
@@ -132,6 +133,8 @@ class GeoffPAC(ACE):
         loss = -(self.rho_bar * m1 * signal) * log_pi
         if self.gamma_hat and bool(mask.any()):
             window_log_pi = self.current_density(window, agent, predecessors).view(kappa.shape)
+            if self.centred:  # V(s_i) minus the mean of the others' V: a baseline M2's expectation ignores
+                value = value - (value.sum() - value) / max(len(value) - 1, 1)
             loss = loss - self.gamma_hat * value * (kappa * window_log_pi).sum(1, keepdim=True)
         return loss
 
