@@ -96,6 +96,7 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
         },
         "weights": trainer.weights.state_dict(),
         "buffer": trainer.buffer.state_dict() if trainer.config.checkpoint_buffer else None,
+        "sampler": trainer.sampler.state_dict(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -168,4 +169,5 @@ def load(
     trainer.weights.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
     if state["buffer"] is not None:
         trainer.buffer.load_state_dict(state["buffer"])
+    trainer.sampler.load_state_dict(state.get("sampler", {}), buffer_restored=state["buffer"] is not None)
     return trainer

@@ -94,6 +94,14 @@ class TrainConfig:
     """Uniform-random steps before learning; None = the algorithm's default."""
     batch_size: int = 256
     """Transitions per update."""
+    sampler: str = "uniform"
+    """Replay sampler: uniform, cer (B − 1 uniform and the newest) or per (prioritised, LAP-PAL's PER_TD3)."""
+    per_alpha: float = 0.6
+    """PER: priorities are |TD error|^α."""
+    per_beta0: float = 0.4
+    """PER: the importance-weight exponent β at the first batch."""
+    per_beta_increment: float = 2e-7
+    """PER: β's rise per batch, capped at 1."""
     buffer_size: int = 1_000_000
     """Replay capacity in slots (≈ transitions)."""
     eval_freq: int = 1000
@@ -189,6 +197,15 @@ class TrainConfig:
 
         if self.correction not in correction_names():
             raise ConfigError(f"unknown correction {self.correction!r}: choose one of {', '.join(correction_names())}")
+        from agents.samplers import names as sampler_names
+
+        if self.sampler not in sampler_names():
+            raise ConfigError(f"unknown sampler {self.sampler!r}: choose one of {', '.join(sampler_names())}")
+        if not 0 <= self.per_alpha <= 1 or not 0 <= self.per_beta0 <= 1 or not 0 <= self.per_beta_increment <= 1:
+            raise ConfigError(
+                f"per_alpha, per_beta0 and per_beta_increment must be in [0, 1], got "
+                f"{self.per_alpha}, {self.per_beta0}, {self.per_beta_increment}"
+            )
         if self.divergence not in DIVERGENCES:
             raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]

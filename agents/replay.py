@@ -50,6 +50,8 @@ class Batch(NamedTuple):
     """A correction's own per-transition fields, (B, width) each"""
     slots: np.ndarray | None = None
     """(B,) the buffer slots the transitions start at (a sampled batch; None for hand-made ones)"""
+    importance: Tensor | None = None
+    """(B, 1) a sampler's importance weights, multiplying the critic loss only (None: all 1)"""
 
 
 class ReplayBuffer:
@@ -90,6 +92,8 @@ class ReplayBuffer:
         self.extra = {name: np.zeros((capacity, width), dtype=np.float32) for name, width in (fields or {}).items()}
         self.ptr = 0
         """Next slot to write."""
+        self.last_slot = -1
+        """The slot of the most recently stored transition (−1: none yet)."""
         self.filled = 0
         """Slots [0, filled) may start a transition: ptr until the first wrap, then capacity."""
 
@@ -135,6 +139,7 @@ class ReplayBuffer:
         value of every field the buffer was built with.
         """
         i, j = self.ptr, (self.ptr + 1) % self.capacity
+        self.last_slot = i
         self.obs[i] = obs
         self.action[i] = action
         self.reward[i, 0] = reward
@@ -162,7 +167,13 @@ class ReplayBuffer:
             self.filled = self.ptr
 
     def sample(self, batch_size: int, generator: torch.Generator, exclude_random_phase: bool = False) -> Batch:
-        """A uniform sample, with replacement, of stored transitions.
+        """A uniform sample, with replacement, of stored transitions (see :meth:`sample_slots`)."""
+        return self.gather(self.sample_slots(batch_size, generator, exclude_random_phase))
+
+    def sample_slots(
+        self, batch_size: int, generator: torch.Generator, exclude_random_phase: bool = False
+    ) -> np.ndarray:
+        """The slots of a uniform sample, with replacement, of stored transitions.
 
         Slots that start no transition (and, with ``exclude_random_phase``, the
         random-phase transitions) are rejected and redrawn, so the sample is
@@ -198,7 +209,7 @@ class ReplayBuffer:
             if candidates.size == 0:
                 raise RuntimeError("replay buffer has no eligible transition to sample")
             idx[bad] = candidates[draw(int(bad.sum()), candidates.size)]
-        return self.gather(idx)
+        return idx
 
     def recent(self, count: int) -> Batch:
         """The ``count`` most recently stored transitions (fewer while the buffer holds fewer), oldest first.
@@ -251,6 +262,7 @@ class ReplayBuffer:
         return {
             "ptr": self.ptr,
             "filled": self.filled,
+            "last_slot": self.last_slot,
             "arrays": {name: array[: self.filled].copy() for name, array in self._arrays().items()},
         }
 
@@ -266,3 +278,4 @@ class ReplayBuffer:
             arrays[name][:filled] = array
         self.ptr = int(state["ptr"])
         self.filled = filled
+        self.last_slot = int(state.get("last_slot", -1))

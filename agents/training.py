@@ -26,6 +26,7 @@ from agents.envs import env_dims, make_env
 from agents.evaluation import evaluate
 from agents.recorder import QuantityRecorders, StatsAccumulator
 from agents.replay import ReplayBuffer
+from agents.samplers import make_sampler
 from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, WeightBlock, WeightHistogram, emit
 
 if TYPE_CHECKING:
@@ -99,8 +100,10 @@ class Trainer:
             fields=self.correction.fields,
         )
         self.correction.attach(self.agent, self.buffer)
+        self.sampler = make_sampler(c.sampler, c)
+        self.sampler.attach(self.buffer)
         self.weights = QuantityRecorders(
-            (*self.correction.quantities, *self.agent.quantities),
+            (*self.correction.quantities, *self.agent.quantities, *self.sampler.quantities),
             block=c.weights_block,
             bins=c.histogram_bins,
             device=self.device,
@@ -160,6 +163,7 @@ class Trainer:
         self.buffer.add(
             self.obs, action, float(reward), next_obs, terminated, episode_end, random_phase, behaviour, extra
         )
+        self.sampler.added(self.buffer.last_slot)
         self.episode_return += float(reward)
         self.episode_length += 1
         self.step += 1
@@ -174,11 +178,17 @@ class Trainer:
     def _update(self) -> None:
         correction = self.correction if self.correction.active(self.step) else None
         exclude_random = correction is not None and correction.excludes_random_phase
-        batch = self.buffer.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
+        batch = self.sampler.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
         stats = self.agent.update(batch, correction)
         self.stats.add(stats)
-        if stats.logged:
-            self._emit_all(self.weights.add(self.agent.updates, self.step, stats.logged))
+        logged = stats.logged
+        if self.sampler.hears_td_errors:
+            assert batch.slots is not None
+            self.sampler.td_errors(batch.slots, self.agent.last_td_error())
+        if self.sampler.quantities:
+            logged = {**logged, **self.sampler.logged()}
+        if logged:
+            self._emit_all(self.weights.add(self.agent.updates, self.step, logged))
 
     def run(self) -> TrainResult:
         """Train to ``total_steps`` (or until asked to stop)."""

@@ -5,6 +5,7 @@
     python benchmarks/throughput.py --steps 4000 --repeats 3
     python benchmarks/throughput.py --autograd --no-corrections   # both backends against SB3
     python benchmarks/throughput.py --no-sb3 --no-corrections --competitors   # the competitors' overhead
+    python benchmarks/throughput.py --no-sb3 --no-corrections --samplers      # CER and PER against uniform
 
 SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
@@ -37,6 +38,8 @@ from agents.corrections.divergences import DIVERGENCES
 
 COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
 """The paper's competitors (spec/competitors.md), timed with ``--competitors``."""
+SAMPLERS = ("cer", "per")
+"""Replay samplers other than uniform, timed with ``--samplers`` (their overhead is against ``none``, uniform)."""
 
 if TYPE_CHECKING:
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
@@ -64,6 +67,7 @@ def ours_config(
     correction: str = "none",
     divergence: str = "jsd",
     backend: str = "auto",
+    sampler: str = "uniform",
 ) -> TrainConfig:
     """The benchmark's run: no evaluation but the first, statistics every ``start`` steps, one torch thread."""
     return TrainConfig(
@@ -79,11 +83,12 @@ def ours_config(
         stats_every=start,
         threads=1,
         backend=backend,
+        sampler=sampler,
     )
 
 
 def ours(algo: str, env_id: str, start: int, steps: int, **options: str) -> float:
-    """SPS of our run of ``ours_config`` (``options``: its correction, divergence, backend)."""
+    """SPS of our run of ``ours_config`` (``options``: its correction, divergence, backend, sampler)."""
     clock = _Clock(start, start + steps)
     Trainer(ours_config(algo, env_id, start, steps, **options), clock).run()
     return steps / (clock.times[start + steps] - clock.times[start])
@@ -127,6 +132,8 @@ def run_case(case: str, env_id: str, start: int, steps: int) -> float:
         return ours(algo, env_id, start, steps, backend="autograd")
     if impl == "competitor":
         return ours(algo, env_id, start, steps, correction=rest[0])
+    if impl == "sampler":
+        return ours(algo, env_id, start, steps, sampler=rest[0])
     return ours(algo, env_id, start, steps, correction="acoffpoc", divergence=rest[0])
 
 
@@ -152,6 +159,7 @@ def main() -> None:
     parser.add_argument(
         "--competitors", action="store_true", help="also time the paper's competitors (their overhead vs none)"
     )
+    parser.add_argument("--samplers", action="store_true", help="also time the replay samplers (overhead vs uniform)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
@@ -167,6 +175,7 @@ def main() -> None:
         cases += [f"{algo}:none"] + ([f"{algo}:autograd"] if args.autograd else [])
         cases += [] if args.no_corrections else [f"{algo}:acoffpoc:{d}" for d in DIVERGENCES]
         cases += [f"{algo}:competitor:{name}" for name in COMPETITORS] if args.competitors else []
+        cases += [f"{algo}:sampler:{name}" for name in SAMPLERS] if args.samplers else []
 
     results: dict[str, list[float]] = {case: [] for case in cases}
     with Progress() as progress:
@@ -190,7 +199,7 @@ def main() -> None:
         label = LABELS.get(impl, f"ours {'acoffpoc ' if impl == 'acoffpoc' else ''}{rest[0] if rest else ''}")
         peer = median.get(f"{algo}:sb3")
         ratio = f"{median[case] / peer:.2f}" if peer and impl != "sb3" else ""
-        corrected = impl in ("acoffpoc", "competitor")
+        corrected = impl in ("acoffpoc", "competitor", "sampler")
         overhead = f"{(median[f'{algo}:none'] / median[case] - 1) * 100:+.1f}%" if corrected else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
         table.add_row(algo.upper(), label, f"{median[case]:.1f}", runs, ratio, overhead)
@@ -205,7 +214,7 @@ def main() -> None:
                     f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
                 )
         corrected = [case for case in results if case.startswith(f"{algo}:") and case.split(":")[1] in
-                     ("acoffpoc", "competitor")]  # fmt: skip
+                     ("acoffpoc", "competitor", "sampler")]  # fmt: skip
         if not corrected:
             continue
         overheads = []

@@ -98,6 +98,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                 config = with_overrides(base, request.sets).resolved()
                 divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
+                label += f"-{config.sampler}" if config.sampler != "uniform" else ""
                 specs.append(
                     RunSpec(
                         name=request.name or label,

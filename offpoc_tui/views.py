@@ -38,11 +38,13 @@ def duration(seconds: float | None) -> str:
 
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:
+    """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly."""
     table = Table(box=None, header_style="bold", pad_edge=False)
+    samplers = any(run.get("sampler", "uniform") != "uniform" for run in runs)
     for header, justify in [
         ("id", "right"), ("name", "left"), ("algo", "left"), ("env", "left"), ("correction", "left"),
-        ("div", "left"), ("seed", "right"), ("status", "left"), ("steps", "right"), ("progress", "right"),
-        ("SPS", "right"), ("return", "right"), ("pid", "right"),
+        ("div", "left"), *([("sampler", "left")] if samplers else []), ("seed", "right"), ("status", "left"),
+        ("steps", "right"), ("progress", "right"), ("SPS", "right"), ("return", "right"), ("pid", "right"),
     ]:  # fmt: skip
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
     for run in runs:
@@ -54,6 +56,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             run["env"],
             run["correction"],
             run["divergence"] or "–",
+            *([run.get("sampler", "uniform")] if samplers else []),
             str(run["seed"]),
             Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
             f"{run['steps']:,}/{run['total_steps']:,}",

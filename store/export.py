@@ -15,7 +15,7 @@ from typing import IO, Any
 import sqlite_utils
 
 from store import summary, tables
-from store.reader import META_COLUMNS, quantities, weight_rows, where_runs
+from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
 
 TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary")
 FORMATS = ("csv", "json", "md")
@@ -35,7 +35,10 @@ RUN_COLUMNS = (
     "status", "steps", "total_steps", "sps", "last_return", "best_return", "mean_lambda", "created", "started",
     "finished", "wall_time", "source", "config",
 )  # fmt: skip
-_META_SQL = "runs.id AS run_id, runs.name, runs.algo, runs.env, runs.correction, runs.divergence, runs.seed"
+_META_SQL = (
+    "runs.id AS run_id, runs.name, runs.algo, runs.env, runs.correction, runs.divergence, "
+    f"{SAMPLER_SQL.replace('config', 'runs.config')} AS sampler, runs.seed"
+)
 
 
 def columns(table: str) -> tuple[str, ...]:

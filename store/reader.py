@@ -15,18 +15,23 @@ import sqlite_utils
 
 from store.codec import decode_counts, decode_weights
 
-META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "seed")
+META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sampler", "seed")
 """The run metadata that leads every exported row."""
 
 PS_COLUMNS = (
-    "id", "name", "algo", "env", "correction", "divergence", "seed", "status", "steps", "total_steps", "sps",
-    "last_return", "pid",
+    "id", "name", "algo", "env", "correction", "divergence", "sampler", "seed", "status", "steps", "total_steps",
+    "sps", "last_return", "pid",
 )  # fmt: skip
 
 
 def _dicts(cursor: Any) -> list[dict[str, Any]]:
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+DEFAULT_SAMPLER = "uniform"
+SAMPLER_SQL = f"COALESCE(json_extract(config, '$.sampler'), '{DEFAULT_SAMPLER}')"
+"""A run's replay sampler, from its stored config (runs from before samplers, and imports: uniform)."""
 
 
 def where_runs(
@@ -53,11 +58,11 @@ def where_runs(
 
 
 def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **filters: Any) -> list[dict[str, Any]]:
-    """Runs (every column but the config and traceback), oldest first."""
+    """Runs (every column but the config and traceback, and the config's replay ``sampler``), oldest first."""
     where, params = where_runs(statuses=statuses, **filters)
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
-    columns += " heartbeat, wall_time, checkpoint_step, error"
+    columns += f" heartbeat, wall_time, checkpoint_step, error, {SAMPLER_SQL} AS sampler"
     return _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from store.reader import list_runs
+from store.reader import DEFAULT_SAMPLER, list_runs
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 
 SOURCES = ("offpoc", "published", "zoo")
@@ -31,7 +31,9 @@ METHOD_NAMES = {
 }  # fmt: skip
 DEFAULT_DIVERGENCE = "jsd"
 """The paper's divergence: a method label names the divergence only when it is another."""
-COLUMNS = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source", "env_family", "last_step")
+COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
+COLUMNS += ("env_family", "last_step", "sampler")
+SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 _VERSION = re.compile(r"-v\d+$")
 
@@ -56,13 +58,16 @@ def source_of(run: dict[str, Any]) -> str:
     return "published" if origin.startswith("reference:") else "zoo" if origin.startswith("zoo:") else "offpoc"
 
 
-def method_label(algo: str, correction: str, divergence: str | None) -> str:
-    """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names."""
+def method_label(algo: str, correction: str, divergence: str | None, sampler: str = DEFAULT_SAMPLER) -> str:
+    """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names; a sampler other
+    than uniform follows in brackets (``TD3 [PER]``)."""
     label = algo.upper()
     if correction != "none":
         label += " + " + METHOD_NAMES.get(correction, correction)
     if divergence not in (None, DEFAULT_DIVERGENCE):
         label += f" ({divergence.upper()})"
+    if sampler != DEFAULT_SAMPLER:
+        label += f" [{SAMPLER_NAMES.get(sampler, sampler)}]"
     return label
 
 
@@ -91,6 +96,8 @@ class SummaryRow:
     env_family: str
     last_step: int
     """The furthest step any seed was evaluated at (runs still training show where they are)."""
+    sampler: str = DEFAULT_SAMPLER
+    """The replay sampler of the method's runs."""
 
     def values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, c) for c in COLUMNS)
@@ -133,6 +140,12 @@ def matching_runs(
     ]
 
 
+def _summary_order(r: SummaryRow) -> tuple[Any, ...]:
+    """Algorithm, source, uniform replay before other samplers, then the paper's order of methods."""
+    return r.algo, SOURCES.index(r.source), r.sampler != DEFAULT_SAMPLER, r.sampler, method_rank(r.correction), \
+        r.divergence or "", r.env  # fmt: skip
+
+
 def summary_rows(
     db: sqlite_utils.Database,
     last: int | FinalWindow = LAST_EVALUATIONS,
@@ -150,18 +163,20 @@ def summary_rows(
     """
     runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids)
     window = FinalWindow.of(last)
-    groups: dict[tuple[str, str, str, str | None, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    groups: dict[tuple[str, str, str, str | None, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
         steps, returns = _final_evaluations(db, run["id"], window, until)
         if len(steps):
-            key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run))
+            sampler = run.get("sampler") or DEFAULT_SAMPLER
+            key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler)
             groups.setdefault(key, []).append((steps, returns))
     rows = []
-    for (algo, env, correction, divergence, source), curves in groups.items():
+    for (algo, env, correction, divergence, source, sampler), curves in groups.items():
         n, mean, half = final_performance(curves, window)
         last_step = max(int(s[-1]) for s, _ in curves)
-        rows.append(SummaryRow(algo, env, correction, divergence, n, mean, half, source, env_family(env), last_step))
+        family = env_family(env)
+        rows.append(SummaryRow(algo, env, correction, divergence, n, mean, half, source, family, last_step, sampler))
     return sorted(
         rows,
-        key=lambda r: (r.algo, SOURCES.index(r.source), method_rank(r.correction), r.divergence or "", r.env),
+        key=_summary_order,
     )

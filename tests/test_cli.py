@@ -147,7 +147,7 @@ def test_unknown_runs_are_usage_errors(filled_store: Path, args: list[str]) -> N
 def test_export_csv_to_stdout_and_file(filled_store: Path, tmp_path: Path) -> None:
     result = invoke("export", "--correction", "acoffpoc", "--db", str(filled_store))
     lines = result.stdout.splitlines()
-    assert result.exit_code == 0 and lines[0].startswith("run_id,name,algo,env,correction,divergence,seed,step")
+    assert result.exit_code == 0 and lines[0].startswith("run_id,name,algo,env,correction,divergence,sampler,seed,step")
     assert len(lines) == 1 + 2 * 4 and all(line.split(",")[4] == "acoffpoc" for line in lines[1:])
     target = tmp_path / "weights.json"
     result = invoke("export", "--table", "weights", "--format", "json", "--run", "2", "-o", str(target),

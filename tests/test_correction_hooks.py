@@ -264,7 +264,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     from offpoc_tui.dashboard.model import Model, Request
     from offpoc_tui.worker import StoreSink
     from store import open_store
-    from store.export import rows
+    from store.export import columns, rows
     from store.reader import list_runs
     from store.runs import create_runs
     from store.writer import RunWriter
@@ -276,12 +276,12 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     Trainer(TrainConfig(algo="sac", correction="test-aux", **SMALL), StoreSink(writer)).run()  # type: ignore[arg-type]
     writer.flush(400, 200)
 
-    exported = list(rows(db, "weights"))
-    assert {r[7] for r in exported} == {LOSS.name, ERROR.name}
-    losses = [r for r in exported if r[7] == LOSS.name]
-    assert len(losses) == 200 and all(r[10] > 0 and r[11] is None for r in losses)  # one value per update
-    errors = [r for r in exported if r[7] == ERROR.name]
-    assert all(r[11] <= r[10] <= r[12] for r in errors)  # min ≤ mean ≤ max, stored as float32
+    exported = [dict(zip(columns("weights"), r, strict=True)) for r in rows(db, "weights")]
+    assert {r["quantity"] for r in exported} == {LOSS.name, ERROR.name}
+    losses = [r for r in exported if r["quantity"] == LOSS.name]
+    assert len(losses) == 200 and all(r["value"] > 0 and r["min"] is None for r in losses)  # one value per update
+    errors = [r for r in exported if r["quantity"] == ERROR.name]
+    assert all(r["min"] <= r["value"] <= r["max"] for r in errors)  # min ≤ mean ≤ max, stored as float32
 
     runs = list_runs(db)
     model = Model()

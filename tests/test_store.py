@@ -181,20 +181,19 @@ def test_export_evaluations_csv_has_metadata_first(filled_store: Path) -> None:
     n = write_rows(out, "csv", columns("evaluations"), rows(db, "evaluations", algos=["td3"]))
     lines = out.getvalue().splitlines()
     assert n == 8 and len(lines) == 9
-    assert (
-        lines[0] == "run_id,name,algo,env,correction,divergence,seed,step,wall_time,return_mean,return_std,length_mean"
-    )
-    assert lines[1].startswith("1,td3-Hopper-v4-none,td3,Hopper-v4,none,,0,0,")
+    header = "run_id,name,algo,env,correction,divergence,sampler,seed,step,wall_time,return_mean,return_std,length_mean"
+    assert lines[0] == header
+    assert lines[1].startswith("1,td3-Hopper-v4-none,td3,Hopper-v4,none,,uniform,0,0,")
 
 
 def test_export_weights_expands_blocks(filled_store: Path) -> None:
     db = open_store(filled_store)
     td3 = list(rows(db, "weights", run_ids=[2]))
-    assert len(td3) == 2500 and td3[0][7:10] == ("lambda", 1, 501)
-    assert td3[0][10] is not None and td3[0][11] is None  # the value only
+    assert len(td3) == 2500 and td3[0][6:11] == ("uniform", 0, "lambda", 1, 501)  # sampler, seed, ...
+    assert td3[0][11] is not None and td3[0][12] is None  # the value only
     sac = list(rows(db, "weights", run_ids=[3]))
-    assert all(v is not None for v in sac[0][10:])  # mean and the summary
-    assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[10:])
+    assert all(v is not None for v in sac[0][11:])  # mean and the summary
+    assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[11:])
 
 
 @pytest.mark.parametrize("fmt", ["json", "md"])

@@ -133,6 +133,7 @@ class ActorCritic(ABC):
     """DDPG and TD3 keep a target actor; SAC has none."""
     last_target: Tensor | None = None
     """This update's critic target y, (B, 1), detached: a correction's actor loss may read it (TD errors)."""
+    _last_q: Tensor | None = None
     quantities: tuple[Quantity, ...] = ()
     """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
 
@@ -204,6 +205,12 @@ class ActorCritic(ABC):
         """The entropy temperature, for stochastic policies."""
         return None
 
+    def last_td_error(self) -> Tensor:
+        """This update's max over the critics of |Q(s_i, a_i) − y_i|, (B, 1), detached (a prioritised
+        sampler's priorities); computed only when asked."""
+        assert self._last_q is not None and self.last_target is not None, "no update yet"
+        return (self._last_q - self.last_target).abs().amax(0)
+
     def state_value(self, obs: Tensor, output: Any = None) -> Tensor:
         """V(s) from the critics, (B, 1), without gradient, for corrections' learning signals:
         Q₁(s, π(s)) for a deterministic policy (SAC: its soft value). ``output``: the actor's
@@ -273,8 +280,10 @@ class ActorCritic(ABC):
             y = self.last_target = self.target(batch)
             q, tapes = self.critic.forward_tape(batch.obs, batch.action)  # (E, B, 1)
             td_error = q - y
-            critic_loss = weighted_sum(td_error.square().sum(0), c)
-            self.critic.backward(tapes, td_error * (2 * c))
+            self._last_q = q
+            critic_c = c if batch.importance is None else c * batch.importance
+            critic_loss = weighted_sum(td_error.square().sum(0), critic_c)
+            self.critic.backward(tapes, td_error * (2 * critic_c))
             self._critic_adam()
 
             # Actor (delayed for TD3); gradients reach the actor's parameters only.
@@ -297,9 +306,11 @@ class ActorCritic(ABC):
             c = loss_coefficients(weights.critic, batch.obs.shape[0], weights.normalised)
             y = self.last_target = self.target(batch)
 
-        # Critic: L = Σ_i c_i Σ_critics (Q(s_i, a_i) − y_i)².
+        # Critic: L = Σ_i c_i w_i Σ_critics (Q(s_i, a_i) − y_i)², w_i a sampler's importance weights (or 1).
         q = self.critic(batch.obs, batch.action)  # (E, B, 1)
-        critic_loss = weighted_sum((q - y).square().sum(0), c)
+        self._last_q = q.detach()
+        critic_c = c if batch.importance is None else c * batch.importance
+        critic_loss = weighted_sum((q - y).square().sum(0), critic_c)
         _set_grads(self.critic, critic_loss)
         self._critic_adam()
 

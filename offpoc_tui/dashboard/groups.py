@@ -1,7 +1,9 @@
 """Runs grouped by experiment, and the Compare table's statistics.
 
-A group is (algo, env, correction, divergence, source): the seeds of one method on one
-task from one origin (trained here, the paper's published curves, an SB3 import).
+A group is (algo, env, correction, divergence, source, sampler): the seeds of one method on one
+task from one origin (trained here, the paper's published curves, an SB3 import) with one replay
+sampler. Each group compares with the baseline of its task, source and sampler, or, failing that,
+the uniform one, and then its config difference column names the sampler.
 Shared by the dashboard and ``offpoc dashboard --once``.
 """
 
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from store.reader import DEFAULT_SAMPLER
 from store.stats import (
     LAST_EVALUATIONS,
     Band,
@@ -26,8 +29,8 @@ from store.stats import (
 )
 from store.summary import env_version, series_order, source_of
 
-GroupKey = tuple[str, str, str, str | None, str]
-"""(algo, env, correction, divergence, source)."""
+GroupKey = tuple[str, str, str, str | None, str, str]
+"""(algo, env, correction, divergence, source, sampler)."""
 
 BASELINE = "none"
 IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "imported"}
@@ -35,12 +38,14 @@ IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "impor
 
 
 def group_key(run: dict[str, Any]) -> GroupKey:
-    return run["algo"], run["env"], run["correction"], run["divergence"], source_of(run)
+    sampler = run.get("sampler") or DEFAULT_SAMPLER
+    return run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler
 
 
 def method(key: GroupKey) -> str:
-    """``none``, ``acoffpoc/jsd``: the correction and its divergence."""
-    return key[2] if key[3] is None else f"{key[2]}/{key[3]}"
+    """``none``, ``acoffpoc/jsd``, ``none+per``: the correction, its divergence, a sampler other than uniform."""
+    label = key[2] if key[3] is None else f"{key[2]}/{key[3]}"
+    return label if key[5] == DEFAULT_SAMPLER else f"{label}+{key[5]}"
 
 
 def group_label(key: GroupKey, n: int) -> str:
@@ -80,7 +85,7 @@ def versions_shown(rows: list[CompareRow]) -> int:
 
 
 def _ordered(key: GroupKey) -> tuple[Any, ...]:
-    return series_order(key[1], key[2], key[3], key[4])
+    return (*series_order(key[1], key[2], key[3], key[4]), key[5] != DEFAULT_SAMPLER, key[5])
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,7 @@ def compare(
     seeds = {key: [curves[r["id"]] for r in members if len(curves.get(r["id"], ((), ()))[0])]
              for key, members in groups.items()}  # fmt: skip
     keys = sorted(groups, key=_ordered)
-    baselines = {(k[1], k[4]): k for k in keys if k[2] == BASELINE}
+    baselines = {(k[1], k[4], k[5]): k for k in keys if k[2] == BASELINE}
     finals = {key: final_returns(seeds[key], last) for key in keys}
     performance = {key: final_performance(seeds[key], last) for key in keys}
     if threshold is None:
@@ -134,7 +139,7 @@ def compare(
     rows = []
     for key in keys:
         n, mean, half = performance[key]
-        base = baselines.get((key[1], key[4]))
+        base = baselines.get((key[1], key[4], key[5]), baselines.get((key[1], key[4], DEFAULT_SAMPLER)))
         diff = p = None
         if base is not None and key != base and len(finals[base]) and n:
             reference = performance[base][1]
