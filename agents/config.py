@@ -95,13 +95,22 @@ class TrainConfig:
     batch_size: int = 256
     """Transitions per update."""
     sampler: str = "uniform"
-    """Replay sampler: uniform, cer (B − 1 uniform and the newest) or per (prioritised, LAP-PAL's PER_TD3)."""
+    """Replay sampler: uniform, cer (B − 1 uniform and the newest), per (prioritised, LAP-PAL's PER_TD3)
+    or ero (a learned replay policy masks the buffer)."""
     per_alpha: float = 0.6
     """PER: priorities are |TD error|^α."""
     per_beta0: float = 0.4
     """PER: the importance-weight exponent β at the first batch."""
     per_beta_increment: float = 2e-7
     """PER: β's rise per batch, capped at 1."""
+    ero_hidden: int = 64
+    """ERO: the replay policy's hidden width (3 → h → h → 1)."""
+    ero_lr: float = 1e-4
+    """ERO: the replay policy's Adam learning rate."""
+    ero_sample: int = 1024
+    """ERO: transitions drawn uniformly for each REINFORCE step."""
+    ero_every: int = 1
+    """ERO: training episodes between REINFORCE steps and mask redraws."""
     buffer_size: int = 1_000_000
     """Replay capacity in slots (≈ transitions)."""
     eval_freq: int = 1000
@@ -206,6 +215,11 @@ class TrainConfig:
                 f"per_alpha, per_beta0 and per_beta_increment must be in [0, 1], got "
                 f"{self.per_alpha}, {self.per_beta0}, {self.per_beta_increment}"
             )
+        for name in ("ero_hidden", "ero_sample", "ero_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.ero_lr) and self.ero_lr > 0):
+            raise ConfigError(f"ero_lr must be a positive number, got {self.ero_lr}")
         if self.divergence not in DIVERGENCES:
             raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]

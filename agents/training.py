@@ -169,6 +169,7 @@ class Trainer:
         self.step += 1
         if episode_end:
             self._emit(EpisodeRecord(self.step, self.episode, self.episode_return, self.episode_length))
+            self.sampler.episode_end(self.episode_return, self.generator)
             self.episode += 1
             self.episode_return, self.episode_length = 0.0, 0
             self.obs, _ = self.env.reset()

@@ -5,7 +5,7 @@
     python benchmarks/throughput.py --steps 4000 --repeats 3
     python benchmarks/throughput.py --autograd --no-corrections   # both backends against SB3
     python benchmarks/throughput.py --no-sb3 --no-corrections --competitors   # the competitors' overhead
-    python benchmarks/throughput.py --no-sb3 --no-corrections --samplers      # CER and PER against uniform
+    python benchmarks/throughput.py --no-sb3 --no-corrections --samplers      # CER, PER and ERO against uniform
 
 SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
@@ -38,7 +38,7 @@ from agents.corrections.divergences import DIVERGENCES
 
 COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
 """The paper's competitors (spec/competitors.md), timed with ``--competitors``."""
-SAMPLERS = ("cer", "per")
+SAMPLERS = ("cer", "per", "ero")
 """Replay samplers other than uniform, timed with ``--samplers`` (their overhead is against ``none``, uniform)."""
 
 if TYPE_CHECKING:

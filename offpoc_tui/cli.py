@@ -105,7 +105,7 @@ def run(
     eval_episodes: Annotated[int | None, typer.Option(help="Episodes per evaluation [default: 10].")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Transitions per update [default: 256].")] = None,
     buffer_size: Annotated[int | None, typer.Option(help="Replay capacity [default: 1000000].")] = None,
-    sampler: Annotated[str | None, typer.Option(help="Replay sampler: uniform (default), cer or per.")] = None,
+    sampler: Annotated[str | None, typer.Option(help="Replay sampler: uniform (default), cer, per or ero.")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE for any config field (repeatable).")
     ] = None,

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from agents import ConfigError, RecordingSink, TrainConfig, Trainer
 from agents.replay import ReplayBuffer
-from agents.samplers import CombinedReplay, Prioritised, SumTree, make_sampler
+from agents.samplers import CombinedReplay, ExperienceReplayOptimisation, Prioritised, SumTree, make_sampler
 from offpoc_tui.cli import app
 from tests.test_algorithms import agent, batch, params, same
 
@@ -123,6 +123,62 @@ def test_cer_puts_the_newest_transition_in_every_batch_across_wrap_around() -> N
         assert float(b.reward[-1, 0]) == t and buffer.starts_transition[b.slots].all()
 
 
+# ---- ERO -----------------------------------------------------------------------------------------------
+def heard(capacity: int, count: int, episode_every: int = 5) -> ExperienceReplayOptimisation:
+    """An ERO sampler that heard every transition and episode end of a fresh buffer, as the trainer calls it."""
+    sampler = ExperienceReplayOptimisation(hidden=16, sample=64)
+    sampler.attach(ReplayBuffer(capacity, OBS, ACT))
+    generator = torch.Generator().manual_seed(0)
+    rng = np.random.default_rng(0)
+    for t in range(count):
+        end = (t + 1) % episode_every == 0
+        obs = rng.normal(size=OBS).astype(np.float32)
+        sampler.buffer.add(obs, rng.uniform(-1, 1, ACT), float(rng.normal()), obs, False, end, random_phase=t < 5)
+        sampler.added(sampler.buffer.last_slot)
+        if end:
+            sampler.episode_end(float(t % 7), generator)
+    return sampler
+
+
+def test_ero_counts_its_kept_transitions_incrementally_across_wrap_around() -> None:
+    sampler = heard(50, 230)  # the ring wraps four times, episodes of 5 end every 5 steps, masks redrawn
+    assert sampler.episodes == 46 and 0 < sampler.n_kept < sampler.n_transitions
+    kept, transitions = sampler.n_kept, sampler.n_transitions
+    sampler._recount()
+    assert (sampler.n_kept, sampler.n_transitions) == (kept, transitions) == (kept, len(sampler.buffer))
+
+
+def test_ero_never_samples_a_masked_slot_and_an_all_ones_mask_is_uniform_replay() -> None:
+    sampler = heard(400, 390)
+    generator = torch.Generator().manual_seed(1)
+    drawn = np.concatenate([sampler.sample(32, generator).slots for _ in range(200)])  # type: ignore[misc]
+    assert sampler.mask[drawn].all() and sampler.buffer.starts_transition[drawn].all() and not sampler.fallback
+    assert len(np.unique(drawn)) > 0.9 * sampler.n_kept  # every kept transition can come up
+    sampler.mask[:] = True
+    sampler._recount()
+    ours = sampler.sample(32, torch.Generator().manual_seed(2))
+    uniform = sampler.buffer.sample(32, torch.Generator().manual_seed(2))
+    np.testing.assert_array_equal(ours.slots, uniform.slots)  # type: ignore[arg-type]
+
+
+def test_ero_falls_back_to_the_whole_buffer_when_fewer_than_b_are_kept_and_says_so() -> None:
+    sampler = heard(400, 390)
+    sampler.mask[:] = False
+    sampler._recount()
+    b = sampler.sample(32, torch.Generator().manual_seed(0))
+    assert sampler.fallback and float(sampler.logged()["ero_fallback"]) == 1.0 and b.obs.shape[0] == 32
+
+
+def test_a_zero_replay_reward_gives_a_zero_gradient() -> None:
+    sampler = heard(400, 100)
+    features = torch.randn(64, 3, generator=torch.Generator().manual_seed(0))
+    kept = torch.rand(64, generator=torch.Generator().manual_seed(1)) < 0.5
+    sampler.step(features, kept, 0.0)
+    assert all(float(p.grad.abs().max()) == 0.0 for p in sampler.policy.parameters())  # type: ignore[union-attr]
+    sampler.step(features, kept, 1.0)
+    assert any(float(p.grad.abs().max()) > 0.0 for p in sampler.policy.parameters())  # type: ignore[union-attr]
+
+
 # ---- the update: importance weights on the critic alone ----------------------------------------------
 @pytest.mark.parametrize("backend", ["fast", "autograd"])
 def test_importance_weights_scale_the_critic_loss_alone(backend: str) -> None:
@@ -164,7 +220,7 @@ def test_fast_and_autograd_apply_importance_weights_alike() -> None:
 FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=1000, eval_freq=1000, eval_episodes=2, stats_every=500)
 
 
-@pytest.mark.parametrize("sampler", ["cer", "per"])
+@pytest.mark.parametrize("sampler", ["cer", "per", "ero"])
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_smoke_two_thousand_steps(algo: str, sampler: str) -> None:
     sink = RecordingSink()
@@ -175,6 +231,7 @@ def test_smoke_two_thousand_steps(algo: str, sampler: str) -> None:
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
     logged = {b.quantity.name for b in sink.weights}
     assert ({"per_beta", "per_weight"} <= logged) == (sampler == "per")
+    assert ({"ero_kept", "ero_reward", "ero_fallback"} <= logged) == (sampler == "ero")
     if sampler == "per":
         beta = np.concatenate([b.values[:, 0] for b in sink.weights if b.quantity.name == "per_beta"])
         np.testing.assert_allclose(beta, 0.4 + 2e-7 * np.arange(1000), rtol=1e-6)
@@ -201,9 +258,33 @@ def test_per_resumes_its_priorities_and_beta_exactly(tmp_path: Path) -> None:
     assert same(params(resumed[0].agent.critic), params(resumed[1].agent.critic))
 
 
+def test_ero_resumes_its_policy_optimiser_and_mask_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "run.pt"
+    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=600, start_steps=200, batch_size=32,
+                   eval_freq=600, eval_episodes=1, checkpoint_every=0, sampler="ero", ero_sample=128)  # fmt: skip
+    first = Trainer(TrainConfig(algo="sac", **options), checkpoint_path=path)  # type: ignore[arg-type]
+    first.run()
+    before = first.sampler
+    assert isinstance(before, ExperienceReplayOptimisation) and before.episodes == 3
+    shutil.copy(path, tmp_path / "b.pt")
+    resumed = [Trainer.resume(p, RecordingSink(), total_steps=1000) for p in (path, tmp_path / "b.pt")]
+    for trainer in resumed:
+        sampler = trainer.sampler
+        assert isinstance(sampler, ExperienceReplayOptimisation)
+        np.testing.assert_array_equal(sampler.mask, before.mask)
+        assert same(params(sampler.policy), params(before.policy)) and sampler.n_kept == before.n_kept
+        trainer.run()
+    one, two = (t.sampler for t in resumed)
+    assert isinstance(one, ExperienceReplayOptimisation) and isinstance(two, ExperienceReplayOptimisation)
+    np.testing.assert_array_equal(one.mask, two.mask)
+    assert one.episodes == 5 and same(params(one.policy), params(two.policy))
+    assert one.optimiser.state_dict()["state"][0]["step"] == two.optimiser.state_dict()["state"][0]["step"]
+
+
 def test_bad_sampler_settings_are_one_line() -> None:
     for options, message in [({"sampler": "ero2"}, "unknown sampler 'ero2'"), ({"per_alpha": 1.5}, "per_alpha"),
-                             ({"per_beta0": -0.1}, "per_beta0")]:  # fmt: skip
+                             ({"per_beta0": -0.1}, "per_beta0"), ({"ero_sample": 0}, "ero_sample"),
+                             ({"ero_lr": -1.0}, "ero_lr")]:  # fmt: skip
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown sampler"):

@@ -1,4 +1,4 @@
-"""Replay samplers, registered by name: ``uniform`` (the default), ``cer``, ``per``.
+"""Replay samplers, registered by name: ``uniform`` (the default), ``cer``, ``per``, ``ero``.
 
 A sampler (:class:`Sampler`) gives each update's slots and importance weights and hears the TD
 errors after the critic step; no algorithm file knows which one runs. Adding one means
@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.samplers.base import Sampler
 from agents.samplers.cer import CombinedReplay
+from agents.samplers.ero import ExperienceReplayOptimisation
 from agents.samplers.per import Prioritised, SumTree
 
 SamplerFactory = Callable[[Any], Sampler]
@@ -43,5 +44,9 @@ def make_sampler(name: str, config: Any) -> Sampler:
 register("uniform", lambda config: Sampler())
 register("cer", lambda config: CombinedReplay())
 register("per", lambda config: Prioritised(config.per_alpha, config.per_beta0, config.per_beta_increment))
+register("ero", lambda c: ExperienceReplayOptimisation(c.ero_hidden, c.ero_lr, c.ero_sample, c.ero_every))
 
-__all__ = ["CombinedReplay", "Prioritised", "Sampler", "SumTree", "make_sampler", "names", "register"]
+__all__ = [
+    "CombinedReplay", "ExperienceReplayOptimisation", "Prioritised", "Sampler", "SumTree", "make_sampler", "names",
+    "register",
+]  # fmt: skip

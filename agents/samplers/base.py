@@ -40,6 +40,9 @@ class Sampler:
         """A batch with its ``slots`` (and ``importance``, (B, 1), where the sampler weights the critic)."""
         return self.buffer.sample(batch_size, generator, exclude_random_phase=exclude_random_phase)
 
+    def episode_end(self, episode_return: float, generator: torch.Generator) -> None:
+        """A training episode ended with this undiscounted return (evaluation episodes never come here)."""
+
     def td_errors(self, slots: np.ndarray, td_error: Tensor) -> None:
         """After the critic step: the batch's |TD error| per transition, (B, 1), detached."""
 
