@@ -1,8 +1,9 @@
 """Learning quality (slow; run deliberately): ``python -m pytest -m slow -s``.
 
 Each algorithm, with and without AC-Off-POC, and with each of the paper's competitors, and TD3
-with each replay sampler, must learn Pendulum-v1 (random policy ≈ −1200, solved ≈ −150) to a clearly learned level within 15k
-steps. ``-k "not competitor"`` runs the first six alone (about 9 minutes).
+with each replay sampler, must learn Pendulum-v1 (random policy ≈ −1200, solved ≈ −150) to a
+clearly learned level within 15k steps. ``-k "not competitor and not sampler"`` runs the first six
+alone (about 9 minutes).
 """
 
 from __future__ import annotations
