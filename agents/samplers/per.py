@@ -25,11 +25,16 @@ PER_WEIGHT = Quantity("per_weight", "PER weight", 0.0, 1.0)
 
 
 class SumTree:
-    """A complete binary tree over ``size`` leaves, each node the sum of its children (``nodes[1]``: the total)."""
+    """A complete binary tree over ``size`` leaves, each node the sum of its children (``nodes[1]``: the total).
+
+    Sums are recomputed from the children on every write, never adjusted by differences, so
+    rounding never accumulates however many writes a run makes.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.leaves = 1 << max(size - 1, 0).bit_length()
+        self.depth = max(size - 1, 0).bit_length()
+        self.leaves = 1 << self.depth
         self.nodes = np.zeros(2 * self.leaves, dtype=np.float64)
 
     @property
@@ -45,22 +50,34 @@ class SumTree:
         if index.size == 0:
             return
         values = np.broadcast_to(np.asarray(values, dtype=np.float64), index.shape)
+        nodes = self.nodes
+        if index.size <= 4:  # one stored transition: a scalar walk up is cheaper than array calls
+            for i, value in zip(index.tolist(), values.tolist(), strict=True):
+                node = self.leaves + i
+                nodes[node] = value
+                for _ in range(self.depth):
+                    node >>= 1
+                    nodes[node] = nodes[2 * node] + nodes[2 * node + 1]
+            return
         unique, last = np.unique(index[::-1], return_index=True)
         node = unique + self.leaves
-        self.nodes[node] = values[::-1][last]
-        while node[0] > 1:
-            node = np.unique(node >> 1)
-            self.nodes[node] = self.nodes[2 * node] + self.nodes[2 * node + 1]
+        nodes[node] = values[::-1][last]
+        for _ in range(self.depth):  # a node listed twice is recomputed twice, to the same sum
+            node >>= 1
+            child = node << 1
+            nodes[node] = nodes.take(child) + nodes.take(child + 1)
 
     def find(self, mass: np.ndarray) -> np.ndarray:
-        """The leaf each cumulative ``mass`` in [0, total) falls on; never one of zero priority."""
+        """The leaf each cumulative ``mass`` in [0, total) falls on."""
         node = np.ones(mass.shape, dtype=np.int64)
         mass = mass.copy()
-        while node[0] < self.leaves:
-            left = self.nodes[2 * node]
-            right = (mass >= left) & (self.nodes[2 * node + 1] > 0)  # rounding never steps onto an empty subtree
-            mass -= left * right
-            node = 2 * node + right
+        nodes = self.nodes
+        for _ in range(self.depth):
+            child = node << 1
+            left = nodes.take(child)
+            right = mass >= left
+            np.subtract(mass, left, out=mass, where=right)
+            node = child + right
         return node - self.leaves
 
 
@@ -87,8 +104,15 @@ class Prioritised(Sampler):
         if exclude_random_phase and not self.excluded:  # AC-Off-POC's SAC variant: never again
             self.tree.set(np.flatnonzero(self.buffer.random_phase[: self.buffer.filled]), 0.0)
             self.excluded = True
+        if self.tree.total <= 0:  # every priority zero (TD errors all exactly 0): nothing to prefer
+            return self.buffer.sample(batch_size, generator, exclude_random_phase=exclude_random_phase)
         uniform = torch.rand(batch_size, generator=generator, dtype=torch.float64, device=generator.device)
         slots = self.tree.find(uniform.cpu().numpy() * self.tree.total)
+        empty = self.tree[slots] == 0
+        while empty.any():  # rounding stepped into a subtree with nothing in it (rare): draw those again
+            again = torch.rand(int(empty.sum()), generator=generator, dtype=torch.float64, device=generator.device)
+            slots[empty] = self.tree.find(again.cpu().numpy() * self.tree.total)
+            empty = self.tree[slots] == 0
         weights = self.tree[slots] ** -self.beta
         weights /= weights.max()
         importance = torch.from_numpy(weights.astype(np.float32)).unsqueeze(1).to(self.buffer.device)
