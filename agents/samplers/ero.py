@@ -152,11 +152,13 @@ class ExperienceReplayOptimisation(Sampler):
         self.reward = 0.0 if self.previous is None else current - self.previous
         self.previous, self.returns = current, []
         stats = self._stats(slots)
-        pick = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator).numpy()
+        device = generator.device  # the run's; the replay policy itself is small and stays on the CPU
+        pick = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator, device=device)
+        pick = pick.cpu().numpy()
         self.step(self.features(slots[pick], stats), torch.from_numpy(self.mask[slots[pick]]), self.reward)
         with torch.no_grad():
             keep = torch.sigmoid(self.policy(self.features(slots, stats)))[:, 0]
-        self.mask[slots] = (torch.rand(len(slots), generator=generator) < keep).numpy()
+        self.mask[slots] = (torch.rand(len(slots), generator=generator, device=device).cpu() < keep).numpy()
         self._recount()
 
     def step(self, features: Tensor, kept: Tensor, reward: float) -> None:
