@@ -153,8 +153,8 @@ class ExperienceReplayOptimisation(Sampler):
         self.previous, self.returns = current, []
         stats = self._stats(slots)
         device = generator.device  # the run's; the replay policy itself is small and stays on the CPU
-        pick = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator, device=device)
-        pick = pick.cpu().numpy()
+        drawn = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator, device=device)
+        pick = drawn.cpu().numpy()
         self.step(self.features(slots[pick], stats), torch.from_numpy(self.mask[slots[pick]]), self.reward)
         with torch.no_grad():
             keep = torch.sigmoid(self.policy(self.features(slots, stats)))[:, 0]
