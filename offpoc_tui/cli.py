@@ -351,20 +351,32 @@ def rm(
 @app.command()
 def export(
     table: Annotated[
-        str, typer.Option(help="evaluations, episodes, train, weights, runs, or summary (the paper's table).")
+        str,
+        typer.Option(
+            help="evaluations, episodes, train, weights, runs; summary (the paper's table), aggregate or improvement"
+            " (across tasks)."
+        ),
     ] = "evaluations",
-    format_: Annotated[str, typer.Option("--format", "-f", help="csv, json or md (summary: also latex).")] = "csv",
+    format_: Annotated[
+        str, typer.Option("--format", "-f", help="csv, json or md (summary, aggregate, improvement: also latex).")
+    ] = "csv",
     last: Annotated[
-        int | None, typer.Option(help="Summary: final return over each seed's last N evaluations [default: 10].")
+        int | None, typer.Option(help="Final tables: a seed's final return over its last N evaluations [default: 10].")
     ] = None,
     last_steps: Annotated[
         int | None,
-        typer.Option(help="Summary: final return over each seed's last N steps instead (differing eval frequencies)."),
+        typer.Option(help="Final tables: over each seed's last N steps instead (differing eval frequencies)."),
     ] = None,
     until: Annotated[
         int | None,
-        typer.Option(help="Summary: cut every run (trained or imported) at this step, to compare at one budget."),
+        typer.Option(help="Final tables: cut every run (trained or imported) at this step, to compare at one budget."),
     ] = None,
+    normalise: Annotated[
+        str, typer.Option(help="Aggregate, improvement: minmax (random policy 0, TD3 as published 1) or none.")
+    ] = "minmax",
+    bootstrap: Annotated[
+        int, typer.Option(help="Aggregate, improvement: stratified-bootstrap resamples (seeded: results reproduce).")
+    ] = 2000,
     algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
     env: Annotated[
         list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
@@ -375,17 +387,22 @@ def export(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Tidy long tables, one row per observation led by its run's metadata; or the summary of final returns."""
-    from store.export import FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
+    from store.export import FINAL_TABLES, FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
+    from store.normalise import NORMALISATIONS
     from store.stats import LAST_EVALUATIONS, FinalWindow
 
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
-    formats = SUMMARY_FORMATS if table == "summary" else FORMATS
+    formats = SUMMARY_FORMATS if table in FINAL_TABLES else FORMATS
     if format_ not in formats:
         fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")
     for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
-        if value is not None and table != "summary":
-            fail(f"{flag} applies to --table summary only")
+        if value is not None and table not in FINAL_TABLES:
+            fail(f"{flag} applies to --table {', '.join(FINAL_TABLES)} only")
+    if normalise not in NORMALISATIONS:
+        fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
+    if bootstrap < 1:
+        fail(f"--bootstrap must be at least 1, got {bootstrap}")
     if last is not None and last_steps is not None:
         fail("--last counts evaluations and --last-steps steps: pass one of them")
     if last is not None and last < 1:
@@ -400,13 +417,26 @@ def export(
     run_ids = _resolve(store, run) if run else None
     filters = {"run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction}
 
+    window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
+    if table in ("aggregate", "improvement"):
+        from store.aggregate_tables import method_scores
+        from store.normalise import NormalisationError
+
+        try:
+            scores = method_scores(store, window, until, normalise, **filters)
+        except NormalisationError as error:
+            fail(str(error))
+
     def write_to(out: Any) -> int:
         if table == "summary":
             from store.summary import summary_rows
 
-            window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
             described = window.describe() + (f" up to step {until:,}" if until is not None else "")
             return write_summary(out, format_, summary_rows(store, last=window, until=until, **filters), described)
+        if table in ("aggregate", "improvement"):
+            from store.aggregate_tables import final_table
+
+            return final_table(out, table, format_, scores, bootstrap)
         return write_rows(out, format_, columns(table), rows(store, table, **filters))
 
     if output is None:
@@ -416,7 +446,7 @@ def export(
     with tmp.open("w", newline="") as f:
         count = write_to(f)
     tmp.replace(output)
-    err.print(f"wrote {count:,} {'summary ' if table == 'summary' else ''}rows to {output}", highlight=False)
+    err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)
 
 
 # ---- dashboard -------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ import sqlite_utils
 from store import summary, tables
 from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
 
-TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary")
+TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary", "aggregate", "improvement")
+FINAL_TABLES = ("summary", "aggregate", "improvement")
+"""Tables of each run's final return: they take --last, --last-steps, --until, and LaTeX."""
 FORMATS = ("csv", "json", "md")
 SUMMARY_FORMATS = (*FORMATS, "latex")
 

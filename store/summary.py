@@ -103,7 +103,7 @@ class SummaryRow:
         return tuple(getattr(self, c) for c in COLUMNS)
 
 
-def _final_evaluations(
+def final_evaluations(
     db: sqlite_utils.Database, run_id: int, window: FinalWindow, until: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """A run's evaluations (steps, returns) in its final ``window``, oldest first, counting only those
@@ -165,7 +165,7 @@ def summary_rows(
     window = FinalWindow.of(last)
     groups: dict[tuple[str, str, str, str | None, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
-        steps, returns = _final_evaluations(db, run["id"], window, until)
+        steps, returns = final_evaluations(db, run["id"], window, until)
         if len(steps):
             sampler = run.get("sampler") or DEFAULT_SAMPLER
             key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler)

@@ -1,5 +1,6 @@
 """The summary laid out like the paper's tables: methods as rows grouped by algorithm,
-environments as columns, ``mean ± ci95``, the best per algorithm and environment in bold.
+environments as columns, ``mean ± ci95``, the best per algorithm and environment in bold
+(and :func:`latex_rows`, any plain rows as a LaTeX tabular).
 
 Columns are environment families (a user's Hopper-v4 sits beside the published Hopper-v2):
 a header names the version when its column has one, and a cell names its own when the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from store.summary import SummaryRow, env_version, method_label
 
@@ -134,3 +136,16 @@ def latex(rows: list[SummaryRow], window: str) -> str:
         lines += [r"    \bottomrule", r"    \end{tabular}", r"\end{table*}"]
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
+
+
+def latex_rows(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+    """A booktabs ``tabular`` of plain rows (numbers to 4 significant digits)."""
+
+    def cell(value: Any) -> str:
+        return f"{value:.4g}" if isinstance(value, float) else _tex(str(value))
+
+    lines = [f"\\begin{{tabular}}{{{'l' * len(columns)}}}", r"\toprule", " & ".join(map(_tex, columns)) + r" \\"]
+    lines.append(r"\midrule")
+    lines += [" & ".join(cell(v) for v in row) + r" \\" for row in rows]
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
+from offpoc_tui.cli import app
 from store.aggregate import (
     METRICS,
     _resample,
@@ -17,6 +22,9 @@ from store.aggregate import (
     optimality_gap,
     probability_of_improvement,
 )
+from tests.conftest import REFERENCE_CURVES, needs_reference
+
+runner = CliRunner()
 
 HAND = {"a": np.array([0.0, 1.0, 2.0, 3.0]), "b": np.array([10.0, 20.0]), "c": np.array([0.5, 0.5, 0.5])}
 """Task means 1.5, 15 and 0.5."""
@@ -82,3 +90,95 @@ def test_the_interval_covers_the_true_value_at_about_the_nominal_rate() -> None:
         covered += low <= true_means.mean() <= high
     # Percentile intervals run a little narrow with 10 runs a task; 95% nominal, binomial spread ±2.5%.
     assert 0.88 <= covered / experiments <= 0.99
+
+
+# ---- the tables, from a store ------------------------------------------------------------------------
+def published(algo: str, prefix: str) -> dict[str, np.ndarray]:
+    """Per task, the published runs' final scores (last 10 evaluations), normalised as store.normalise says."""
+    from store.normalise import RANDOM, REFERENCE
+
+    root = REFERENCE_CURVES / "Learning Curves" / algo
+    scores = {}
+    for folder in sorted(root.iterdir()):
+        family = folder.name.rsplit("-v", 1)[0]
+        finals = [np.load(folder / f"{prefix}{algo}_{folder.name}_{seed}.npy")[-10:].mean() for seed in range(10)]
+        scores[folder.name] = (np.asarray(finals) - RANDOM[family]) / (REFERENCE[family] - RANDOM[family])
+    return scores
+
+
+def export_json(db: Path, *args: str) -> list[dict]:
+    result = runner.invoke(app, ["export", "--format", "json", "--db", str(db), *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@needs_reference
+def test_the_aggregate_table_of_the_published_curves_matches_an_independent_computation(reference_store: Path) -> None:
+    rows = export_json(reference_store, "--table", "aggregate", "--algo", "td3")
+    assert {r["method"] for r in rows} == {"none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac"}
+    by = {(r["method"], r["metric"]): r for r in rows}
+    for method, prefix in (("none", ""), ("acoffpoc", "AC-Off-POC_")):
+        scores = published("TD3", prefix)
+        task_means = [v.mean() for v in scores.values()]
+        pooled = np.concatenate(list(scores.values()))
+        assert by[(method, "mean")]["estimate"] == pytest.approx(np.mean(task_means), rel=1e-9)
+        assert by[(method, "median")]["estimate"] == pytest.approx(np.median(task_means), rel=1e-9)
+        assert by[(method, "iqm")]["estimate"] == pytest.approx(stats.trim_mean(pooled, 0.25), rel=1e-9)
+        gap = np.mean([np.maximum(1 - v, 0).mean() for v in scores.values()])
+        assert by[(method, "optimality_gap")]["estimate"] == pytest.approx(gap, rel=1e-9)
+        assert by[(method, "mean")]["n_tasks"] == 8 and by[(method, "mean")]["n_runs"] == 80
+        for metric in METRICS:
+            assert by[(method, metric)]["ci_low"] <= by[(method, metric)]["estimate"] <= by[(method, metric)]["ci_high"]
+    # The baseline's normalised mean is 1 by construction of the reference (TD3 as published).
+    assert by[("none", "mean")]["estimate"] == pytest.approx(1.0, abs=1e-3)
+
+    improvement = {r["method"]: r for r in export_json(reference_store, "--table", "improvement", "--algo", "td3")}
+    x, y = published("TD3", "AC-Off-POC_"), published("TD3", "")
+    per_task = [np.mean((x[t][:, None] > y[t][None, :]) + 0.5 * (x[t][:, None] == y[t][None, :])) for t in x]
+    assert improvement["acoffpoc"]["probability"] == pytest.approx(np.mean(per_task), rel=1e-12)
+    assert improvement["acoffpoc"]["baseline"] == "none" and improvement["acoffpoc"]["n_tasks"] == 8
+    again = {r["method"]: r for r in export_json(reference_store, "--table", "improvement", "--algo", "td3")}
+    assert again == improvement  # the seeded bootstrap reproduces
+
+
+@needs_reference
+def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
+    raw = export_json(reference_store, "--table", "aggregate", "--algo", "sac", "--env", "Hopper", "--normalise",
+                      "none", "--until", "100000", "--bootstrap", "200")  # fmt: skip
+    folder = REFERENCE_CURVES / "Learning Curves" / "SAC" / "Hopper-v2"
+    finals = [np.load(folder / f"SAC_Hopper-v2_{seed}.npy")[91:101].mean() for seed in range(10)]
+    mean_row = next(r for r in raw if r["method"] == "none" and r["metric"] == "mean")
+    assert mean_row["estimate"] == pytest.approx(np.mean(finals), rel=1e-9) and mean_row["n_tasks"] == 1
+    tex = runner.invoke(app, ["export", "--table", "improvement", "--format", "latex", "--algo", "ddpg",
+                              "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
+    assert tex.exit_code == 0 and "\\begin{tabular}{llllllll}" in tex.stdout and "acoffpoc" in tex.stdout
+
+
+def test_bad_aggregate_options_exit_2_with_one_line(filled_store: Path, tmp_path: Path) -> None:
+    for args, message in [
+        (["--table", "aggregate", "--normalise", "zscore"], "unknown --normalise 'zscore'"),
+        (["--table", "aggregate", "--bootstrap", "0"], "--bootstrap must be at least 1"),
+        (["--table", "weights", "--until", "10"], "--until applies to --table summary, aggregate, improvement only"),
+    ]:
+        result = runner.invoke(app, ["export", *args, "--db", str(filled_store)])
+        assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
+    from store import open_store
+    from store.runs import create_runs
+    from tests.storefill import fill, spec
+
+    db = tmp_path / "p.db"
+    store = open_store(db, create=True)
+    (run_id,) = create_runs(store, [spec(env="Pendulum-v1")])
+    store.close()
+    fill(db, run_id)
+    result = runner.invoke(app, ["export", "--table", "aggregate", "--db", str(db)])
+    assert result.exit_code == 2 and "no random and reference scores for Pendulum-v1" in result.stderr
+    assert "--normalise none" in result.stderr
+    assert export_json(db, "--table", "aggregate", "--normalise", "none", "--bootstrap", "50")[0]["n_runs"] == 1
+
+
+def test_the_random_score_table_is_what_the_measuring_script_gives() -> None:
+    from agents.random_scores import random_return
+    from store.normalise import RANDOM
+
+    assert round(random_return("Hopper-v4", 100), 2) == RANDOM["Hopper"]  # seeded: the same 100 episodes

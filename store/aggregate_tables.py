@@ -1,0 +1,100 @@
+"""The aggregate and improvement tables of a store: every method's final scores, normalised per task,
+through :mod:`store.aggregate`.
+
+A method is (algo, correction with its divergence, sampler, source); a task is an environment id.
+A run's final score is the mean of its final evaluations (the summary's window, cut at ``until``),
+normalised per task (:mod:`store.normalise`). Each method's probability of improvement is over the
+baseline (``none``) of its algorithm, sampler and source, on the tasks both have.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import numpy as np
+import sqlite_utils
+
+from store.aggregate import METRICS, improvement_interval, interval
+from store.normalise import normaliser
+from store.reader import DEFAULT_SAMPLER
+from store.stats import LAST_EVALUATIONS, FinalWindow
+from store.summary import DEFAULT_DIVERGENCE, final_evaluations, matching_runs, method_rank, source_of
+
+AGGREGATE_COLUMNS = ("algo", "method", "source", "metric", "estimate", "ci_low", "ci_high", "n_tasks", "n_runs")
+IMPROVEMENT_COLUMNS = ("algo", "method", "source", "baseline", "probability", "ci_low", "ci_high", "n_tasks")
+BASELINE = "none"
+
+MethodKey = tuple[str, str, str | None, str, str]
+"""(algo, correction, divergence, sampler, source)."""
+MethodScores = dict[MethodKey, dict[str, np.ndarray]]
+
+
+def method_name(key: MethodKey) -> str:
+    """``none``, ``acoffpoc``, ``acoffpoc/kl``, ``none+per``: the divergence where not the paper's, a sampler
+    other than uniform."""
+    _, correction, divergence, sampler, _ = key
+    name = correction if divergence in (None, DEFAULT_DIVERGENCE) else f"{correction}/{divergence}"
+    return name if sampler == DEFAULT_SAMPLER else f"{name}+{sampler}"
+
+
+def method_scores(
+    db: sqlite_utils.Database,
+    last: int | FinalWindow = LAST_EVALUATIONS,
+    until: int | None = None,
+    normalise: str = "minmax",
+    **filters: Any,
+) -> MethodScores:
+    """Per method, per task, its runs' normalised final scores (runs without an evaluation left out).
+
+    Raises :class:`store.normalise.NormalisationError` for a task with no normalising scores."""
+    window = FinalWindow.of(last)
+    found: dict[MethodKey, dict[str, list[float]]] = {}
+    for run in matching_runs(db, **filters):
+        _, returns = final_evaluations(db, run["id"], window, until)
+        if not len(returns):
+            continue
+        offset, scale = normaliser(run["env"], normalise)
+        key = (run["algo"], run["correction"], run["divergence"], run.get("sampler") or DEFAULT_SAMPLER, source_of(run))
+        score = (float(np.mean(returns)) - offset) / scale  # the window's evaluations, as the summary takes them
+        found.setdefault(key, {}).setdefault(run["env"], []).append(score)
+    order = sorted(found, key=lambda k: (k[0], k[4], k[3] != DEFAULT_SAMPLER, k[3], method_rank(k[1]), k[2] or ""))
+    return {key: {task: np.asarray(v) for task, v in sorted(found[key].items())} for key in order}
+
+
+def aggregate_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0) -> list[tuple[Any, ...]]:
+    """One row per method and metric (:data:`AGGREGATE_COLUMNS`)."""
+    rows = []
+    for key, tasks in scores.items():
+        runs = sum(len(v) for v in tasks.values())
+        for name, metric in METRICS.items():
+            estimate, low, high = interval(metric, tasks, resamples, seed)
+            rows.append((key[0], method_name(key), key[4], name, estimate, low, high, len(tasks), runs))
+    return rows
+
+
+def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0) -> list[tuple[Any, ...]]:
+    """P(method > its baseline) for each method but the baselines, on their shared tasks
+    (:data:`IMPROVEMENT_COLUMNS`)."""
+    rows = []
+    for key, tasks in scores.items():
+        algo, correction, _, sampler, source = key
+        base = (algo, BASELINE, None, sampler, source)
+        if correction == BASELINE or base not in scores or not set(tasks) & set(scores[base]):
+            continue
+        probability, low, high = improvement_interval(tasks, scores[base], resamples, seed)
+        shared = len(set(tasks) & set(scores[base]))
+        rows.append((algo, method_name(key), source, method_name(base), probability, low, high, shared))
+    return rows
+
+
+def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamples: int) -> int:
+    """Write the ``aggregate`` or ``improvement`` table in ``fmt`` (csv, json, md, latex); returns its rows."""
+    from store.export import write_rows
+    from store.tables import latex_rows
+
+    columns = AGGREGATE_COLUMNS if table == "aggregate" else IMPROVEMENT_COLUMNS
+    data = aggregate_rows(scores, resamples) if table == "aggregate" else improvement_rows(scores, resamples)
+    if fmt == "latex":
+        out.write(latex_rows(columns, data))
+        return len(data)
+    return write_rows(out, fmt, columns, iter(data))
