@@ -347,6 +347,23 @@ def rm(
     out.print(f"deleted {len(ids)} run{'s' if len(ids) > 1 else ''}")
 
 
+@app.command()
+def duplicates(
+    run: Annotated[list[str] | None, typer.Argument(help="Runs to check, ids or names [default: every run].")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Find seeds that are the same run as another plus noise (near-identical curves), and flag them."""
+    from offpoc_tui.import_cmd import warn_duplicates
+    from store.duplicates import flag_duplicates
+
+    store = _open(db)
+    ids = _resolve(store, run) if run else None
+    found = flag_duplicates(store, ids)
+    warn_duplicates(found)
+    checked = len(ids) if ids is not None else store.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    out.print(f"checked {checked:,} runs: {len(found)} flagged as copies", highlight=False)
+
+
 # ---- export --------------------------------------------------------------------------------
 @app.command()
 def export(
@@ -377,6 +394,9 @@ def export(
     bootstrap: Annotated[
         int, typer.Option(help="Aggregate, improvement: stratified-bootstrap resamples (seeded: results reproduce).")
     ] = 2000,
+    dedupe: Annotated[
+        bool, typer.Option("--dedupe", help="Final tables: leave out seeds flagged as copies of another.")
+    ] = False,
     algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
     env: Annotated[
         list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
@@ -399,6 +419,8 @@ def export(
     for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
         if value is not None and table not in FINAL_TABLES:
             fail(f"{flag} applies to --table {', '.join(FINAL_TABLES)} only")
+    if dedupe and table not in FINAL_TABLES:
+        fail(f"--dedupe applies to --table {', '.join(FINAL_TABLES)} only")
     if normalise not in NORMALISATIONS:
         fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
     if bootstrap < 1:
@@ -423,7 +445,7 @@ def export(
         from store.normalise import NormalisationError
 
         try:
-            scores = method_scores(store, window, until, normalise, **filters)
+            scores = method_scores(store, window, until, normalise, dedupe=dedupe, **filters)
         except NormalisationError as error:
             fail(str(error))
 
@@ -432,7 +454,8 @@ def export(
             from store.summary import summary_rows
 
             described = window.describe() + (f" up to step {until:,}" if until is not None else "")
-            return write_summary(out, format_, summary_rows(store, last=window, until=until, **filters), described)
+            summary = summary_rows(store, last=window, until=until, dedupe=dedupe, **filters)
+            return write_summary(out, format_, summary, described)
         if table in ("aggregate", "improvement"):
             from store.aggregate_tables import final_table
 

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db, out
 from store import StoreError
 from store.db import check_writable
+from store.duplicates import Duplicate, flag_duplicates
 from store.imports import (
     Curve,
     ImportProblem,
@@ -50,10 +51,27 @@ def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportPr
     with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
         task = progress.add_task(what, total=count)
         report = import_curves(db, curves, advance=lambda: progress.advance(task))
+    imported = [row[0] for row in db.execute("SELECT id FROM runs WHERE origin IS NOT NULL")]
+    duplicates = flag_duplicates(db, imported)
     db.close()
     _say(report, db_path)
+    warn_duplicates(duplicates)
     if report.problems:
         raise typer.Exit(1)
+
+
+def warn_duplicates(duplicates: list[Duplicate]) -> None:
+    """List seeds flagged as another's copy (statistics with --dedupe leave them out)."""
+    if not duplicates:
+        return
+    err.print(
+        f"warning: {len(duplicates)} seed{'s are' if len(duplicates) != 1 else ' is'} the same run as another plus"
+        " noise (near-identical curves), flagged; --dedupe leaves them out of the statistics:",
+        markup=False,
+        highlight=False,
+    )
+    for duplicate in duplicates:
+        err.print(f"  {duplicate.label}", markup=False, highlight=False)
 
 
 def _say(report: ImportReport, db_path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -186,7 +186,12 @@ DROP TABLE histograms;
 ALTER TABLE histograms_v4 RENAME TO histograms
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+# Seeds found to be the same run plus noise (store.duplicates): the run they copy.
+_V5 = """
+ALTER TABLE runs ADD COLUMN duplicate_of INTEGER
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")

@@ -130,13 +130,17 @@ def matching_runs(
     corrections: list[str] | None = None,
     run_ids: list[int] | None = None,
     sources: list[str] | None = None,
+    dedupe: bool = False,
 ) -> list[dict[str, Any]]:
     """Runs matching the filters: ``envs`` takes exact ids or families (``Hopper`` matches every
-    Hopper version), ``sources`` names from :data:`SOURCES`."""
+    Hopper version), ``sources`` names from :data:`SOURCES`; ``dedupe`` leaves out runs flagged as
+    another's copy (:mod:`store.duplicates`)."""
     return [
         r
         for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids)
-        if (envs is None or env_matches(r["env"], envs)) and (sources is None or source_of(r) in sources)
+        if (envs is None or env_matches(r["env"], envs))
+        and (sources is None or source_of(r) in sources)
+        and not (dedupe and r.get("duplicate_of") is not None)
     ]
 
 
@@ -154,6 +158,7 @@ def summary_rows(
     corrections: list[str] | None = None,
     run_ids: list[int] | None = None,
     until: int | None = None,
+    dedupe: bool = False,
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
@@ -161,7 +166,7 @@ def summary_rows(
     steps). The filters are :func:`matching_runs`'s; ``until`` cuts every run, trained here or imported,
     at that step (its last evaluations are those at or before it), so methods meet at one budget.
     """
-    runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids)
+    runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, dedupe=dedupe)
     window = FinalWindow.of(last)
     groups: dict[tuple[str, str, str, str | None, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:

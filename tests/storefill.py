@@ -64,6 +64,7 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
 
 
 _UNDO_V4 = """
+ALTER TABLE runs DROP COLUMN duplicate_of;
 DROP TABLE quantities;
 CREATE TABLE weights_v3 (
     id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, first_update INTEGER NOT NULL, first_step INTEGER NOT NULL,
@@ -84,7 +85,8 @@ ALTER TABLE histograms_v3 RENAME TO histograms;
 def as_schema_2(db_path: Path) -> None:
     """Make a store what offpoc left before schema 3: no identity (its runs' files then lived in ``offpoc-runs/``).
 
-    Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before).
+    Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before);
+    schema 5 the runs' ``duplicate_of``.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)
