@@ -406,7 +406,8 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Tidy long tables, one row per observation led by its run's metadata; or the summary of final returns."""
+    """Tidy long tables, one row per observation led by its run's metadata; or final returns: the paper's
+    summary, statistics across tasks (aggregate) and the probability of improving on the baseline."""
     from store.export import FINAL_TABLES, FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
     from store.normalise import NORMALISATIONS
     from store.stats import LAST_EVALUATIONS, FinalWindow
