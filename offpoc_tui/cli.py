@@ -182,6 +182,59 @@ def run(
         out.print(f"watch: offpoc follow {listed}  ·  offpoc ps  ·  offpoc show {ids[0]}")
 
 
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="A sweep file (TOML): algos, envs, methods, seeds, steps, set.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many runs and CPU-hours, write nothing.")] = False,
+    jobs: Annotated[int | None, typer.Option(help="Concurrent workers [default: CPU cores].")] = None,
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
+    from offpoc_tui.specs import UsageError
+    from offpoc_tui.sweep import cpu_hours, load_sweep, missing
+
+    jobs = jobs if jobs is not None else os.cpu_count() or 1
+    try:
+        if jobs < 1:
+            raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        grid = load_sweep(file)
+        if not dry_run:
+            check_writable(db)
+            check_run_files(db)
+    except (UsageError, StoreError) as error:
+        fail(str(error))
+    store = _open(db, create=True) if not dry_run or db.exists() else None
+    existing = [] if store is None else [run_detail(store, r["id"]) for r in list_runs(store) if r["name"] == grid.name]
+    new = missing([r for r in existing if r is not None], grid.specs)
+    hours, basis = cpu_hours(store, new)
+    summary = (
+        f"sweep {grid.name}: {len(grid.specs):,} run{'s' if len(grid.specs) != 1 else ''}, "
+        f"{len(new):,} not yet in {db}; "
+        f"{sum(s.total_steps for s in new):,} env steps, about "
+        + (f"{hours:,.1f} CPU-hours" if hours >= 1 else f"{hours * 60:.0f} CPU-minutes")
+        + f" ({basis})"
+    )
+    if dry_run or not new:
+        out.print(summary, highlight=False)
+        if store is not None:
+            store.close()
+        return
+    assert store is not None
+    from offpoc_tui.launcher import start_launcher
+
+    ids = create_runs(store, new)
+    RunFiles.of(store, db).ensure()
+    store.close()
+    launcher = start_launcher(db, ids, jobs)
+    out.print(summary, highlight=False)
+    span = f"{ids[0]}-{ids[-1]}" if len(ids) > 1 else str(ids[0])
+    plural = "s" if len(ids) > 1 else ""
+    out.print(f"queued {len(ids)} run{plural} (id {span}); launcher pid {launcher} runs at most {jobs} at a time")
+    if follow_:
+        _follow(db, ids)
+
+
 def _follow(db_path: Path, ids: list[int]) -> None:
     from offpoc_tui.follow import follow as show_progress
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import warnings
 from typing import Any
@@ -69,7 +70,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     """
     from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
     from agents.corrections import names as correction_names
-    from agents.envs import EnvError, MujocoWarning, make_env
+    from agents.envs import EnvError
 
     if request.algo not in ALGORITHMS:
         raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(ALGORITHMS)}")
@@ -111,10 +112,18 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                         config=config.to_dict(),
                     )
                 )
-        with warnings.catch_warnings():  # gymnasium's "v4 is out of date" is noise here: v4 is the paper's
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", MujocoWarning)  # the model's, not the user's: in the worker's log
-            make_env(request.env).close()
+        check_env(request.env)
     except (ConfigError, EnvError, TypeError) as error:
         raise UsageError(str(error)) from None
     return specs
+
+
+@functools.cache
+def check_env(env_id: str) -> None:
+    """Build the environment once (per process): :class:`~agents.envs.EnvError` if it cannot serve."""
+    from agents.envs import MujocoWarning, make_env
+
+    with warnings.catch_warnings():  # gymnasium's "v4 is out of date" is noise here: v4 is the paper's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", MujocoWarning)  # the model's, not the user's: in the worker's log
+        make_env(env_id).close()

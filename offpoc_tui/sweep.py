@@ -1,0 +1,193 @@
+"""``offpoc sweep FILE``: a study as a TOML file, expanded into validated run specs.
+
+    name = "quick"
+    algos = ["td3", "sac"]
+    envs = ["Hopper-v4"]
+    seeds = "0-1"                  # ranges and lists, as --seeds; or a TOML list of integers
+    steps = 20000
+    [[methods]]
+    correction = "none"
+    [[methods]]
+    correction = "acoffpoc"
+    divergence = ["jsd", "kl"]     # a list expands: one method per value (several lists: every combination)
+    [set]                          # any TrainConfig field, every run
+    start_steps = 1000
+    [[override]]                   # optional: runs matching every key get these settings last
+    match = { envs = ["Humanoid-v4"] }   # algos, envs, corrections
+    set = { checkpoint_buffer = false }
+
+Every cell (algorithm × environment × method) is validated as ``offpoc run`` validates its flags
+before anything is written; the runs, named after the sweep, come seed-major (every cell's seed 0,
+then seed 1, ...). A run already in the store under the sweep's name with the same resolved config
+is not added again, so submitting a file twice, or again after adding seeds, adds only what is missing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offpoc_tui.specs import RunRequest, UsageError, build_specs, parse_seeds
+from store import RunSpec
+
+TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override"}
+MATCH_KEYS = {"algos": "algo", "envs": "env", "corrections": "correction"}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    specs: list[RunSpec]
+    """Every run of the grid, seed-major."""
+
+
+def _text(value: Any) -> str:
+    """A TOML value as ``--set`` text (the config parses it by the field's type)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _strings(sweep: dict[str, Any], key: str) -> list[str]:
+    values = sweep.get(key)
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
+        raise UsageError(f"{key} must be a non-empty list of names, got {values!r}")
+    return values
+
+
+def _seeds(value: Any) -> list[int]:
+    if isinstance(value, str):
+        return parse_seeds(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if min(value) < 0:
+            raise UsageError(f"seeds must be 0 or more, got {value!r}")
+        return sorted(set(value))
+    raise UsageError(f'seeds takes ranges and lists such as "0-4" or [1, 3, 7], got {value!r}')
+
+
+def _methods(entries: Any) -> list[dict[str, Any]]:
+    """Each ``[[methods]]`` table, its list values expanded into one method per combination."""
+    if not isinstance(entries, list) or not entries or not all(isinstance(m, dict) for m in entries):
+        raise UsageError("a sweep needs at least one [[methods]] table")
+    methods = []
+    for entry in entries:
+        correction = entry.get("correction")
+        named = isinstance(correction, str) or (
+            isinstance(correction, list) and all(isinstance(c, str) for c in correction)
+        )
+        if not named:
+            raise UsageError(f"every [[methods]] table names its correction (or a list of them), got {entry!r}")
+        keys = sorted(entry)
+        choices = [entry[k] if isinstance(entry[k], list) else [entry[k]] for k in keys]
+        if any(not c for c in choices):
+            raise UsageError(f"an empty list in [[methods]] {entry!r}")
+        methods += [dict(zip(keys, combination, strict=True)) for combination in itertools.product(*choices)]
+    return methods
+
+
+def _overrides(entries: Any) -> list[tuple[dict[str, list[str]], dict[str, Any]]]:
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not all(isinstance(o, dict) for o in entries):
+        raise UsageError("[[override]] tables need a match and a set")
+    found = []
+    for entry in entries:
+        match, settings = entry.get("match"), entry.get("set")
+        if not isinstance(match, dict) or not isinstance(settings, dict) or set(entry) - {"match", "set"}:
+            raise UsageError(f"an [[override]] takes match = {{...}} and set = {{...}}, got {entry!r}")
+        unknown = set(match) - set(MATCH_KEYS)
+        if unknown:
+            raise UsageError(f"an [[override]] matches on {', '.join(MATCH_KEYS)}, not {', '.join(sorted(unknown))}")
+        found.append(({k: _strings(match, k) for k in match}, settings))
+    return found
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Read, expand and validate a sweep file; :class:`UsageError` names the first problem (and its cell)."""
+    try:
+        sweep = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path} is not valid TOML: {error}") from None
+    unknown = set(sweep) - TOP_KEYS
+    if unknown:
+        raise UsageError(f"{path}: unknown key {sorted(unknown)[0]!r} (a sweep has {', '.join(sorted(TOP_KEYS))})")
+    name = sweep.get("name")
+    if not isinstance(name, str) or not name.strip() or name.isdigit():
+        raise UsageError(f"{path}: name must be non-empty text that is not a number, got {name!r}")
+    algos, envs = [a.lower() for a in _strings(sweep, "algos")], _strings(sweep, "envs")
+    seeds = _seeds(sweep.get("seeds", [0]))
+    steps = sweep.get("steps")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)):
+        raise UsageError(f"steps must be an integer, got {steps!r}")
+    common = sweep.get("set", {})
+    if not isinstance(common, dict):
+        raise UsageError("[set] must be a table of config fields")
+    overrides = _overrides(sweep.get("override"))
+    cells: list[list[RunSpec]] = []
+    for algo, env, method in itertools.product(algos, envs, _methods(sweep.get("methods"))):
+        correction = method["correction"].lower()
+        settings = {**common, **{k: v for k, v in method.items() if k not in ("correction", "divergence")}}
+        for match, extra in overrides:
+            cell = {"algo": algo, "env": env, "correction": correction}
+            if all(cell[MATCH_KEYS[k]] in values for k, values in match.items()):
+                settings.update(extra)
+        label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
+        request = RunRequest(
+            algo=algo,
+            env=env,
+            correction=correction,
+            seeds=seeds,
+            flags={"total_steps": steps, "divergence": method.get("divergence")},
+            sets={k: _text(v) for k, v in settings.items()},
+            compare=False,
+            name=name,
+        )
+        try:
+            cells.append(build_specs(request))
+        except UsageError as error:
+            raise UsageError(f"sweep {name}, cell {label}: {error}") from None
+    ordered = [specs[i] for i in range(len(seeds)) for specs in cells]  # seed-major
+    return Sweep(name, ordered)
+
+
+def missing(existing: list[dict[str, Any]], specs: list[RunSpec]) -> list[RunSpec]:
+    """The specs no existing run (``name`` and parsed ``config``) already stands for."""
+    present = {(run["name"], json.dumps(run["config"], sort_keys=True)) for run in existing}
+    return [s for s in specs if (s.name, json.dumps(s.config, sort_keys=True)) not in present]
+
+
+DEFAULT_SPS = {"ddpg": 220.0, "td3": 220.0, "sac": 155.0}
+"""Env steps per second of one worker on Hopper-v4 (``benchmarks/throughput.py``), where the store has
+no run to go by."""
+
+
+def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
+    """CPU-hours for ``specs`` at the SPS the store's runs measured (the median of the same algo, env and
+    correction, else the same algo and correction, else :data:`DEFAULT_SPS`), and what it went by."""
+    measured: dict[tuple[str, ...], list[float]] = {}
+    if db is not None:
+        for algo, env, correction, sps in db.execute(
+            "SELECT algo, env, correction, sps FROM runs WHERE sps > 0 AND origin IS NULL"
+        ):
+            measured.setdefault((algo, env, correction), []).append(sps)
+            measured.setdefault((algo, correction), []).append(sps)
+    seconds, from_store = 0.0, 0
+    for spec in specs:
+        found = measured.get((spec.algo, spec.env, spec.correction)) or measured.get((spec.algo, spec.correction))
+        sps = float(np.median(found)) if found else DEFAULT_SPS[spec.algo]
+        from_store += bool(found)
+        seconds += spec.total_steps / sps
+    basis = f"SPS measured in the store for {from_store} of {len(specs)} runs, the rest at Hopper-v4's"
+    return seconds / 3600, basis if specs else "nothing to run"
