@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,10 +17,20 @@ def plot(
     correction: Annotated[list[str] | None, typer.Option(help="Only these corrections (repeatable).")] = None,
     source: Annotated[list[str] | None, typer.Option(help="offpoc, published or zoo (repeatable).")] = None,
     smooth: Annotated[int, typer.Option(help="Moving average over this many evaluations (1: none).")] = 1,
+    kind: Annotated[
+        str, typer.Option(help="curves, or across tasks: aggregate (intervals), profile, improvement.")
+    ] = "curves",
+    until: Annotated[int | None, typer.Option(help="Across tasks: cut every run at this step.")] = None,
+    normalise: Annotated[str, typer.Option(help="Across tasks: minmax or none (see export).")] = "minmax",
+    bootstrap: Annotated[int, typer.Option(help="Across tasks: stratified-bootstrap resamples.")] = 2000,
+    dedupe: Annotated[bool, typer.Option("--dedupe", help="Across tasks: leave out seeds flagged as copies.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Paper-style figure: a panel per algorithm and environment, mean and 95% band per method over seeds."""
+    """Paper-style learning curves (a panel per algorithm and environment, mean and 95% band per method),
+    or statistics across tasks: interval estimates, performance profiles, probability of improvement."""
     from offpoc_tui.plot import FORMATS
+    from offpoc_tui.plot_aggregate import KINDS
+    from store.normalise import NORMALISATIONS
     from store.summary import SOURCES, matching_runs
 
     suffix = output.suffix.lstrip(".").lower()
@@ -33,8 +43,18 @@ def plot(
     unknown = [s for s in source or [] if s not in SOURCES]
     if unknown:
         fail(f"unknown source {unknown[0]!r}: choose from {', '.join(SOURCES)}")
+    if kind not in KINDS:
+        fail(f"unknown --kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if normalise not in NORMALISATIONS:
+        fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
+    if bootstrap < 1:
+        fail(f"--bootstrap must be at least 1, got {bootstrap}")
     store = open_db(db)
     from offpoc_tui.plot import figure, panels, save
+
+    if kind != "curves":
+        across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source)
+        return
 
     with err.status("reading evaluations…"):
         runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
@@ -46,3 +66,40 @@ def plot(
     lines = sum(len(p.series) for p in found)
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
     err.print(f"wrote {output}: {what} from {len(runs):,} runs", highlight=False)
+
+
+def across_tasks(
+    store: Any,
+    output: Path,
+    kind: str,
+    until: int | None,
+    normalise: str,
+    bootstrap: int,
+    dedupe: bool,
+    algo: list[str] | None,
+    env: list[str] | None,
+    correction: list[str] | None,
+    source: list[str] | None,
+) -> None:
+    from offpoc_tui.plot import save
+    from offpoc_tui.plot_aggregate import aggregate_figure, improvement_figure, profile_figure
+    from store.aggregate_tables import method_scores
+    from store.normalise import NormalisationError
+
+    filters = {"algos": algo, "envs": env, "corrections": correction, "sources": source, "dedupe": dedupe}
+    try:
+        scores = method_scores(store, until=until, normalise=normalise, **filters)
+    except NormalisationError as error:
+        fail(str(error))
+    if not scores:
+        fail("no evaluations match these filters (see `offpoc ps --all`)")
+    with err.status(f"bootstrapping {len(scores)} methods…"):
+        if kind == "aggregate":
+            fig = aggregate_figure(scores, bootstrap, normalise != "none")
+        elif kind == "profile":
+            fig = profile_figure(scores, bootstrap, normalise != "none")
+        else:
+            fig = improvement_figure(scores, bootstrap)
+        save(fig, output)
+    runs = sum(len(v) for tasks in scores.values() for v in tasks.values())
+    err.print(f"wrote {output}: {kind} of {len(scores)} methods from {runs:,} runs", highlight=False)

@@ -104,3 +104,20 @@ def improvement_interval(x: Scores, y: Scores, resamples: int = 2000, seed: int 
     rng = np.random.default_rng(seed)
     draws = _improvement(_resample(xs, resamples, rng), _resample(ys, resamples, rng))
     return float(_improvement(xs, ys)), *_percentiles(draws)
+
+
+def profile(tasks: Sequence[np.ndarray], taus: np.ndarray) -> np.ndarray:
+    """The performance profile (score distribution): for each threshold τ, the fraction of runs scoring
+    above it, averaged over tasks; (..., len(taus)) for tasks (..., runs)."""
+    return np.mean([(runs[..., :, None] > taus).mean(-2) for runs in tasks], axis=0)
+
+
+def profile_band(
+    scores: Scores, taus: np.ndarray, resamples: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(profile, low, high) over ``taus``, the band a stratified-bootstrap 95% percentile interval."""
+    tasks = _arrays(scores, sorted(scores))
+    draws = profile(_resample(tasks, resamples, np.random.default_rng(seed)), taus)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    return profile(tasks, taus), low, high

@@ -182,3 +182,22 @@ def test_the_random_score_table_is_what_the_measuring_script_gives() -> None:
     from store.normalise import RANDOM
 
     assert round(random_return("Hopper-v4", 100), 2) == RANDOM["Hopper"]  # seeded: the same 100 episodes
+
+
+@needs_reference
+@pytest.mark.parametrize("kind", ["aggregate", "profile", "improvement"])
+def test_plots_across_tasks(reference_store: Path, tmp_path: Path, kind: str) -> None:
+    out = tmp_path / f"{kind}.png"
+    args = ["plot", "--kind", kind, "-o", str(out), "--algo", "td3", "--bootstrap", "50", "--db", str(reference_store)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {out}: {kind} of 6 methods from 480 runs" in result.stderr
+
+
+def test_plot_kinds_refuse_bad_options_in_one_line(filled_store: Path, tmp_path: Path) -> None:
+    for args, message in [(["--kind", "violin"], "unknown --kind 'violin'"),
+                          (["--kind", "profile", "--normalise", "z"], "unknown --normalise 'z'")]:  # fmt: skip
+        result = runner.invoke(app, ["plot", "-o", str(tmp_path / "f.png"), *args, "--db", str(filled_store)])
+        assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "f.png").exists()

@@ -1,0 +1,92 @@
+"""Figures of statistics across tasks (``offpoc plot --kind aggregate|profile|improvement``).
+
+- ``aggregate``: rliable's interval estimates, a panel per metric (mean, median, IQM, optimality
+  gap), each method's point estimate and 95% stratified-bootstrap interval;
+- ``profile``: performance profiles, the fraction of runs above each normalised score, with bands,
+  a panel per algorithm;
+- ``improvement``: each method's probability of beating its baseline, with its interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from offpoc_tui.plot import COLOURS, DPI
+from store.aggregate import METRICS, interval, profile_band
+from store.aggregate_tables import MethodScores, improvement_rows, method_name
+from store.summary import METHOD_NAMES, method_rank
+
+KINDS = ("curves", "aggregate", "profile", "improvement")
+METRIC_TITLES = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_gap": "Optimality gap"}
+
+
+def _label(key: tuple[str, ...]) -> str:
+    name = method_name(key)  # type: ignore[arg-type]
+    base = name.split("/")[0].split("+")[0]
+    pretty = key[0].upper() + ("" if base == "none" else " + " + METHOD_NAMES.get(base, base))
+    rest = name[len(base) :]
+    return pretty + (f" {rest}" if rest else "") + ("" if key[4] == "offpoc" else f" [{key[4]}]")
+
+
+def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
+    keys = list(scores)
+    fig = Figure(figsize=(3.2 * len(METRICS), 0.9 + 0.28 * len(keys)), dpi=DPI, layout="constrained")
+    grid = fig.subplots(1, len(METRICS), sharey=True, squeeze=False)[0]
+    for axes, (metric, function) in zip(grid, METRICS.items(), strict=True):
+        for row, key in enumerate(keys):
+            estimate, low, high = interval(function, scores[key], resamples)
+            colour = COLOURS[method_rank(key[1])[0] % len(COLOURS)]  # a method's colour, whatever its algorithm
+            axes.barh(row, high - low, left=low, height=0.6, color=colour, alpha=0.35)
+            axes.plot([estimate, estimate], [row - 0.3, row + 0.3], color=colour, linewidth=2)
+        axes.set_title(METRIC_TITLES[metric], fontsize=10)
+        axes.set_xlabel("normalised score" if normalised else "return", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(axis="x", alpha=0.3, linewidth=0.5)
+    grid[0].set_yticks(range(len(keys)), [_label(k) for k in keys])
+    grid[0].invert_yaxis()
+    fig.suptitle("95% stratified-bootstrap intervals over runs within tasks", fontsize=9)
+    return fig
+
+
+def profile_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
+    algos = sorted({key[0] for key in scores})
+    pooled = np.concatenate([runs for tasks in scores.values() for runs in tasks.values()])
+    taus = np.linspace(min(0.0, pooled.min()) if normalised else pooled.min(), pooled.max(), 101)
+    fig = Figure(figsize=(4.2 * len(algos), 3.2), dpi=DPI, layout="constrained")
+    grid = fig.subplots(1, len(algos), squeeze=False)[0]
+    for axes, algo in zip(grid, algos, strict=True):
+        for i, key in enumerate(k for k in scores if k[0] == algo):
+            curve, low, high = profile_band(scores[key], taus, resamples)
+            colour = COLOURS[i % len(COLOURS)]
+            axes.plot(taus, curve, color=colour, linewidth=1.2, label=_label(key))
+            axes.fill_between(taus, low, high, color=colour, alpha=0.18, linewidth=0)
+        axes.set_title(algo.upper(), fontsize=10)
+        axes.set_xlabel("normalised score τ" if normalised else "return τ", fontsize=8)
+        axes.set_ylabel("fraction of runs with score > τ", fontsize=8)
+        axes.tick_params(labelsize=7)
+        axes.grid(alpha=0.3, linewidth=0.5)
+        axes.legend(fontsize=6, frameon=False)
+    fig.suptitle("performance profiles, shaded: 95% stratified-bootstrap bands", fontsize=9)
+    return fig
+
+
+def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
+    rows = improvement_rows(scores, resamples)
+    fig = Figure(figsize=(5.0, 0.9 + 0.28 * max(len(rows), 1)), dpi=DPI, layout="constrained")
+    axes = fig.subplots()
+    algos = sorted({row[0] for row in rows})
+    for i, (algo, *_, probability, low, high, _shared) in enumerate(rows):
+        colour = COLOURS[algos.index(algo) % len(COLOURS)]
+        axes.barh(i, high - low, left=low, height=0.6, color=colour, alpha=0.35)
+        axes.plot([probability, probability], [i - 0.3, i + 0.3], color=colour, linewidth=2)
+    labels = [f"{algo.upper()}: {method} > {baseline}" + ("" if src == "offpoc" else f" [{src}]")
+              for algo, method, src, baseline, *_ in rows]  # fmt: skip
+    axes.set_yticks(range(len(rows)), labels)
+    axes.invert_yaxis()
+    axes.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("P(a run of the method beats a run of its baseline)", fontsize=8)
+    axes.tick_params(labelsize=7)
+    fig.suptitle("probability of improvement, 95% stratified-bootstrap intervals", fontsize=9)
+    return fig
