@@ -201,3 +201,19 @@ def test_plot_kinds_refuse_bad_options_in_one_line(filled_store: Path, tmp_path:
         result = runner.invoke(app, ["plot", "-o", str(tmp_path / "f.png"), *args, "--db", str(filled_store)])
         assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "f.png").exists()
+
+
+def test_compare_rows_carry_the_probability_of_improvement() -> None:
+    from offpoc_tui.dashboard.groups import compare, group_runs
+
+    def run(run_id: int, correction: str) -> dict:
+        return {"id": run_id, "algo": "td3", "env": "Hopper-v4", "correction": correction, "seed": run_id,
+                "divergence": None, "origin": None, "sampler": "uniform"}  # fmt: skip
+
+    runs = [run(1, "none"), run(2, "none"), run(3, "acoffpoc"), run(4, "acoffpoc")]
+    steps = np.arange(12) * 1000
+    finals = {1: 10.0, 2: 30.0, 3: 20.0, 4: 40.0}  # pairs won by the correction: 20 > 10, 40 > 10, 40 > 30
+    curves = {i: (steps, np.full(12, value)) for i, value in finals.items()}
+    rows, _ = compare(group_runs(runs), curves, {i: {} for i in finals})
+    by = {row.key[2]: row for row in rows}
+    assert by["none"].improvement is None and by["acoffpoc"].improvement == pytest.approx(3 / 4)

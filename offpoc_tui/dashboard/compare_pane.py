@@ -17,8 +17,8 @@ from offpoc_tui.views import number
 from store.stats import FinalWindow
 
 HEADERS = (
-    "method", "seeds", "final return ± 95% CI", "final over steps", "vs baseline", "Welch p", "steps to thr.",
-    "config vs baseline",
+    "method", "seeds", "final return ± 95% CI", "final over steps", "vs baseline", "Welch p", "P(>base)",
+    "steps to thr.", "config vs baseline",
 )  # fmt: skip
 METHOD_WIDTH = 24
 """Fixed widths (the method column; the others their header's) instead of DataTable measuring the
@@ -35,7 +35,7 @@ def note(window: FinalWindow) -> str:
     """What the table's figures are (the steps each row's final window spans are its 'final over steps')."""
     return (
         f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width"
-        " · vs baseline, Welch p: the baseline of the same env and source"
+        " · vs baseline, Welch p, P(>base) (a seed beats a baseline seed): the baseline of the same env and source"
     )
 
 
@@ -54,6 +54,7 @@ def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
         Text(span_text(row.final_span), justify="right"),
         Text(diff, justify="right"),
         Text(p_text(row.p_value), justify="right"),
+        Text("–" if row.improvement is None else f"{row.improvement:.2f}", justify="right"),
         Text(number(row.steps_to_threshold), justify="right"),
         row.config_diff or ("" if row.key[2] == BASELINE else "same"),
     ]

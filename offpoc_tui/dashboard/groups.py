@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from store.aggregate import probability_of_improvement
 from store.reader import DEFAULT_SAMPLER
 from store.stats import (
     LAST_EVALUATIONS,
@@ -100,6 +101,8 @@ class CompareRow:
     """Final return relative to its baseline's (same env and source), in % of the baseline's magnitude."""
     p_value: float | None
     """Welch's t-test of the seeds' final returns (each seed's mean of its last N) against the baseline's."""
+    improvement: float | None
+    """P(a seed's final return beats a baseline seed's), ties half (rliable's probability of improvement)."""
     steps_to_threshold: int | None
     config_diff: str
     """Config entries that differ from the baseline's (beyond the correction itself)."""
@@ -140,11 +143,12 @@ def compare(
     for key in keys:
         n, mean, half = performance[key]
         base = baselines.get((key[1], key[4], key[5]), baselines.get((key[1], key[4], DEFAULT_SAMPLER)))
-        diff = p = None
+        diff = p = improvement = None
         if base is not None and key != base and len(finals[base]) and n:
             reference = performance[base][1]
             diff = 100.0 * (mean - reference) / abs(reference) if reference else None
             p = welch_p(finals[key], finals[base])
+            improvement = probability_of_improvement({key[1]: finals[key]}, {key[1]: finals[base]})
         base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
         curve = band(seeds[key])
         rows.append(
@@ -155,6 +159,7 @@ def compare(
                 final_ci=half,
                 diff_pct=diff,
                 p_value=p,
+                improvement=improvement,
                 steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
                 config_diff="" if key == base else config_diff(configs.get(groups[key][0]["id"], {}), base_config),
                 curve=curve,
