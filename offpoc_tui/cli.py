@@ -28,6 +28,7 @@ try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
 
+from offpoc_tui.analyze_cmd import analyze_app
 from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, out
 from offpoc_tui.console import open_db as _open
 from offpoc_tui.console import tables_out as _tables_out
@@ -565,6 +566,7 @@ def dashboard(
 
 
 app.add_typer(import_app, name="import")
+app.add_typer(analyze_app, name="analyze")
 app.command()(plot)
 
 

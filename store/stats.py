@@ -207,3 +207,21 @@ def final_performance(curves: Sequence[Curve], last: int | FinalWindow = LAST_EV
     half = ci95(matrix, axis=0)
     half_width = float(np.mean(half[~np.isnan(half)])) if (~np.isnan(half)).any() else math.nan
     return len(values), float(np.mean([v.mean() for v in values])), half_width
+
+
+def binned_band(
+    runs: Sequence[tuple[np.ndarray, np.ndarray]], bins: int = 20
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Several runs' (positions in [0, 1], values) on ``bins`` equal bins: (centres, the mean over runs of
+    each run's bin mean, its 95% Student-t half-width across runs, how many runs have a value there)."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    per_run = np.full((len(runs), bins), np.nan)
+    for r, (positions, values) in enumerate(runs):
+        index = np.clip(np.digitize(positions, edges) - 1, 0, bins - 1)
+        sums = np.bincount(index, weights=values, minlength=bins)
+        counts = np.bincount(index, minlength=bins)
+        per_run[r, counts > 0] = sums[counts > 0] / counts[counts > 0]
+    with warnings.catch_warnings():  # an empty bin: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(per_run, axis=0)
+    return (edges[:-1] + edges[1:]) / 2, mean, ci95(per_run, axis=0), (~np.isnan(per_run)).sum(0)
