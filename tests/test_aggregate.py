@@ -217,3 +217,32 @@ def test_compare_rows_carry_the_probability_of_improvement() -> None:
     rows, _ = compare(group_runs(runs), curves, {i: {} for i in finals})
     by = {row.key[2]: row for row in rows}
     assert by["none"].improvement is None and by["acoffpoc"].improvement == pytest.approx(3 / 4)
+
+
+def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
+    from offpoc_tui.dashboard.across import across_tasks
+    from store.normalise import RANDOM, REFERENCE
+    from store.stats import FinalWindow
+
+    def run(run_id: int, env: str, correction: str) -> dict:
+        return {"id": run_id, "algo": "td3", "env": env, "correction": correction, "seed": run_id,
+                "divergence": None, "origin": None, "sampler": "uniform"}  # fmt: skip
+
+    envs = ["Hopper-v4", "Walker2d-v4"]
+    runs = [run(10 * e + s, env, c) for e, env in enumerate(envs) for s, c in enumerate(["none"] * 3 + ["ipg"] * 3)]
+    rng = np.random.default_rng(0)
+    finals = {r["id"]: float(rng.uniform(1000, 3000)) + (500 if r["correction"] == "ipg" else 0) for r in runs}
+    curves = {i: (np.arange(12) * 1000, np.full(12, v)) for i, v in finals.items()}
+    line = across_tasks(runs, curves, FinalWindow())
+    assert line.startswith("across 2 tasks (Hopper, Walker2d), normalised final returns, IQM [95% CI]: none ")
+    normalised = {
+        env: {c: np.asarray([(finals[r["id"]] - RANDOM[env[:-3]]) / (REFERENCE[env[:-3]] - RANDOM[env[:-3]])
+                             for r in runs if r["env"] == env and r["correction"] == c]) for c in ("none", "ipg")}
+        for env in envs
+    }  # fmt: skip
+    expected = iqm([normalised[env]["ipg"] for env in envs])
+    p = probability_of_improvement({e: normalised[e]["ipg"] for e in envs}, {e: normalised[e]["none"] for e in envs})
+    assert f"ipg {float(expected):.2f} [" in line and f"P(>base) {p:.2f} [" in line
+    assert across_tasks(runs[:6], curves, FinalWindow()) == ""  # one task: nothing across
+    pendulum = [dict(r, env="Pendulum-v1") for r in runs[:3]] + runs[6:9]
+    assert "no random and reference scores for Pendulum-v1" in across_tasks(pendulum, curves, FinalWindow())

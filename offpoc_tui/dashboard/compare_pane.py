@@ -103,4 +103,5 @@ class ComparePane(Vertical):
         for row in data.rows:
             table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
-        self.note.update(f"{note(self.window)} · {threshold}")
+        across = f"\n{data.across}" if data.across else ""
+        self.note.update(f"{note(self.window)} · {threshold}{across}")

@@ -6,6 +6,7 @@ answers it from incremental caches. Nothing here touches a widget.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import sqlite_utils
 
+from offpoc_tui.dashboard.across import across_tasks
 from offpoc_tui.dashboard.caches import EvalCache, RunCurve, WeightCache
 from offpoc_tui.dashboard.figures import (
     PALETTE,
@@ -99,6 +101,8 @@ class CompareData:
     figure: Figure
     rows: list[CompareRow]
     threshold: float | None
+    across: str = ""
+    """The algorithm's methods across every environment on screen (:mod:`.across`)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,11 @@ class Model:
                 members = compare_members(runs, key)
             ids = [r["id"] for r in members]
             curves = self.evals.update(db, ids)
-            basis: tuple[Any, ...] = (request, tuple(ids), self.evals.version(ids))
+            algo_runs = [r for r in runs if key is not None and r["algo"] == key[0]]  # the line across tasks
+            every = [r["id"] for r in algo_runs]
+            if request.view == "compare":
+                curves = {**curves, **self.evals.update(db, every)}
+            basis: tuple[Any, ...] = (request, tuple(ids), tuple(every), self.evals.version(every + ids))
         elif request.view in ("weights", "detail"):
             cursor = by_id.get(request.cursor)
             members = [] if cursor is None else subjects(runs, cursor, request)
@@ -149,7 +157,9 @@ class Model:
         if request.view == "curves":
             return CurvesData(curves_figure(members, curves, request))
         if request.view == "compare":
-            return compare_data(db, members, curves, key, request.threshold, request.band, self.window)
+            data = compare_data(db, members, curves, key, request.threshold, request.band, self.window)
+            returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
+            return dataclasses.replace(data, across=across_tasks(algo_runs, returns, self.window))
         if request.view == "weights":
             return self.weights_data(db, runs, members, cursor, request)
         return detail_data(db, cursor, request)

@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from offpoc_tui.dashboard.across import across_tasks
 from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells
 from offpoc_tui.dashboard.groups import task_name, versions_shown
@@ -38,9 +39,15 @@ def summary(db: sqlite_utils.Database, window: FinalWindow | None = None) -> Ren
         return Text("no runs in this store yet: start some with `offpoc run`")
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
     evals = EvalCache()
-    for key in compare_keys(runs):
+    keys = compare_keys(runs)
+    for i, key in enumerate(keys):
         members = compare_members(runs, key)
         rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None, window)
         parts += [compare_table(*key, rows, threshold), Text("")]
+        if i + 1 == len(keys) or keys[i + 1][0] != key[0]:  # the algorithm's last environment: the line across
+            algo_runs = [r for r in runs if r["algo"] == key[0]]
+            curves = evals.update(db, [r["id"] for r in algo_runs])
+            line = across_tasks(algo_runs, {i: c.arrays()[::2] for i, c in curves.items()}, window)
+            parts += [Text(f"{key[0]} {line}"), Text("")] if line else []
     parts.append(Text(f"{note(window)}; threshold: the first baseline's final return", style="dim"))
     return Group(*parts)

@@ -1,0 +1,57 @@
+"""Compare's line across tasks: each method's IQM of normalised final returns over every environment
+of the algorithm on screen, and its probability of beating the baseline, with bootstrap intervals.
+
+Computed in the poller thread with the caches' curves (off the UI thread), with fewer resamples than
+``offpoc export --table aggregate`` so it can follow each poll; ``export`` gives the full tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from offpoc_tui.dashboard.groups import BASELINE, group_key
+from store.aggregate import improvement_interval, interval, iqm
+from store.normalise import NormalisationError, normaliser
+from store.stats import FinalWindow, final_returns
+from store.summary import env_family, method_rank
+
+RESAMPLES = 500
+
+
+def across_tasks(
+    runs: list[dict[str, Any]], curves: dict[int, tuple[np.ndarray, np.ndarray]], window: FinalWindow
+) -> str:
+    """One line: ``across 3 tasks (Ant, Hopper, Walker2d), normalised, IQM [95% CI]: none 1.02 [...] · ...``;
+    empty with fewer than two tasks, a reason where a task has no normalising scores."""
+    methods: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    for run in runs:
+        steps, returns = curves.get(run["id"], (np.empty(0), np.empty(0)))
+        if not len(returns):
+            continue
+        try:
+            offset, scale = normaliser(run["env"])
+        except NormalisationError:
+            return f"across tasks: no random and reference scores for {run['env']}, so no aggregate"
+        key = group_key(run)
+        method = (key[2], key[3], key[4], key[5])  # correction, divergence, source, sampler
+        score = (float(final_returns([(steps, returns)], window)[0]) - offset) / scale
+        methods.setdefault(method, {}).setdefault(run["env"], []).append(score)
+    tasks = sorted({env for tasks in methods.values() for env in tasks})
+    if len(tasks) < 2:
+        return ""
+    parts = []
+    for method, scores in sorted(methods.items(), key=lambda item: (item[0][2], method_rank(item[0][0]))):
+        arrays = {task: np.asarray(v) for task, v in scores.items()}
+        estimate, low, high = interval(iqm, arrays, RESAMPLES)
+        name = method[0] if method[1] is None else f"{method[0]}/{method[1]}"
+        name += "" if method[2] == "offpoc" else f" {method[2]}"
+        text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
+        base = methods.get((BASELINE, None, method[2], method[3]))
+        if method[0] != BASELINE and base is not None and set(base) & set(scores):
+            p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
+            text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"
+        parts.append(text)
+    families = ", ".join(sorted({env_family(t) for t in tasks}))
+    return f"across {len(tasks)} tasks ({families}), normalised final returns, IQM [95% CI]: " + " · ".join(parts)
