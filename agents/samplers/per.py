@@ -105,6 +105,7 @@ class Prioritised(Sampler):
             self.tree.set(np.flatnonzero(self.buffer.random_phase[: self.buffer.filled]), 0.0)
             self.excluded = True
         if self.tree.total <= 0:  # every priority zero (TD errors all exactly 0): nothing to prefer
+            self._logged = {PER_BETA.name: torch.tensor(self.beta), PER_WEIGHT.name: torch.ones(batch_size, 1)}
             return self.buffer.sample(batch_size, generator, exclude_random_phase=exclude_random_phase)
         uniform = torch.rand(batch_size, generator=generator, dtype=torch.float64, device=generator.device)
         slots = self.tree.find(uniform.cpu().numpy() * self.tree.total)
