@@ -342,3 +342,14 @@ def test_runs_record_their_sampler_and_compare_keeps_it_apart(tmp_path: Path) ->
     assert {(r["correction"], r["sampler"]) for r in json.loads(exported.stdout)} == {
         ("none", "uniform"), ("acoffpoc", "per"), ("none", "per"),
     }  # fmt: skip
+
+
+def test_the_dashboards_runs_table_names_a_sampler_other_than_uniform() -> None:
+    from offpoc_tui.dashboard.runs_table import COLUMNS, cells
+
+    run = {"id": 1, "name": "n", "algo": "td3", "env": "Hopper-v4", "correction": "acoffpoc", "divergence": "jsd",
+           "seed": 0, "status": "finished", "steps": 10, "total_steps": 10, "sps": 100.0, "last_return": 1.0,
+           "best_return": 1.0, "mean_lambda": 0.9, "sampler": "per"}  # fmt: skip
+    column = [c[0] for c in COLUMNS].index("correction")
+    assert str(cells(run, False)[column]) == "acoffpoc+per"
+    assert str(cells({**run, "sampler": "uniform"}, False)[column]) == "acoffpoc"

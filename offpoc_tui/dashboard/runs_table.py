@@ -52,7 +52,7 @@ def cells(run: dict[str, Any], selected: bool) -> list[Any]:
         Text(run["name"]),
         Text(run["algo"]),
         Text(run["env"]),
-        Text(run["correction"]),
+        Text(run["correction"] + ("" if run.get("sampler", "uniform") == "uniform" else f"+{run['sampler']}")),
         Text(run["divergence"] or "–"),
         right(str(run["seed"])),
         Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
