@@ -99,9 +99,11 @@ class Trainer:
             device=self.device,
             fields=self.correction.fields,
         )
-        self.correction.attach(self.agent, self.buffer)
-        self.sampler = make_sampler(c.sampler, c)
-        self.sampler.attach(self.buffer)
+        with torch.random.fork_rng(devices=[]):  # a correction's or sampler's own networks, from the run's seed
+            torch.manual_seed(c.seed + 1)
+            self.correction.attach(self.agent, self.buffer)
+            self.sampler = make_sampler(c.sampler, c)
+            self.sampler.attach(self.buffer)
         self.weights = QuantityRecorders(
             (*self.correction.quantities, *self.agent.quantities, *self.sampler.quantities),
             block=c.weights_block,

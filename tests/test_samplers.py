@@ -353,3 +353,18 @@ def test_the_dashboards_runs_table_names_a_sampler_other_than_uniform() -> None:
     column = [c[0] for c in COLUMNS].index("correction")
     assert str(cells(run, False)[column]) == "acoffpoc+per"
     assert str(cells({**run, "sampler": "uniform"}, False)[column]) == "acoffpoc"
+
+
+@pytest.mark.parametrize(("option", "value"), [("sampler", "ero"), ("correction", "geoff-pac")])
+def test_a_run_with_networks_of_its_own_repeats_exactly_from_its_seed(option: str, value: str) -> None:
+    """ERO's replay policy and Geoff-PAC's density ratio start from the run's seed, like the agent."""
+    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=600, start_steps=300, batch_size=32,
+                   eval_freq=600, eval_episodes=1, ero_sample=64, correction_start=300)  # fmt: skip
+    first, second = (Trainer(TrainConfig(algo="td3", **{option: value}, **options)) for _ in range(2))  # type: ignore[arg-type]
+    own = "policy" if option == "sampler" else "c"
+    holder = (lambda t: t.sampler) if option == "sampler" else (lambda t: t.correction)
+    assert same(params(getattr(holder(first), own)), params(getattr(holder(second), own)))
+    for trainer in (first, second):
+        trainer.run()
+    assert same(params(first.agent.critic), params(second.agent.critic))
+    assert same(params(getattr(holder(first), own)), params(getattr(holder(second), own)))
