@@ -125,19 +125,12 @@ class ExperienceReplayOptimisation(Sampler):
         return self.buffer.gather(listed[pick.cpu().numpy()])
 
     # ---- learning the replay policy --------------------------------------------------------------------
-    def features(self, slots: np.ndarray, stats: tuple[np.ndarray, np.ndarray]) -> Tensor:
-        """(reward, |δ|, age) of ``slots``, standardised by the buffer's (mean, std)."""
+    def features(self, slots: np.ndarray) -> Tensor:
+        """(reward, |δ|, age) of ``slots``, each standardised over them."""
         raw = np.stack(
             [self.buffer.reward[slots, 0], self.td[slots], (self.transitions - self.born[slots]).astype(np.float32)], 1
         )
-        mean, std = stats
-        return torch.from_numpy(((raw - mean) / std).astype(np.float32))
-
-    def _stats(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raw = np.stack(
-            [self.buffer.reward[slots, 0], self.td[slots], (self.transitions - self.born[slots]).astype(np.float32)], 1
-        )
-        return raw.mean(0), raw.std(0) + 1e-6
+        return torch.from_numpy(((raw - raw.mean(0)) / (raw.std(0) + 1e-6)).astype(np.float32))
 
     def episode_end(self, episode_return: float, generator: torch.Generator) -> None:
         """A training episode ended: every ``every``-th, one REINFORCE step, then a new mask."""
@@ -151,13 +144,13 @@ class ExperienceReplayOptimisation(Sampler):
         current = float(np.mean(self.returns))
         self.reward = 0.0 if self.previous is None else current - self.previous
         self.previous, self.returns = current, []
-        stats = self._stats(slots)
+        features = self.features(slots)  # standardised over the whole buffer, computed once
         device = generator.device  # the run's; the replay policy itself is small and stays on the CPU
         drawn = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator, device=device)
         pick = drawn.cpu().numpy()
-        self.step(self.features(slots[pick], stats), torch.from_numpy(self.mask[slots[pick]]), self.reward)
+        self.step(features[pick], torch.from_numpy(self.mask[slots[pick]]), self.reward)
         with torch.no_grad():
-            keep = torch.sigmoid(self.policy(self.features(slots, stats)))[:, 0]
+            keep = torch.sigmoid(self.policy(features))[:, 0]
         self.mask[slots] = (torch.rand(len(slots), generator=generator, device=device).cpu() < keep).numpy()
         self._recount()
 
