@@ -108,7 +108,7 @@ def _figure(
 ) -> Any:
     from matplotlib.figure import Figure
 
-    from offpoc_tui.plot import DPI
+    from offpoc_tui.plot import DPI, style
 
     fig = Figure(figsize=(5.0, 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots()
@@ -120,10 +120,7 @@ def _figure(
     axes.fill_between(centres[ok], (mean - half)[ok], (mean + half)[ok], color="#d62728", alpha=0.2, linewidth=0)
     algo, env, correction, divergence = method
     axes.set_title(f"{algo.upper()} + {correction}{f' ({divergence})' if divergence else ''} · {env}", fontsize=9)
-    axes.set_xlabel("position in the replay buffer (0: oldest, 1: newest)", fontsize=8)
-    axes.set_ylabel("weight of the window under the final policy", fontsize=8)
-    axes.tick_params(labelsize=7)
-    axes.grid(alpha=0.3, linewidth=0.5)
-    axes.legend(fontsize=7, frameon=False)
+    style(axes, "position in the replay buffer (0: oldest, 1: newest)", "weight of the window under the final policy",
+          legend=True)  # fmt: skip
     fig.suptitle("shaded: 95% Student-t band across runs", fontsize=8)
     return fig

@@ -81,23 +81,33 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
             seeds = panel.series[series]
             curve = band(seeds)
             x, mean, half = curve.steps, curve.mean, curve.half_width
-            style = "--" if mixed and series[3] != "offpoc" else "-"
+            dashes = "--" if mixed and series[3] != "offpoc" else "-"
             line_colour = colour[(series[1], series[2], series[4])]
             label = f"{_label(panel.algo, series, mixed)} (n={len(seeds)})"
-            axes.plot(x, mean, style, color=line_colour, linewidth=1.2, label=label)
+            axes.plot(x, mean, dashes, color=line_colour, linewidth=1.2, label=label)
             ok = ~np.isnan(half)
             axes.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=line_colour, alpha=0.18, linewidth=0)
         envs = sorted({s[0] for s in panel.series})
         axes.set_title(f"{panel.algo.upper()} · {envs[0] if len(envs) == 1 else panel.family}", fontsize=10)
         axes.xaxis.set_major_formatter(EngFormatter(sep=""))
-        axes.set_xlabel("environment steps", fontsize=8)
-        axes.set_ylabel("average return", fontsize=8)
-        axes.tick_params(labelsize=7)
-        axes.grid(alpha=0.3, linewidth=0.5)
-        axes.legend(fontsize=6, loc="best", frameon=False)
+        style(axes, "environment steps", "average return", legend=True)
     note = "mean over seeds, shaded: 95% Student-t CI"
     fig.suptitle(note + (f"; smoothed over {window} evaluations" if window > 1 else ""), fontsize=9)
     return fig
+
+
+def style(
+    axes: Any, xlabel: str, ylabel: str | None = None, *, legend: bool = False, grid: str | None = "both"
+) -> None:
+    """Every figure's axes alike: small labels and ticks, a faint grid (``grid``: both, x or None), a legend."""
+    axes.set_xlabel(xlabel, fontsize=8)
+    if ylabel is not None:
+        axes.set_ylabel(ylabel, fontsize=8)
+    axes.tick_params(labelsize=7)
+    if grid is not None:
+        axes.grid(axis=grid, alpha=0.3, linewidth=0.5)
+    if legend:
+        axes.legend(fontsize=6, frameon=False)
 
 
 def save(fig: Figure, path: Path) -> None:

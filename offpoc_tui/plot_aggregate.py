@@ -12,21 +12,18 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from offpoc_tui.plot import COLOURS, DPI
+from offpoc_tui.plot import COLOURS, DPI, style
 from store.aggregate import METRICS, interval, profile_band
-from store.aggregate_tables import MethodScores, improvement_rows, method_name
-from store.summary import METHOD_NAMES, method_rank
+from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
+from store.summary import method_label, method_rank
 
 KINDS = ("curves", "aggregate", "profile", "improvement")
 METRIC_TITLES = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_gap": "Optimality gap"}
 
 
-def _label(key: tuple[str, ...]) -> str:
-    name = method_name(key)  # type: ignore[arg-type]
-    base = name.split("/")[0].split("+")[0]
-    pretty = key[0].upper() + ("" if base == "none" else " + " + METHOD_NAMES.get(base, base))
-    rest = name[len(base) :]
-    return pretty + (f" {rest}" if rest else "") + ("" if key[4] == "offpoc" else f" [{key[4]}]")
+def _label(key: MethodKey) -> str:
+    algo, correction, divergence, sampler, source = key
+    return method_label(algo, correction, divergence, sampler) + ("" if source == "offpoc" else f" [{source}]")
 
 
 def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
@@ -40,9 +37,7 @@ def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> 
             axes.barh(row, high - low, left=low, height=0.6, color=colour, alpha=0.35)
             axes.plot([estimate, estimate], [row - 0.3, row + 0.3], color=colour, linewidth=2)
         axes.set_title(METRIC_TITLES[metric], fontsize=10)
-        axes.set_xlabel("normalised score" if normalised else "return", fontsize=8)
-        axes.tick_params(labelsize=7)
-        axes.grid(axis="x", alpha=0.3, linewidth=0.5)
+        style(axes, "normalised score" if normalised else "return", grid="x")
     grid[0].set_yticks(range(len(keys)), [_label(k) for k in keys])
     grid[0].invert_yaxis()
     fig.suptitle("95% stratified-bootstrap intervals over runs within tasks", fontsize=9)
@@ -62,11 +57,7 @@ def profile_figure(scores: MethodScores, resamples: int, normalised: bool) -> Fi
             axes.plot(taus, curve, color=colour, linewidth=1.2, label=_label(key))
             axes.fill_between(taus, low, high, color=colour, alpha=0.18, linewidth=0)
         axes.set_title(algo.upper(), fontsize=10)
-        axes.set_xlabel("normalised score τ" if normalised else "return τ", fontsize=8)
-        axes.set_ylabel("fraction of runs with score > τ", fontsize=8)
-        axes.tick_params(labelsize=7)
-        axes.grid(alpha=0.3, linewidth=0.5)
-        axes.legend(fontsize=6, frameon=False)
+        style(axes, "normalised score τ" if normalised else "return τ", "fraction of runs with score > τ", legend=True)
     fig.suptitle("performance profiles, shaded: 95% stratified-bootstrap bands", fontsize=9)
     return fig
 
@@ -86,7 +77,6 @@ def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
     axes.invert_yaxis()
     axes.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
     axes.set_xlim(0, 1)
-    axes.set_xlabel("P(a run of the method beats a run of its baseline)", fontsize=8)
-    axes.tick_params(labelsize=7)
+    style(axes, "P(a run of the method beats a run of its baseline)", grid=None)
     fig.suptitle("probability of improvement, 95% stratified-bootstrap intervals", fontsize=9)
     return fig
