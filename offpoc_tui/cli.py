@@ -194,6 +194,7 @@ def sweep(
     """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
     from offpoc_tui.specs import UsageError
     from offpoc_tui.sweep import cpu_hours, load_sweep, missing
+    from store.reader import configs
 
     jobs = jobs if jobs is not None else os.cpu_count() or 1
     try:
@@ -206,8 +207,8 @@ def sweep(
     except (UsageError, StoreError) as error:
         fail(str(error))
     store = _open(db, create=True) if not dry_run or db.exists() else None
-    existing = [] if store is None else [run_detail(store, r["id"]) for r in list_runs(store) if r["name"] == grid.name]
-    new = missing([r for r in existing if r is not None], grid.specs)
+    named = [] if store is None else [r["id"] for r in list_runs(store) if r["name"] == grid.name]
+    new = missing(configs(store, named).values() if store is not None else [], grid.specs)
     hours, basis = cpu_hours(store, new)
     summary = (
         f"sweep {grid.name}: {len(grid.specs):,} run{'s' if len(grid.specs) != 1 else ''}, "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,10 +163,10 @@ def load_sweep(path: Path) -> Sweep:
     return Sweep(name, ordered)
 
 
-def missing(existing: list[dict[str, Any]], specs: list[RunSpec]) -> list[RunSpec]:
-    """The specs no existing run (``name`` and parsed ``config``) already stands for."""
-    present = {(run["name"], json.dumps(run["config"], sort_keys=True)) for run in existing}
-    return [s for s in specs if (s.name, json.dumps(s.config, sort_keys=True)) not in present]
+def missing(existing: Iterable[dict[str, Any]], specs: list[RunSpec]) -> list[RunSpec]:
+    """The specs whose resolved config no existing run of the sweep (its ``existing`` configs) has."""
+    present = {json.dumps(config, sort_keys=True) for config in existing}
+    return [s for s in specs if json.dumps(s.config, sort_keys=True) not in present]
 
 
 DEFAULT_SPS = {"ddpg": 220.0, "td3": 220.0, "sac": 155.0}
