@@ -72,10 +72,11 @@ def _resample(tasks: Sequence[np.ndarray], resamples: int, rng: np.random.Genera
     return [runs[rng.integers(0, len(runs), (resamples, len(runs)))] for runs in tasks]
 
 
-def _percentiles(draws: np.ndarray) -> tuple[float, float]:
+def _percentiles(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% percentile interval over the resamples (the first axis)."""
     tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    return low, high
 
 
 def interval(metric: Metric, scores: Scores, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -83,7 +84,8 @@ def interval(metric: Metric, scores: Scores, resamples: int = 2000, seed: int = 
     percentile interval."""
     tasks = _arrays(scores, sorted(scores))
     draws = metric(_resample(tasks, resamples, np.random.default_rng(seed)))
-    return float(metric(tasks)), *_percentiles(draws)
+    low, high = _percentiles(draws)
+    return float(metric(tasks)), float(low), float(high)
 
 
 def probability_of_improvement(x: Scores, y: Scores) -> float:
@@ -103,7 +105,8 @@ def improvement_interval(x: Scores, y: Scores, resamples: int = 2000, seed: int 
     xs, ys = _arrays(x, tasks), _arrays(y, tasks)
     rng = np.random.default_rng(seed)
     draws = _improvement(_resample(xs, resamples, rng), _resample(ys, resamples, rng))
-    return float(_improvement(xs, ys)), *_percentiles(draws)
+    low, high = _percentiles(draws)
+    return float(_improvement(xs, ys)), float(low), float(high)
 
 
 def profile(tasks: Sequence[np.ndarray], taus: np.ndarray) -> np.ndarray:
@@ -118,6 +121,4 @@ def profile_band(
     """(profile, low, high) over ``taus``, the band a stratified-bootstrap 95% percentile interval."""
     tasks = _arrays(scores, sorted(scores))
     draws = profile(_resample(tasks, resamples, np.random.default_rng(seed)), taus)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
-    return profile(tasks, taus), low, high
+    return profile(tasks, taus), *_percentiles(draws)
