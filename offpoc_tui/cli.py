@@ -2,7 +2,8 @@
 
     offpoc run td3 Hopper-v4 --correction acoffpoc --compare --seeds 0-4
     offpoc ps            offpoc show 3          offpoc follow
-    offpoc stop 3        offpoc resume 3        offpoc rm 3
+    offpoc stop 3        offpoc resume 3        offpoc rm 3        offpoc jobs 4
+    offpoc sweep sweeps/quick.toml [--backend ray]
     offpoc export --table evaluations --format csv -o returns.csv
     offpoc dashboard     offpoc dashboard --once
 
@@ -12,7 +13,6 @@ Bad input prints one line and exits with status 2, before anything is written.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
 
 from offpoc_tui.analyze_cmd import analyze_app
+from offpoc_tui.backends import AddressOption, BackendOption, CheckpointDirOption, check_backend, record_backend
 from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, out
 from offpoc_tui.console import open_db as _open
 from offpoc_tui.console import tables_out as _tables_out
@@ -44,6 +45,10 @@ from store.reader import PS_COLUMNS, list_runs, run_detail
 from store.runs import create_runs, delete_runs, get_run, pid_alive, reap_lost
 
 STOP_WAIT_S = 300.0
+JobsOption = Annotated[
+    int | None,
+    typer.Option(help="Runs at once on this machine, for the whole store [default: as set, else the CPU cores]."),
+]
 
 
 class OneLineErrors(TyperGroup):
@@ -111,23 +116,26 @@ def run(
         list[str] | None, typer.Option("--set", help="KEY=VALUE for any config field (repeatable).")
     ] = None,
     compare: Annotated[bool, typer.Option(help="Also launch the baseline (none), same seeds and settings.")] = False,
-    jobs: Annotated[int | None, typer.Option(help="Concurrent workers [default: CPU cores].")] = None,
+    jobs: JobsOption = None,
     threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
     name: Annotated[str | None, typer.Option(help="A name for these runs.")] = None,
     follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Queue training runs and start them in the background (at most --jobs at a time)."""
+    """Queue training runs; the store's scheduler runs them in the background (at most --jobs at a time)."""
     from offpoc_tui.specs import RunRequest, UsageError, build_specs, parse_seeds, parse_sets
 
-    jobs = jobs if jobs is not None else os.cpu_count() or 1
     try:
         if seed is not None and seeds is not None:
             raise UsageError("use --seed or --seeds, not both")
         if seed is not None and seed < 0:
             raise UsageError(f"--seed must be at least 0, got {seed}")
-        if jobs < 1 or threads < 1:
-            raise UsageError(f"--{'jobs' if jobs < 1 else 'threads'} must be at least 1")
+        if (jobs is not None and jobs < 1) or threads < 1:
+            raise UsageError(f"--{'threads' if threads < 1 else 'jobs'} must be at least 1")
+        where = check_backend(backend, address, checkpoint_dir)
         if name is not None and (not name.strip() or name.isdigit()):
             raise UsageError("--name must be non-empty text that is not a number (numbers are run ids)")
         flags = {
@@ -157,13 +165,10 @@ def run(
     except (UsageError, StoreError) as error:
         fail(str(error))
 
-    from offpoc_tui.launcher import start_launcher
-
     store = _open(db, create=True)
-    ids = create_runs(store, specs)
+    ids = create_runs(store, specs, where)
     files = RunFiles.of(store, db)
     stale = files.ensure()
-    store.close()
     if stale is not None:
         out.print(
             f"note: {files.display(files.root)} held another store's run files"
@@ -171,12 +176,9 @@ def run(
             markup=False,
             highlight=False,
         )
-    launcher = start_launcher(db, ids, jobs)
+    limit = _start(db, store, jobs, where, address, checkpoint_dir)
     listed = ", ".join(str(i) for i in ids)
-    out.print(
-        f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; "
-        f"launcher pid {launcher} runs at most {min(jobs, len(ids))} at a time"
-    )
+    out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}")
     if follow_:
         _follow(db, ids)
     else:
@@ -187,7 +189,10 @@ def run(
 def sweep(
     file: Annotated[Path, typer.Argument(help="A sweep file (TOML): algos, envs, methods, seeds, steps, set.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many runs and CPU-hours, write nothing.")] = False,
-    jobs: Annotated[int | None, typer.Option(help="Concurrent workers [default: CPU cores].")] = None,
+    jobs: JobsOption = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
     follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -196,10 +201,10 @@ def sweep(
     from offpoc_tui.sweep import cpu_hours, load_sweep, missing
     from store.reader import configs
 
-    jobs = jobs if jobs is not None else os.cpu_count() or 1
     try:
-        if jobs < 1:
+        if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        where = check_backend(backend, address, checkpoint_dir)
         grid = load_sweep(file)
         if not dry_run:
             check_writable(db)
@@ -223,18 +228,54 @@ def sweep(
             store.close()
         return
     assert store is not None
-    from offpoc_tui.launcher import start_launcher
-
-    ids = create_runs(store, new)
+    ids = create_runs(store, new, where)
     RunFiles.of(store, db).ensure()
-    store.close()
-    launcher = start_launcher(db, ids, jobs)
+    limit = _start(db, store, jobs, where, address, checkpoint_dir)
     out.print(summary, highlight=False)
     span = f"{ids[0]}-{ids[-1]}" if len(ids) > 1 else str(ids[0])
     plural = "s" if len(ids) > 1 else ""
-    out.print(f"queued {len(ids)} run{plural} (id {span}); launcher pid {launcher} runs at most {jobs} at a time")
+    out.print(f"queued {len(ids)} run{plural} (id {span}); {limit}")
     if follow_:
         _follow(db, ids)
+
+
+def _start(
+    db: Path, store: Any, jobs: int | None, where: str | None, address: str | None, checkpoint_dir: Path | None
+) -> str:
+    """Set the store's limit and Ray settings when given, start its scheduler, close the store; a line saying so."""
+    from offpoc_tui.launcher import start_scheduler
+    from store.queue import jobs_limit, set_jobs
+
+    if jobs is not None:
+        set_jobs(store, jobs)
+    record_backend(store, where, address, checkpoint_dir)
+    limit = jobs_limit(store)
+    store.close()
+    start_scheduler(db)
+    if where == "ray":
+        return "the store's scheduler sends them to Ray as tasks (one CPU each)"
+    return f"the store's scheduler runs at most {limit} at a time (offpoc jobs N changes it)"
+
+
+@app.command()
+def jobs(
+    limit: Annotated[int | None, typer.Argument(help="The new limit (omit to show it).")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Show or set how many runs the store's scheduler runs at once on this machine."""
+    from store.queue import jobs_limit, set_jobs
+
+    if limit is not None and limit < 1:
+        fail(f"jobs must be at least 1, got {limit}")
+    store = _open(db, create=limit is not None)
+    reap_lost(store)
+    if limit is not None:
+        set_jobs(store, limit)
+    counts = Counter(r["status"] for r in list_runs(store, statuses=["queued", "running"]))
+    out.print(
+        f"at most {jobs_limit(store)} run{'s' if jobs_limit(store) > 1 else ''} at a time on this machine;"
+        f" {counts['running']} running, {counts['queued']} queued"
+    )
 
 
 def _follow(db_path: Path, ids: list[int]) -> None:
@@ -352,7 +393,8 @@ def _wait_stopped(store: Any, ids: list[int]) -> None:
         while ids and time.monotonic() < deadline:
             for run_id in list(ids):
                 run = get_run(store, run_id)
-                if run is None or run["status"] in TERMINAL or not pid_alive(run["pid"]):
+                remote = run is not None and run["backend"] == "ray"  # its pid is on another node
+                if run is None or run["status"] in TERMINAL or (not remote and not pid_alive(run["pid"])):
                     reap_lost(store)
                     run = get_run(store, run_id)
                     status = run["status"] if run else "deleted"
@@ -368,14 +410,22 @@ def _wait_stopped(store: Any, ids: list[int]) -> None:
 def resume(
     run: Annotated[str, typer.Argument(help="Run id (a stopped or lost run).")],
     follow_: Annotated[bool, typer.Option("--follow", help="Show progress until it ends.")] = False,
+    backend: Annotated[str | None, typer.Option(help="local or ray [default: where the run ran before].")] = None,
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Continue a stopped or lost run from its last checkpoint to its configured length."""
+    from offpoc_tui.specs import UsageError
+
     store = _open(db)
     run_id = _resolve_one(store, run)
     try:
-        out.print(resume_run(db, store, run_id))  # reaps lost runs first
-    except ControlError as error:
+        row = get_run(store, run_id) or {}
+        where = check_backend(backend or row.get("backend") or "local", address, checkpoint_dir)
+        record_backend(store, where, address, checkpoint_dir)
+        out.print(resume_run(db, store, run_id, where))  # reaps lost runs first
+    except (ControlError, UsageError) as error:
         fail(str(error))
     store.close()
     if follow_:

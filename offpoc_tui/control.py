@@ -1,4 +1,8 @@
-"""Stopping and resuming runs: what ``offpoc stop/resume`` and the dashboard's keys both do."""
+"""Stopping and resuming runs: what ``offpoc stop/resume`` and the dashboard's keys both do.
+
+A worker on this machine is stopped by SIGTERM; one on a Ray cluster (no pid to signal) by a flag
+in the store that the writer hands it with the reply to its next batch. Either checkpoints first.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from store.db import StoreError
 from store.files import RunFiles
+from store.queue import request_stop as ask_to_stop
 from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
 
 
@@ -17,7 +22,7 @@ class ControlError(Exception):
 
 
 def request_stop(store: Any, run_id: int) -> str | None:
-    """Stop one run: a queued one at once, a running one by SIGTERM (it checkpoints, then stops).
+    """Stop one run: a queued one at once, a running one by SIGTERM or the store's flag (it checkpoints, then stops).
 
     Returns a line for the user, or None when a signal was sent and the worker is now stopping.
     """
@@ -29,6 +34,9 @@ def request_stop(store: Any, run_id: int) -> str | None:
         return f"run {run_id}: stopped before it started"
     if run["status"] != "running":
         return f"run {run_id}: already {run['status']}"
+    if run["backend"] == "ray":  # no pid to signal: the store tells the worker at its next write (about a second)
+        ask_to_stop(store, run_id)
+        return None
     if run["host"] != hostname():
         raise ControlError(f"run {run_id} runs on host {run['host']}: stop it there")
     try:
@@ -41,9 +49,13 @@ def request_stop(store: Any, run_id: int) -> str | None:
     return None
 
 
-def resume(db_path: Path, store: Any, run_id: int) -> str:
-    """Requeue a stopped or lost run and start a launcher for it; returns a line for the user."""
-    from offpoc_tui.launcher import start_launcher
+_KEEP = "keep"
+
+
+def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) -> str:
+    """Requeue a stopped or lost run (on ``backend``: None local, 'ray'; by default where it ran) and
+    make sure the store's scheduler runs; returns a line for the user."""
+    from offpoc_tui.launcher import start_scheduler
 
     reap_lost(store)
     row = get_run(store, run_id)
@@ -60,8 +72,8 @@ def resume(db_path: Path, store: Any, run_id: int) -> str:
         raise ControlError(str(error)) from None
     step = row["checkpoint_step"]
     found = files.find_checkpoint(run_id)
-    requeue(store, run_id)
-    start_launcher(db_path, [run_id], 1)
+    requeue(store, run_id, row["backend"] if backend == _KEEP else backend)
+    start_scheduler(db_path)
     if step is None:
         return f"resuming run {run_id} from the start (no checkpoint yet; steps already recorded are kept)"
     if found is None:

@@ -1,110 +1,178 @@
-"""The launcher: a detached process that keeps at most ``--jobs`` workers running.
+"""The store's scheduler: one detached process per store that starts its queued runs.
 
-    python -m offpoc_tui.launcher --db offpoc.db --jobs 2 3 4 5      # started by `offpoc run`
+    python -m offpoc_tui.launcher --db offpoc.db      # started by every command that queues runs
 
-It starts in its own session (closing the terminal leaves it and its workers
-running), starts a worker per queued run as slots free up, skips runs that were
-stopped or deleted meanwhile, and settles a worker that died without saying how
-it ended: killed by a signal → ``lost`` (resumable), a non-zero exit → ``failed``
-with the tail of its log.
+Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) starts one with
+:func:`start_scheduler`; a scheduler that finds another holding the store's lock
+(``<store>-runs/scheduler.lock``) exits at once, so a store has one, and two invocations never
+run more than the store's limit. It starts queued runs oldest first: at most ``jobs`` worker
+processes on this machine (``offpoc jobs N``, read again every poll; workers it did not start
+count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.ray_backend`), bounded
+by the cluster's CPUs. It stamps its pid on the runs it waits to start, settles a worker that
+died without saying how it ended (killed by a signal → ``lost``, resumable; a non-zero exit →
+``failed`` with the tail of its log), and exits when nothing is queued or running. Its own
+death leaves its queued runs, and its Ray runs, ``lost`` (:func:`store.runs.reap_lost`).
+
+It runs in its own session (closing the terminal leaves it and its workers running), inside
+the store's run-files folder, and logs to ``<store>-runs/launcher.log``.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, Any
 
 import sqlite_utils
 
 from store import open_store
 from store.files import WORKER_LOG, RunFiles
-from store.runs import finish, get_run, set_launcher
+from store.queue import adopt, jobs_limit, running_here, waiting
+from store.runs import finish, pid_alive, reap_lost
 
 POLL_S = 0.2
+LOCK = "scheduler.lock"
 
 
-def start_launcher(db_path: Path, run_ids: list[int], jobs: int) -> int:
-    """Start the detached launcher for ``run_ids``; its pid (recorded with the runs)."""
+def start_scheduler(db_path: Path) -> int:
+    """Make sure the store's scheduler runs (it exits at once if one already does); the pid started."""
     db_path = db_path.resolve()
     db = open_store(db_path)
     files = RunFiles.of(db, db_path)
     files.ensure()
+    db.close()
     with files.launcher_log.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "offpoc_tui.launcher", "--db", str(db_path), "--jobs", str(jobs)]
-            + [str(i) for i in run_ids],
+            [sys.executable, "-m", "offpoc_tui.launcher", "--db", str(db_path)],
             cwd=files.root,  # whatever a library writes into its working folder stays with the store's files
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    set_launcher(db, run_ids, process.pid)
-    db.close()
     return process.pid
 
 
-def _start_worker(db_path: Path, files: RunFiles, run_id: int) -> subprocess.Popen[bytes]:
-    directory = files.prepare(run_id)
-    with (directory / WORKER_LOG).open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "offpoc_tui.worker", "--db", str(db_path), "--run", str(run_id)],
-            cwd=directory,  # whatever a library writes into its working folder lands here, not in the user's
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+def _say(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} [{os.getpid()}] {line}", flush=True)
 
 
-def _log_tail(files: RunFiles, run_id: int, lines: int = 20) -> str:
-    path = files.run_dir(run_id) / WORKER_LOG
+class LocalWorkers:
+    """Worker processes this scheduler started, one per run (:mod:`offpoc_tui.worker`)."""
+
+    def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles) -> None:
+        self.db_path, self.db, self.files = db_path, db, files
+        self.active: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, run_id: int) -> None:
+        directory = self.files.prepare(run_id)
+        with (directory / WORKER_LOG).open("ab") as log:
+            self.active[run_id] = subprocess.Popen(
+                [sys.executable, "-m", "offpoc_tui.worker", "--db", str(self.db_path), "--run", str(run_id)],
+                cwd=directory,  # whatever a library writes into its working folder lands here, not in the user's
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        _say(f"run {run_id}: worker pid {self.active[run_id].pid}")
+
+    def poll(self) -> None:
+        """Settle the workers that exited: a run must not stay running or queued without one."""
+        for run_id, process in list(self.active.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            del self.active[run_id]
+            if code < 0:
+                error = f"worker killed by signal {-code}"
+                finish(self.db, run_id, "lost", error=error, only_from=("running", "queued"))
+            elif code != 0:
+                tail = self._log_tail(run_id)
+                last = tail.splitlines()[-1] if tail else f"exit status {code}"
+                finish(self.db, run_id, "failed", error=last, traceback=tail, only_from=("running", "queued"))
+
+    def others(self) -> int:
+        """Live workers on this machine that this scheduler did not start (a previous scheduler's)."""
+        return sum(1 for i, pid in running_here(self.db).items() if i not in self.active and pid_alive(pid))
+
+    def _log_tail(self, run_id: int, lines: int = 20) -> str:
+        path = self.files.run_dir(run_id) / WORKER_LOG
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _lock(handle: IO[Any]) -> bool:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
-def _settle(db: sqlite_utils.Database, files: RunFiles, run_id: int, code: int) -> None:
-    """A worker exited; make sure its run does not stay running or queued."""
-    if code < 0:
-        finish(db, run_id, "lost", error=f"worker killed by signal {-code}", only_from=("running", "queued"))
-    elif code != 0:
-        tail = _log_tail(files, run_id)
-        last = tail.splitlines()[-1] if tail else f"exit status {code}"
-        finish(db, run_id, "failed", error=last, traceback=tail, only_from=("running", "queued"))
-
-
-def launch(db_path: Path, run_ids: list[int], jobs: int) -> None:
+def schedule(db_path: Path) -> None:
+    """Start the store's queued runs until none is queued or running; at once if another scheduler runs."""
     db = open_store(db_path)
     files = RunFiles.of(db, db_path)
-    pending = list(run_ids)
-    active: dict[int, subprocess.Popen[bytes]] = {}
-    while pending or active:
-        for run_id, process in list(active.items()):
-            code = process.poll()
-            if code is not None:
-                del active[run_id]
-                _settle(db, files, run_id, code)
-        while pending and len(active) < jobs:
-            run_id = pending.pop(0)
-            run = get_run(db, run_id)
-            if run is None or run["status"] != "queued":
-                continue
-            active[run_id] = _start_worker(db_path, files, run_id)
-            print(f"{time.strftime('%H:%M:%S')} run {run_id}: worker pid {active[run_id].pid}", flush=True)
+    files.ensure()
+    with (files.root / LOCK).open("a") as lock:
+        if not _lock(lock):
+            return
+        _say("scheduler started")
+        reap_lost(db)  # a dead scheduler's queued runs are lost before this one adopts anything
+        local, ray = LocalWorkers(db_path, db, files), None
+        try:
+            while True:
+                ray = _serve(db, local, ray, files)
+                # Unlock, then look again: a command that queued runs while this one was leaving
+                # started a scheduler that found the lock taken; then this one carries on.
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                if not waiting(db) or not _lock(lock):
+                    break
+        finally:
+            if ray is not None:
+                ray.close()
+        _say("scheduler done: nothing queued or running")
+
+
+def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunFiles) -> Any:
+    """Poll until nothing is queued, nor running from this scheduler; the Ray runs' driver, if it made one."""
+    me = os.getpid()
+    while True:
+        local.poll()
+        if ray is not None:
+            ray.poll()
+        adopt(db, me)
+        queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
+        mine = [i for i, backend in queue if backend is None]
+        if mine:
+            free = jobs_limit(db) - len(local.active) - local.others()
+            for run_id in mine[: max(free, 0)]:
+                local.start(run_id)
+        remote = [i for i, backend in queue if backend == "ray"]
+        if remote:
+            if ray is None:
+                from offpoc_tui.ray_backend import RayRuns
+
+                ray = RayRuns.connect(local.db_path, db, files)
+            for run_id in remote:
+                ray.submit(run_id)
+        if not queue and not local.active and (ray is None or not ray.active):
+            return ray
         time.sleep(POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.launcher", description="Run queued runs.")
+    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.launcher", description="Run a store's queued runs.")
     parser.add_argument("--db", type=Path, required=True)
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("runs", type=int, nargs="+")
     args = parser.parse_args(argv)
-    launch(args.db.resolve(), args.runs, max(1, args.jobs))
+    schedule(args.db.resolve())
     return 0
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -191,7 +191,15 @@ _V5 = """
 ALTER TABLE runs ADD COLUMN duplicate_of INTEGER
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+# Where a run runs: ``backend`` NULL on this machine (the store's scheduler starts a worker
+# process), 'ray' as a task on a Ray cluster; ``stop_requested`` is how ``stop`` reaches a worker
+# it cannot signal (a Ray task on another node): the writer answers its next batch with it.
+_V6 = """
+ALTER TABLE runs ADD COLUMN backend TEXT;
+ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")

@@ -7,7 +7,8 @@ Status moves along::
 
 A ``running`` run whose worker process is gone (same host, pid dead) or whose
 heartbeat is older than :data:`LOST_AFTER_S` is ``lost``; so is a ``queued`` run
-whose launcher died. Lost runs keep everything they wrote and can be resumed.
+whose scheduler died, and a run on a Ray cluster whose scheduler (the Ray driver)
+died. Lost runs keep everything they wrote and can be resumed.
 """
 
 from __future__ import annotations
@@ -68,15 +69,18 @@ def pid_alive(pid: int | None) -> bool:
     return state not in ("Z", "X")
 
 
-def create_runs(db: sqlite_utils.Database, specs: list[RunSpec]) -> list[int]:
-    """Record runs as ``queued`` in one transaction; their ids in order."""
+def create_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | None = None) -> list[int]:
+    """Record runs as ``queued`` in one transaction; their ids in order.
+
+    ``backend``: None for a worker process on this machine, ``'ray'`` for a task on a Ray cluster.
+    """
     now = time.time()
     ids = []
     with write(db):
         for spec in specs:
             cursor = db.execute(
-                "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created,"
+                " backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
                 [
                     spec.name,
                     spec.algo,
@@ -87,6 +91,7 @@ def create_runs(db: sqlite_utils.Database, specs: list[RunSpec]) -> list[int]:
                     json.dumps(spec.config),
                     spec.total_steps,
                     now,
+                    backend,
                 ],
             )
             ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
@@ -114,15 +119,6 @@ def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
             raise LookupError(f"no run {token!r} in this store (see `offpoc ps --all`)")
         ids.extend(i for i in found if i not in ids)
     return ids
-
-
-def set_launcher(db: sqlite_utils.Database, run_ids: list[int], pid: int) -> None:
-    with write(db):
-        for run_id in run_ids:
-            db.execute(
-                "UPDATE runs SET launcher_pid = ?, host = ? WHERE id = ? AND status = 'queued'",
-                [pid, hostname(), run_id],
-            )
 
 
 def claim(db: sqlite_utils.Database, run_id: int, pid: int) -> bool:
@@ -158,14 +154,18 @@ def finish(
 
 
 def reap_lost(db: sqlite_utils.Database) -> list[int]:
-    """Mark running runs without a live worker, and queued runs without a live launcher, as lost."""
+    """Mark as lost: running runs without a live worker, queued runs without a live scheduler, and
+    Ray runs whose scheduler (the Ray driver, on the store's machine) died, taking its tasks with it."""
     here, now = hostname(), time.time()
     lost = []
-    for run_id, status, pid, launcher_pid, host, heartbeat in db.execute(
-        "SELECT id, status, pid, launcher_pid, host, heartbeat FROM runs WHERE status IN ('running', 'queued')"
+    for run_id, status, pid, launcher_pid, host, heartbeat, backend in db.execute(
+        "SELECT id, status, pid, launcher_pid, host, heartbeat, backend FROM runs WHERE status IN ('running', 'queued')"
     ):
-        if status == "running":
-            gone = (host == here and not pid_alive(pid)) or (heartbeat is not None and now - heartbeat > LOST_AFTER_S)
+        stale = heartbeat is not None and now - heartbeat > LOST_AFTER_S
+        if status == "running" and backend == "ray":
+            gone = stale or (launcher_pid is not None and not pid_alive(launcher_pid))
+        elif status == "running":
+            gone = (host == here and not pid_alive(pid)) or stale
         else:
             gone = launcher_pid is not None and host == here and not pid_alive(launcher_pid)
         if gone:
@@ -175,12 +175,13 @@ def reap_lost(db: sqlite_utils.Database) -> list[int]:
     return lost
 
 
-def requeue(db: sqlite_utils.Database, run_id: int) -> None:
-    """A stopped or lost run back to ``queued`` (resume)."""
+def requeue(db: sqlite_utils.Database, run_id: int, backend: str | None = None) -> None:
+    """A stopped or lost run back to ``queued`` (resume), on ``backend`` (None: this machine)."""
     with write(db):
         db.execute(
-            "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL WHERE id = ?",
-            [run_id],
+            "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL, backend = ?,"
+            " stop_requested = 0 WHERE id = ?",
+            [backend, run_id],
         )
 
 

@@ -7,6 +7,11 @@ progress and heartbeat, in one transaction at most every :data:`FLUSH_INTERVAL_S
 Resumed runs never write a step twice: at open the writer reads, per table (and
 per logged quantity), the last step already stored for the run and drops records
 at or before it (the first writer of a step wins; a lost worker's evaluations stay).
+
+The writer reaches the store through a :class:`Link`: :class:`LocalLink` writes the SQLite
+file itself; a worker on another machine ships the same plain rows to the one process that
+holds the file (:mod:`offpoc_tui.ray_backend`), which commits them with :func:`commit`. Each
+commit answers whether ``offpoc stop`` asked the run to stop (:attr:`RunWriter.stop_requested`).
 """
 
 from __future__ import annotations
@@ -67,24 +72,76 @@ _LAST_STEP = {
 }
 
 
+Rows = dict[str, list[Sequence[Any]]]
+"""Pending rows per table, plain values (what :func:`commit` inserts)."""
+
+
+class Opened(NamedTuple):
+    """What a writer needs of the store when it opens: what is already stored for the run."""
+
+    last_step: dict[tuple[str, str], int]
+    """(table, quantity or '') → the last step stored; missing: none."""
+    best_return: float | None
+
+
+def opened(db: sqlite_utils.Database, run_id: int) -> Opened:
+    last_step: dict[tuple[str, str], int] = {}
+    for table, sql in _LAST_STEP.items():
+        for quantity, step in db.execute(sql, [run_id]).fetchall():
+            if step is not None:
+                last_step[table, quantity] = int(step)
+    row = db.execute("SELECT best_return FROM runs WHERE id = ?", [run_id]).fetchone()
+    return Opened(last_step, row[0] if row else None)
+
+
+def commit(db: sqlite_utils.Database, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
+    """Insert ``rows`` and set ``progress`` on the run in one transaction; whether a stop was requested."""
+    assignments = ", ".join(f"{key} = ?" for key in progress)
+    with write(db):
+        for table, pending in rows.items():
+            if pending:
+                db.conn.executemany(_INSERT[table], pending)
+        db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), run_id])
+        row = db.execute("SELECT stop_requested FROM runs WHERE id = ?", [run_id]).fetchone()
+    return bool(row and row[0])
+
+
+class Link(Protocol):
+    """How a writer reaches the store: directly, or through the process that holds the file."""
+
+    def open(self, run_id: int) -> Opened: ...
+    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool: ...
+
+
+class LocalLink:
+    """The store file itself, on this machine."""
+
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def open(self, run_id: int) -> Opened:
+        return opened(self.db, run_id)
+
+    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
+        return commit(self.db, run_id, rows, progress)
+
+
 class RunWriter:
     """Buffered, batched writes of one run's observations and progress."""
 
-    def __init__(self, db: sqlite_utils.Database, run_id: int, flush_interval: float = FLUSH_INTERVAL_S) -> None:
-        self.db = db
+    def __init__(self, db: sqlite_utils.Database | Link, run_id: int, flush_interval: float = FLUSH_INTERVAL_S) -> None:
+        self.link: Link = LocalLink(db) if isinstance(db, sqlite_utils.Database) else db
         self.run_id = run_id
         self.flush_interval = flush_interval
-        self.pending: dict[str, list[Sequence[Any]]] = {table: [] for table in _INSERT}
-        self.last_step: dict[tuple[str, str], int] = {}
+        self.pending: Rows = {table: [] for table in _INSERT}
+        start = self.link.open(run_id)
+        self.last_step = dict(start.last_step)
         """(table, quantity or '') → the last step stored; missing: none."""
-        for table, sql in _LAST_STEP.items():
-            for quantity, step in db.execute(sql, [run_id]).fetchall():
-                if step is not None:
-                    self.last_step[table, quantity] = int(step)
         self.quantities: set[str] = set()
         """Logged quantities described in the store by this writer."""
-        row = db.execute("SELECT best_return FROM runs WHERE id = ?", [run_id]).fetchone()
-        self.progress: dict[str, Any] = {"best_return": row[0] if row else None}
+        self.progress: dict[str, Any] = {"best_return": start.best_return}
+        self.stop_requested = False
+        """Whether the store asked this run to stop (``offpoc stop`` of a run it cannot signal)."""
         self._last_flush = time.monotonic()
 
     def _fresh(self, table: str, step: int, quantity: str = "") -> bool:
@@ -187,12 +244,7 @@ class RunWriter:
         if step is not None and updates is not None:
             progress |= {"steps": step, "updates": updates}
         progress["heartbeat"] = time.time()
-        assignments = ", ".join(f"{key} = ?" for key in progress)
-        with write(self.db):
-            for table, rows in self.pending.items():
-                if rows:
-                    self.db.conn.executemany(_INSERT[table], rows)
-            self.db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), self.run_id])
+        self.stop_requested = self.link.commit(self.run_id, self.pending, progress) or self.stop_requested
         for table, rows in self.pending.items():
             for row in rows if table in _LAST_STEP else ():
                 key, step = self._row_step(table, row)

@@ -1,0 +1,77 @@
+"""The store's queue: its concurrency limit, the runs waiting in it, and stop requests.
+
+Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) records them
+``queued``; one scheduler per store (:mod:`offpoc_tui.launcher`) starts them oldest first, at
+most :func:`jobs_limit` worker processes on this machine at a time, and stamps its pid on the
+runs it waits to start (so its death shows them ``lost``). Runs on a Ray cluster
+(``backend = 'ray'``) are started by the same scheduler and bounded by the cluster's CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlite_utils
+
+from store.db import write
+from store.runs import hostname
+
+JOBS = "jobs"
+RAY_ADDRESS = "ray_address"
+"""``meta`` key: the Ray cluster the store's Ray runs go to (``auto``, an address; absent: Ray's default)."""
+CHECKPOINT_DIR = "checkpoint_dir"
+"""``meta`` key: shared storage where Ray runs keep their checkpoints (absent: the store's run files)."""
+
+
+def get_meta(db: sqlite_utils.Database, key: str) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(db: sqlite_utils.Database, key: str, value: str | None) -> None:
+    with write(db):
+        if value is None:
+            db.execute("DELETE FROM meta WHERE key = ?", [key])
+        else:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [key, value])
+
+
+def jobs_limit(db: sqlite_utils.Database) -> int:
+    """At most this many workers at once on this machine: the store's setting, else the CPU cores."""
+    value = get_meta(db, JOBS)
+    return int(value) if value is not None else os.cpu_count() or 1
+
+
+def set_jobs(db: sqlite_utils.Database, jobs: int) -> None:
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    set_meta(db, JOBS, str(jobs))
+
+
+def waiting(db: sqlite_utils.Database) -> list[tuple[int, str | None]]:
+    """Queued runs, oldest first, with their backend (None: a worker process on this machine)."""
+    return [(int(i), b) for i, b in db.execute("SELECT id, backend FROM runs WHERE status = 'queued' ORDER BY id")]
+
+
+def adopt(db: sqlite_utils.Database, pid: int) -> None:
+    """The scheduler ``pid`` answers for the queued runs nobody answers for yet."""
+    if db.execute("SELECT 1 FROM runs WHERE status = 'queued' AND launcher_pid IS NULL LIMIT 1").fetchone():
+        with write(db):
+            db.execute(
+                "UPDATE runs SET launcher_pid = ?, host = ? WHERE status = 'queued' AND launcher_pid IS NULL",
+                [pid, hostname()],
+            )
+
+
+def running_here(db: sqlite_utils.Database) -> dict[int, int]:
+    """Run id → worker pid of the runs whose worker process runs on this machine."""
+    rows = db.execute(
+        "SELECT id, pid FROM runs WHERE status = 'running' AND backend IS NULL AND host = ?", [hostname()]
+    )
+    return {int(i): int(p or 0) for i, p in rows}
+
+
+def request_stop(db: sqlite_utils.Database, run_id: int) -> None:
+    """Ask a running run to stop at its next write (how ``stop`` reaches a worker it cannot signal)."""
+    with write(db):
+        db.execute("UPDATE runs SET stop_requested = 1 WHERE id = ?", [run_id])
