@@ -158,14 +158,26 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunF
         remote = [i for i, backend in queue if backend == "ray"]
         if remote:
             if ray is None:
-                from offpoc_tui.ray_backend import RayRuns
-
-                ray = RayRuns.connect(local.db_path, db, files)
-            for run_id in remote:
+                ray = _connect(local.db_path, db, files, remote)
+            for run_id in remote if ray is not None else ():
                 ray.submit(run_id)
         if not queue and not local.active and (ray is None or not ray.active):
             return ray
         time.sleep(POLL_S)
+
+
+def _connect(db_path: Path, db: sqlite_utils.Database, files: RunFiles, runs: list[int]) -> Any:
+    """The Ray driver; None, with ``runs`` failed and the reason stored, when the cluster cannot be reached."""
+    from offpoc_tui.ray_backend import RayRuns
+
+    try:
+        return RayRuns.connect(db_path, db, files)
+    except Exception as error:  # Ray raises many kinds here (connection, version, auth): each ends the runs
+        line = f"could not start or reach the Ray cluster: {type(error).__name__}: {str(error).splitlines()[0]}"
+        _say(line)
+        for run_id in runs:
+            finish(db, run_id, "failed", error=line, only_from=("queued",))
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

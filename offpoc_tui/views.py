@@ -44,7 +44,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     for header, justify in [
         ("id", "right"), ("name", "left"), ("algo", "left"), ("env", "left"), ("correction", "left"),
         ("div", "left"), *([("sampler", "left")] if samplers else []), ("seed", "right"), ("status", "left"),
-        ("steps", "right"), ("progress", "right"), ("SPS", "right"), ("return", "right"), ("pid", "right"),
+        ("steps", "right"), ("progress", "right"), ("SPS", "right"), ("return", "right"), ("where", "left"),
     ]:  # fmt: skip
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
     for run in runs:
@@ -63,9 +63,27 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
             f"{100 * progress:.0f}%",
             number(run["sps"]),
             number(run["last_return"], ",.1f"),
-            str(run["pid"]) if run["status"] == "running" and run["pid"] else "–",
+            where(run),
         )
     return table
+
+
+def where(run: dict[str, Any]) -> str:
+    """Where a run runs: ``pid N`` on this machine, ``ray:HOST/NODE`` on a Ray cluster, ``ray`` before it starts."""
+    remote = run.get("backend") == "ray"
+    if run["status"] != "running":
+        return "ray" if remote and run["status"] == "queued" else "–"
+    if remote:
+        return str(run.get("host") or "ray")
+    return f"pid {run['pid']}" if run["pid"] else "–"
+
+
+def _worker(run: dict[str, Any]) -> str:
+    if not run["pid"]:
+        return "ray task, not started" if run.get("backend") == "ray" else "–"
+    if run.get("backend") == "ray":
+        return f"ray task on {str(run['host']).removeprefix('ray:')} (pid {run['pid']} there)"
+    return f"pid {run['pid']} on {run['host']}"
 
 
 def run_view(run: dict[str, Any]) -> RenderableType:
@@ -85,7 +103,7 @@ def run_view(run: dict[str, Any]) -> RenderableType:
         ("training time", duration(run["wall_time"])),
         ("speed", f"{number(run['sps'])} steps/s"),
         ("last heartbeat", _when(run["heartbeat"])),
-        ("worker", f"pid {run['pid']} on {run['host']}" if run["pid"] else "–"),
+        ("worker", _worker(run)),
         ("evaluations", "0" if first is None else f"{counts['evaluations']} (steps {number(first)}–{number(last)})"),
         ("return", f"last {number(run['last_return'], ',.1f')}, best {number(run['best_return'], ',.1f')}"),
         ("mean λ (last block)", number(run["mean_lambda"], ".4f")),

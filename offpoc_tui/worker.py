@@ -5,7 +5,7 @@
 It claims the run (queued → running), trains it (from its own checkpoint when
 the store records one: :mod:`offpoc_tui.checkpoints`), writes through a
 :class:`store.writer.RunWriter`, and ends it as ``finished``, ``stopped``
-(SIGTERM or SIGINT: checkpoint first) or ``failed`` (the exception and its
+(SIGTERM, SIGINT or the store's stop request: checkpoint first) or ``failed`` (the exception and its
 traceback stored; a checkpoint that is not the run's: one line). Checkpoints and
 the log live in the store's run files, ``<store>-runs/<id>/`` (:mod:`store.files`).
 """
@@ -98,7 +98,7 @@ class StoreBinding:
         """The trainer asks before every step: flush when due, then answer."""
         if self.trainer is not None:
             self.writer.tick(self.trainer.step, self.trainer.agent.updates)
-        return self.stop.is_set()
+        return self.stop.is_set() or self.writer.stop_requested
 
     def build(self, run: dict[str, Any], config: TrainConfig, files: RunFiles) -> Trainer:
         """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`); says where it starts."""

@@ -20,7 +20,7 @@ META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sa
 
 PS_COLUMNS = (
     "id", "name", "algo", "env", "correction", "divergence", "sampler", "seed", "status", "steps", "total_steps",
-    "sps", "last_return", "pid",
+    "sps", "last_return", "pid", "host", "backend",
 )  # fmt: skip
 
 
@@ -62,7 +62,7 @@ def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **fi
     where, params = where_runs(statuses=statuses, **filters)
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
-    columns += f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, {SAMPLER_SQL} AS sampler"
+    columns += f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, {SAMPLER_SQL} AS sampler"
     return _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params))
 
 

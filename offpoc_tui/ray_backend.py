@@ -1,0 +1,153 @@
+"""Runs on a Ray cluster: one task per run, one writer beside the SQLite file.
+
+The store's scheduler (:mod:`offpoc_tui.launcher`) is the Ray driver. It connects to the
+store's cluster (``offpoc run --backend ray --address ADDR``: ``auto``, an address; none given:
+a running cluster, else a local one started for the runs and shut down with the scheduler),
+starts one :class:`StoreWriter` actor pinned to its own node, the only process that writes the
+file (SQLite's WAL needs every writer on one host), and submits one :func:`train` task per run
+(one CPU; a GPU when the run's ``device`` is CUDA).
+
+A task trains like a local worker (:class:`offpoc_tui.worker.StoreBinding`), its
+:class:`~store.writer.RunWriter` shipping plain rows to the writer at most once a second and
+waiting for the reply (one batch in flight); the reply says whether ``offpoc stop`` asked the
+run to stop. Checkpoints are written on the task's node and shipped to the head
+(``<store>-runs/<id>/checkpoint.pt``) at the next step, or written straight under
+``--checkpoint-dir`` on shared storage. A worker or node lost mid-run makes Ray run the task
+again (:data:`MAX_RETRIES`), from the last checkpoint, and the writer drops steps already stored,
+so every evaluation is stored once and the per-update weights have no gap; once the retries are
+spent the run is ``lost`` (resumable). A Python exception is ``failed`` with its traceback, not
+retried. The writer imports only ``store`` (no torch): its first call is fast and it stays small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from store import open_store
+from store.db import write
+from store.files import CHECKPOINT, RunFiles
+from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
+from store.runs import finish, get_run, hostname
+from store.writer import Opened, Rows, commit, opened
+
+MAX_RETRIES = int(os.environ.get("OFFPOC_RAY_MAX_RETRIES", "3"))
+"""Times Ray runs a task again after its worker process or node died."""
+
+
+class StoreWriter:
+    """The one writer of the store, on the node that holds the file (a Ray actor)."""
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self.db = open_store(db_path)
+        self.files = RunFiles.of(self.db, db_path)
+
+    def start(self, run_id: int, pid: int, where: str) -> dict[str, Any] | None:
+        """Claim the run for a task (again, after a retry); what the task needs, or None when it is not to run."""
+        now = time.time()
+        with write(self.db):
+            cursor = self.db.execute(
+                "UPDATE runs SET status = 'running', pid = ?, host = ?, started = COALESCE(started, ?), heartbeat = ?,"
+                " finished = NULL, error = NULL, traceback = NULL"
+                " WHERE id = ? AND backend = 'ray' AND status IN ('queued', 'running') AND stop_requested = 0",
+                [pid, where, now, now, run_id],
+            )
+        if cursor.rowcount != 1:
+            return None
+        run = get_run(self.db, run_id)
+        assert run is not None
+        found = self.files.find_checkpoint(run_id)
+        shipped = found.read_bytes() if found is not None and run["checkpoint_step"] is not None else None
+        return {
+            "run": {key: run[key] for key in ("id", "config", "checkpoint_step")},
+            "store_name": self.files.store_path.name,
+            "store_id": self.files.store_id,
+            "checkpoint": shipped,
+        }
+
+    def open(self, run_id: int) -> Opened:
+        return opened(self.db, run_id)
+
+    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
+        return commit(self.db, run_id, rows, progress)
+
+    def put_checkpoint(self, run_id: int, data: bytes) -> None:
+        """A checkpoint from a task's node, kept where a local run keeps its own."""
+        directory = self.files.prepare(run_id)
+        tmp = directory / (CHECKPOINT + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, directory / CHECKPOINT)
+
+    def end(self, run_id: int, status: str, error: str | None = None, text: str | None = None) -> bool:
+        return finish(self.db, run_id, status, error=error, traceback=text, only_from=("running", "queued"))
+
+
+class RayRuns:
+    """The scheduler's Ray side: the connection, the writer, and a task per submitted run."""
+
+    def __init__(self, db: sqlite_utils.Database, writer: Any, task: Any, checkpoint_dir: str | None) -> None:
+        self.db, self.writer, self.task, self.checkpoint_dir = db, writer, task, checkpoint_dir
+        self.active: dict[int, Any] = {}
+
+    @classmethod
+    def connect(cls, db_path: Path, db: sqlite_utils.Database, files: RunFiles) -> RayRuns:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        address = get_meta(db, RAY_ADDRESS)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+        here = ray.get_runtime_context().get_node_id()
+        actor = ray.remote(StoreWriter).options(  # type: ignore[attr-defined]
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
+        )
+        writer = actor.remote(str(db_path))
+        from offpoc_tui.ray_task import train
+
+        task = ray.remote(train)
+        print(f"ray: connected to {address or 'the default cluster'}; writer on node {here[:8]} ({hostname()})")
+        return cls(db, writer, task, get_meta(db, CHECKPOINT_DIR))
+
+    def submit(self, run_id: int) -> None:
+        run = get_run(self.db, run_id)
+        assert run is not None
+        gpus = 1 if str(json.loads(run["config"]).get("device", "cpu")).startswith("cuda") else 0
+        options = {"num_cpus": 1, "num_gpus": gpus, "max_retries": MAX_RETRIES, "retry_exceptions": False}
+        self.active[run_id] = self.task.options(**options).remote(run_id, self.writer, self.checkpoint_dir)
+        print(f"run {run_id}: submitted to Ray", flush=True)
+
+    def poll(self) -> None:
+        """Settle the tasks that ended: a task lost past its retries leaves its run ``lost``."""
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        if not self.active:
+            return
+        ready, _ = ray.wait(list(self.active.values()), num_returns=len(self.active), timeout=0)
+        for run_id, ref in list(self.active.items()):
+            if ref not in ready:
+                continue
+            del self.active[run_id]
+            try:
+                status = ray.get(ref)
+            except RayTaskError as error:  # outside the task's own handling: an import, the writer
+                text = str(error)
+                finish(self.db, run_id, "failed", error=text.splitlines()[-1], traceback=text, only_from=_LIVE)
+            except RayError as error:  # worker or node died and the retries are spent
+                line = f"{type(error).__name__}: the Ray task died after {MAX_RETRIES} retries"
+                finish(self.db, run_id, "lost", error=line, traceback=str(error), only_from=_LIVE)
+            else:
+                print(f"run {run_id}: {status}", flush=True)
+
+    def close(self) -> None:
+        import ray
+
+        ray.shutdown()
+
+
+_LIVE = ("running", "queued")
