@@ -75,3 +75,21 @@ def test_killed_scheduler_leaves_its_queue_lost_and_resumable(tmp_path: Path) ->
     offpoc(db, "resume", "3", "--follow")
     wait_for(lambda: all(r["status"] == "finished" for r in runs(db).values()), what="all finished")
     assert {i: r["steps"] for i, r in runs(db).items()} == {1: 3000, 2: 3000, 3: 3000}
+
+
+def test_a_bad_backend_choice_and_a_missing_ray_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    bad = offpoc(db, "run", "td3", "Hopper-v4", "--backend", "slurm", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --backend must be one of local, ray, got 'slurm'"
+    bad = offpoc(db, "run", "td3", "Hopper-v4", "--address", "auto", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --address is for --backend ray"
+    without_ray = "import sys; sys.modules['ray'] = None; from offpoc_tui.cli import main; main()"  # as if absent
+    for command in (["run", "td3", "Hopper-v4"], ["sweep", str(tmp_path / "any.toml")]):
+        result = subprocess.run(
+            [sys.executable, "-c", without_ray, *command, "--backend", "ray", "--db", str(db)],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        missing = "error: --backend ray needs Ray, which is not installed: pip install 'offpoc[ray]'"
+        assert result.stderr.strip() == missing
+    assert not db.exists()
