@@ -166,6 +166,7 @@ def run(
         fail(str(error))
 
     store = _open(db, create=True)
+    _configure(store, jobs, where, address, checkpoint_dir)
     ids = create_runs(store, specs, where)
     files = RunFiles.of(store, db)
     stale = files.ensure()
@@ -176,7 +177,7 @@ def run(
             markup=False,
             highlight=False,
         )
-    limit = _start(db, store, jobs, where, address, checkpoint_dir)
+    limit = _start(db, store, where)
     listed = ", ".join(str(i) for i in ids)
     out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}")
     if follow_:
@@ -228,9 +229,10 @@ def sweep(
             store.close()
         return
     assert store is not None
+    _configure(store, jobs, where, address, checkpoint_dir)
     ids = create_runs(store, new, where)
     RunFiles.of(store, db).ensure()
-    limit = _start(db, store, jobs, where, address, checkpoint_dir)
+    limit = _start(db, store, where)
     out.print(summary, highlight=False)
     span = f"{ids[0]}-{ids[-1]}" if len(ids) > 1 else str(ids[0])
     plural = "s" if len(ids) > 1 else ""
@@ -239,16 +241,20 @@ def sweep(
         _follow(db, ids)
 
 
-def _start(
-    db: Path, store: Any, jobs: int | None, where: str | None, address: str | None, checkpoint_dir: Path | None
-) -> str:
-    """Set the store's limit and Ray settings when given, start its scheduler, close the store; a line saying so."""
-    from offpoc_tui.launcher import start_scheduler
-    from store.queue import jobs_limit, set_jobs
+def _configure(store: Any, jobs: int | None, where: str | None, address: str | None, path: Path | None) -> None:
+    """Before the runs are recorded: the store's limit and its Ray settings, when given."""
+    from store.queue import set_jobs
 
     if jobs is not None:
         set_jobs(store, jobs)
-    record_backend(store, where, address, checkpoint_dir)
+    record_backend(store, where, address, path)
+
+
+def _start(db: Path, store: Any, where: str | None) -> str:
+    """Close the store and start its scheduler (if it is not running); a line saying what happens next."""
+    from offpoc_tui.launcher import start_scheduler
+    from store.queue import jobs_limit
+
     limit = jobs_limit(store)
     store.close()
     start_scheduler(db)

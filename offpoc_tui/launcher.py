@@ -7,8 +7,8 @@ Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) s
 (``<store>-runs/scheduler.lock``) exits at once, so a store has one, and two invocations never
 run more than the store's limit. It starts queued runs oldest first: at most ``jobs`` worker
 processes on this machine (``offpoc jobs N``, read again every poll; workers it did not start
-count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.ray_backend`), bounded
-by the cluster's CPUs. It stamps its pid on the runs it waits to start, settles a worker that
+count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.ray_backend`), as many
+as the cluster has CPUs. It stamps its pid on the runs it waits to start, settles a worker that
 died without saying how it ended (killed by a signal → ``lost``, resumable; a non-zero exit →
 ``failed`` with the tail of its log), and exits when nothing is queued or running. Its own
 death leaves its queued runs, and its Ray runs, ``lost`` (:func:`store.runs.reap_lost`).
@@ -159,7 +159,7 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunF
         if remote:
             if ray is None:
                 ray = _connect(local.db_path, db, files, remote)
-            for run_id in remote if ray is not None else ():
+            for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
                 ray.submit(run_id)
         if not queue and not local.active and (ray is None or not ray.active):
             return ray

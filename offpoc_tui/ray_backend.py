@@ -113,6 +113,17 @@ class RayRuns:
         print(f"ray: connected to {address or 'the default cluster'}; writer on node {here[:8]} ({hostname()})")
         return cls(db, writer, task, get_meta(db, CHECKPOINT_DIR))
 
+    def free(self) -> int:
+        """Runs that may be submitted now: the cluster's CPUs less the tasks in flight.
+
+        Ray lends a task's CPU to another while it waits in ``ray.get`` (each run does, on the
+        writer's reply once a second), so a queue of submitted tasks would run more at once than
+        there are CPUs; offpoc keeps the queue itself and submits only as many as fit.
+        """
+        import ray
+
+        return int(ray.cluster_resources().get("CPU", 0)) - len(self.active)
+
     def submit(self, run_id: int) -> None:
         run = get_run(self.db, run_id)
         assert run is not None
