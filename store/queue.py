@@ -4,7 +4,7 @@ Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) r
 ``queued``; one scheduler per store (:mod:`offpoc_tui.launcher`) starts them oldest first, at
 most :func:`jobs_limit` worker processes on this machine at a time, and stamps its pid on the
 runs it waits to start (so its death shows them ``lost``). Runs on a Ray cluster
-(``backend = 'ray'``) are started by the same scheduler and bounded by the cluster's CPUs.
+(``backend = 'ray'``) are started by the same scheduler, as many as the cluster has CPUs.
 """
 
 from __future__ import annotations
