@@ -129,7 +129,7 @@ def schedule(db_path: Path) -> None:
         local, ray = LocalWorkers(db_path, db, files), None
         try:
             while True:
-                ray = _serve(db, local, ray, files)
+                ray = _serve(db, local, ray)
                 # Unlock, then look again: a command that queued runs while this one was leaving
                 # started a scheduler that found the lock taken; then this one carries on.
                 fcntl.flock(lock, fcntl.LOCK_UN)
@@ -141,7 +141,7 @@ def schedule(db_path: Path) -> None:
         _say("scheduler done: nothing queued or running")
 
 
-def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunFiles) -> Any:
+def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any) -> Any:
     """Poll until nothing is queued, nor running from this scheduler; the Ray runs' driver, if it made one."""
     me = os.getpid()
     while True:
@@ -158,7 +158,7 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunF
         remote = [i for i, backend in queue if backend == "ray"]
         if remote:
             if ray is None:
-                ray = _connect(local.db_path, db, files, remote)
+                ray = _connect(local.db_path, db, remote)
             for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
                 ray.submit(run_id)
         if not queue and not local.active and (ray is None or not ray.active):
@@ -166,12 +166,12 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, files: RunF
         time.sleep(POLL_S)
 
 
-def _connect(db_path: Path, db: sqlite_utils.Database, files: RunFiles, runs: list[int]) -> Any:
+def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:
     """The Ray driver; None, with ``runs`` failed and the reason stored, when the cluster cannot be reached."""
     from offpoc_tui.ray_backend import RayRuns
 
     try:
-        return RayRuns.connect(db_path, db, files)
+        return RayRuns.connect(db_path, db)
     except Exception as error:  # Ray raises many kinds here (connection, version, auth): each ends the runs
         line = f"could not start or reach the Ray cluster: {type(error).__name__}: {str(error).splitlines()[0]}"
         _say(line)

@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
 from store import open_store
-from store.db import write
 from store.files import CHECKPOINT, RunFiles
 from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
-from store.runs import finish, get_run, hostname
+from store.runs import claim, finish, get_run, hostname
 from store.writer import Opened, Rows, commit, opened
 
 MAX_RETRIES = int(os.environ.get("OFFPOC_RAY_MAX_RETRIES", "3"))
@@ -44,21 +42,12 @@ class StoreWriter:
     """The one writer of the store, on the node that holds the file (a Ray actor)."""
 
     def __init__(self, db_path: str) -> None:
-        self.db_path = db_path
         self.db = open_store(db_path)
         self.files = RunFiles.of(self.db, db_path)
 
     def start(self, run_id: int, pid: int, where: str) -> dict[str, Any] | None:
         """Claim the run for a task (again, after a retry); what the task needs, or None when it is not to run."""
-        now = time.time()
-        with write(self.db):
-            cursor = self.db.execute(
-                "UPDATE runs SET status = 'running', pid = ?, host = ?, started = COALESCE(started, ?), heartbeat = ?,"
-                " finished = NULL, error = NULL, traceback = NULL"
-                " WHERE id = ? AND backend = 'ray' AND status IN ('queued', 'running') AND stop_requested = 0",
-                [pid, where, now, now, run_id],
-            )
-        if cursor.rowcount != 1:
+        if not claim(self.db, run_id, pid, where, ray_task=True):
             return None
         run = get_run(self.db, run_id)
         assert run is not None
@@ -96,7 +85,7 @@ class RayRuns:
         self.active: dict[int, Any] = {}
 
     @classmethod
-    def connect(cls, db_path: Path, db: sqlite_utils.Database, files: RunFiles) -> RayRuns:
+    def connect(cls, db_path: Path, db: sqlite_utils.Database) -> RayRuns:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

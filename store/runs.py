@@ -121,14 +121,21 @@ def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
     return ids
 
 
-def claim(db: sqlite_utils.Database, run_id: int, pid: int) -> bool:
-    """queued → running for this process; False when the run is no longer queued."""
+def claim(db: sqlite_utils.Database, run_id: int, pid: int, host: str | None = None, *, ray_task: bool = False) -> bool:
+    """queued → running for this process (on ``host``, default this machine); False when it is not to run.
+
+    ``ray_task``: a Ray task claims a Ray run, also again after Ray retried it (still ``running``),
+    unless ``stop`` asked it to stop meanwhile.
+    """
     now = time.time()
+    which = "status = 'queued'"
+    if ray_task:
+        which = "backend = 'ray' AND status IN ('queued', 'running') AND stop_requested = 0"
     with write(db):
         cursor = db.execute(
             "UPDATE runs SET status = 'running', pid = ?, host = ?, started = COALESCE(started, ?), heartbeat = ?,"
-            " finished = NULL, error = NULL, traceback = NULL WHERE id = ? AND status = 'queued'",
-            [pid, hostname(), now, now, run_id],
+            f" finished = NULL, error = NULL, traceback = NULL WHERE id = ? AND {which}",
+            [pid, host or hostname(), now, now, run_id],
         )
     return cursor.rowcount == 1
 
