@@ -61,6 +61,9 @@ class TrainConfig:
     """Reference std on the covariance diagonal (deterministic variant); None = exploration_std."""
     correction_start: int | None = None
     """Env step at which the correction starts; None = start_steps (DDPG/TD3), 5 × start_steps (SAC)."""
+    acoffpoc_ratio: str = "stored"
+    """AC-Off-POC (SAC): where λ_i's clip π/η is evaluated: stored (the stored action, Section 4.2 and
+    Algorithm 1) or sampled (a fresh action of the current policy, Theorem 1 and the authors' code)."""
     ris_beta: float = 0.2
     """RIS-Off-PAC: β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
     ris_apply_to: str = "actor"
@@ -254,7 +257,8 @@ class TrainConfig:
 
     def _validate_competitors(self) -> None:
         """The competitors' options (spec/competitors.md), checked whatever the correction."""
-        choices = {"ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("recent", "replay"),
+        choices = {"acoffpoc_ratio": ("stored", "sampled"),
+                   "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("recent", "replay"),
                    "pg_form": ("lr", "dpg"), "pg_signal": ("td", "q"),
                    "geoff_m2_baseline": ("none", "mean")}  # fmt: skip
         for name, allowed in choices.items():

@@ -173,3 +173,76 @@ def test_transition_lambda_survives_extreme_inputs(divergence: str) -> None:
     assert torch.isfinite(lam).all()
     assert ((lam >= 0) & (lam <= 1)).all()
     assert (lam < 0.51).all(), "broken inputs must not fall back to λ = 1"
+
+
+# ---- where the stochastic variant evaluates π/η, and how many transitions an update rests on --------------
+class _Policy:
+    """The current policy as the correction sees it: a fixed Gaussian per state, and the run's generator."""
+
+    def __init__(self, mean: torch.Tensor, log_std: torch.Tensor, seed: int = 0) -> None:
+        self.mean, self.log_std = mean, log_std
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def policy_distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mean, self.log_std
+
+
+def _stochastic(ratio: str):  # type: ignore[no-untyped-def]
+    from agents.config import TrainConfig
+    from agents.corrections import CorrectionSettings, make_correction
+
+    config = TrainConfig(algo="sac", correction="acoffpoc", acoffpoc_ratio=ratio).resolved()
+    return make_correction("acoffpoc", CorrectionSettings("stochastic", config=config))
+
+
+def _sac_batch(mean: torch.Tensor, log_std: torch.Tensor, action: torch.Tensor):  # type: ignore[no-untyped-def]
+    from agents.replay import Batch
+
+    n = mean.shape[0]
+    return Batch(torch.zeros(n, 4), action, torch.zeros(n, 1), torch.zeros(n, 4), torch.ones(n, 1), mean, log_std)
+
+
+@pytest.mark.parametrize("ratio", ["stored", "sampled"])
+def test_both_ratio_points_give_one_for_the_policy_itself(ratio: str) -> None:
+    mean, log_std = policy(seed=4)
+    action = torch.tanh(mean + log_std.exp() * torch.randn(mean.shape, generator=torch.Generator().manual_seed(5)))
+    weights = _stochastic(ratio).weights(_sac_batch(mean, log_std, action), _Policy(mean, log_std))
+    torch.testing.assert_close(weights.critic, torch.ones(64, 1), rtol=0, atol=1e-6)
+    assert weights.actor is weights.critic
+    assert float(weights.logged["lambda_ess"]) == pytest.approx(64.0)
+
+
+def test_the_sampled_ratio_is_taken_at_a_fresh_action_of_the_current_policy() -> None:
+    """acoffpoc_ratio=sampled: π/η at u = μ_π + σ_π ε with ε from the run's generator (Theorem 1), whatever the
+    stored action; stored: at atanh of the stored action."""
+    mean, log_std = policy(seed=6)
+    b_mean, b_log_std = mean + 0.5, log_std - 0.3
+    stored_action = torch.full_like(mean, 0.9)  # far from both policies: a tiny ratio at the stored action
+    batch = _sac_batch(b_mean, b_log_std, stored_action)
+    lam = _stochastic("sampled").weights(batch, _Policy(mean, log_std, seed=7)).critic
+    noise = torch.randn(mean.shape, generator=torch.Generator().manual_seed(7))
+    u = mean + log_std.exp() * noise
+    normal = torch.distributions.Normal
+    log_ratio = (normal(mean, log_std.exp()).log_prob(u) - normal(b_mean, b_log_std.exp()).log_prob(u)).sum(-1, True)
+    expected = transition_similarity(mean, log_std, b_mean, b_log_std, log_ratio)
+    torch.testing.assert_close(lam, expected, rtol=1e-5, atol=1e-6)
+    at_stored = _stochastic("stored").weights(batch, _Policy(mean, log_std)).critic
+    assert float(at_stored.mean()) < float(lam.mean())
+
+
+def test_the_effective_sample_size_of_the_weights() -> None:
+    from agents.corrections.acoffpoc import effective_sample_size
+
+    assert float(effective_sample_size(torch.full((256, 1), 0.3))) == pytest.approx(256.0)
+    one = torch.zeros(256, 1)
+    one[7] = 0.01
+    assert float(effective_sample_size(one)) == pytest.approx(1.0)
+    assert float(effective_sample_size(torch.tensor([[1.0], [1.0], [0.0], [0.0]]))) == pytest.approx(2.0)
+    assert float(effective_sample_size(torch.zeros(8, 1))) == 0.0
+
+
+def test_an_unknown_ratio_point_is_a_config_error() -> None:
+    from agents.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match="acoffpoc_ratio must be one of stored, sampled"):
+        TrainConfig(algo="sac", acoffpoc_ratio="fresh").resolved()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -72,6 +73,15 @@ def test_reduce_loss_per_batch_and_per_transition() -> None:
     assert float(reduce_loss(loss, weights)) == 3.5  # Σλℓ / Σλ
     zero = reduce_loss(loss, torch.zeros(4, 1))
     assert float(zero) == 0.0 and torch.isfinite(zero)
+
+
+def test_tiny_per_transition_weights_still_give_a_weighted_mean() -> None:
+    """Σλℓ/Σλ is a weighted mean however small every λ_i is (the smallest is e⁻⁸⁰): no floor on Σλ
+    turns such a batch into a vanishing update."""
+    loss = torch.tensor([[1.0], [2.0], [3.0], [6.0]])
+    for scale in (1.0, 1e-13, 1e-30, math.exp(-80)):
+        weights = torch.tensor([[1.0], [0.0], [0.0], [1.0]]) * scale
+        torch.testing.assert_close(reduce_loss(loss, weights), torch.tensor(3.5))
 
 
 # ---- targets ---------------------------------------------------------------------------

@@ -45,22 +45,23 @@ from agents.optim import AdamStep
 from agents.quantities import Quantity
 from agents.replay import Batch
 
-_TINY = 1e-12
-
 
 def loss_coefficients(weight: Tensor | None, batch_size: int, normalised: bool = True) -> Tensor | float:
     """The c_i of L = Σ_i c_i ℓ_i, i.e. ∂L/∂ℓ_i: the only place weights enter.
 
     - ``None``: ``1 / B``, so L = mean_i ℓ_i (the plain algorithm);
     - 0-d λ (per batch, paper eqs. 4-5): ``λ / B``, so L = λ · mean_i ℓ_i;
-    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, guarded against Σ λ_j = 0
-      (AC-Off-POC's SAC variant); with ``normalised`` false, ``λ_i / B``: L = mean_i λ_i ℓ_i (importance weights).
+    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, a weighted mean however small
+      the λ_i (AC-Off-POC's SAC variant); all zero gives L = 0; with ``normalised`` false, ``λ_i / B``:
+      L = mean_i λ_i ℓ_i (importance weights).
     """
     if weight is None:
         return 1.0 / batch_size
     if weight.ndim == 0 or not normalised:
         return weight / batch_size
-    return weight / weight.sum().clamp_min(_TINY)
+    # Guarded against Σ λ_j = 0 only: a floor any larger (the smallest λ is e⁻⁸⁰) would turn a batch of
+    # tiny λ_i into a vanishing update instead of a weighted mean.
+    return weight / weight.sum().clamp_min(torch.finfo(weight.dtype).tiny)
 
 
 def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:

@@ -34,7 +34,7 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
 )
-from agents.quantities import LAMBDA
+from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "DeterministicACOffPOC",
     "StochasticACOffPOC",
     "batch_similarity",
+    "effective_sample_size",
     "gaussian_kl",
     "transition_similarity",
 ]
@@ -55,6 +56,12 @@ RHO_MAX = 80.0
 
 ACTION_CLAMP = 1.0 - 1e-6
 """Stored tanh actions are clamped to ±ACTION_CLAMP before atanh."""
+
+RATIO_AT = ("stored", "sampled")
+"""Where the stochastic variant evaluates π/η (``acoffpoc_ratio``), the default first."""
+
+ESS = "lambda_ess"
+"""The stochastic variant's per-update effective sample size of its λ_i."""
 
 
 def _check_divergence(divergence: str) -> None:
@@ -249,11 +256,11 @@ class StochasticACOffPOC(Correction):
     """One λ_i per transition from the stored behaviour Gaussian (SAC), on both losses.
 
     Transitions of the uniform-random start phase have no behaviour Gaussian: they are
-    left out of batches while the correction is active.
+    left out of batches while the correction is active. Each update also logs the λ_i's
+    effective sample size (Σλ)²/Σλ²: how many of the B transitions the update rests on.
     """
 
     name = "acoffpoc"
-    quantities = (LAMBDA,)
     needs_behaviour_params = True
     excludes_random_phase = True
 
@@ -261,19 +268,39 @@ class StochasticACOffPOC(Correction):
         super().__init__(settings)
         _check_divergence(settings.divergence)
         self.divergence = settings.divergence
+        config = settings.config
+        ratio_at = config.acoffpoc_ratio if config is not None else RATIO_AT[0]
+        if ratio_at not in RATIO_AT:
+            raise ValueError(f"acoffpoc_ratio must be one of {', '.join(RATIO_AT)}, got {ratio_at!r}")
+        self.sampled = ratio_at == "sampled"
+        batch_size = config.batch_size if config is not None else 256
+        self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(batch_size)))
 
     def similarity(self, batch: Batch, policy: Any) -> Tensor:
-        """λ_i for the batch under ``policy`` (anything with ``policy_distribution``), (B, 1)."""
+        """λ_i for the batch under ``policy`` (anything with ``policy_distribution``, and a ``generator``
+        for ``acoffpoc_ratio=sampled``), (B, 1)."""
         if batch.behaviour_mean is None or batch.behaviour_log_std is None:
             raise ValueError("stochastic AC-Off-POC needs the behaviour policy's parameters in the batch")
         mean, log_std = policy.policy_distribution(batch.obs)
         # Both densities are evaluated at the same pre-tanh point, so the tanh
         # Jacobian cancels in the ratio and log η need not be stored.
-        u = torch.atanh(batch.action.clamp(-ACTION_CLAMP, ACTION_CLAMP))
+        if self.sampled:  # a fresh action of the current policy (Theorem 1, the authors' code)
+            noise = torch.randn(mean.shape, generator=policy.generator, device=mean.device)
+            u = mean.detach() + log_std.detach().exp() * noise
+        else:  # the stored action (Section 4.2, Algorithm 1)
+            u = torch.atanh(batch.action.clamp(-ACTION_CLAMP, ACTION_CLAMP))
         log_ratio = _diag_log_density_ratio(u, mean, log_std, batch.behaviour_mean, batch.behaviour_log_std)
         return transition_similarity(
             mean, log_std, batch.behaviour_mean, batch.behaviour_log_std, log_ratio, self.divergence
         )
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        return Weights.both(self.similarity(batch, agent))
+        lam = self.similarity(batch, agent)
+        return Weights(lam, lam, {LAMBDA.name: lam, ESS: effective_sample_size(lam)})
+
+
+def effective_sample_size(weights: Tensor) -> Tensor:
+    """(Σw)²/Σw², 0-d: how many equal weights the (B, 1) ``weights`` are worth (B when all equal, 1 when
+    one dominates; 0 when all are 0)."""
+    total = weights.sum()
+    return total.square() / weights.square().sum().clamp_min(torch.finfo(weights.dtype).tiny)
