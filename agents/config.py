@@ -70,23 +70,33 @@ class TrainConfig:
     """RIS-Off-PAC: the losses w weights: actor (the method's) or actor+critic."""
     ipg_nu: float = 1.0
     """IPG: ν, the likelihood-ratio share; ν = 1 (the paper's) is the only one implemented."""
-    ipg_state_source: str = "recent"
-    """IPG: the actor's states: the B most recent transitions (on-policy), or replay (the baseline's)."""
+    ipg_state_source: str = "window"
+    """IPG: the actor's states: window (B drawn from the newest ipg_window transitions, its on-policy batch),
+    recent (exactly the B newest) or replay (the uniform batch: the baseline)."""
+    ipg_window: int = 5_000
+    """IPG: the newest transitions the actor's states are drawn from (rllab++'s on-policy batch size)."""
     ace_lambda1: float = 0.0
     """ACE: λ₁ of the emphatic weighting, in [0, 1]; 0 (the paper's) makes ACE Off-PAC."""
-    pg_form: str = "lr"
-    """ACE: the actor gradient's form: lr (likelihood ratio, the method's) or dpg (the baseline's, weighted)."""
+    pg_form: str = "dpg"
+    """ACE and Geoff-PAC: the actor gradient's form: dpg (the baseline's policy gradient, each transition
+    weighted by ρ̄·M) or lr (the original methods' likelihood-ratio estimator through a Gaussian surrogate)."""
     pg_signal: str = "td"
-    """ACE and Geoff-PAC: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
+    """ACE and Geoff-PAC with pg_form=lr: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
     geoff_lambda1: float = 0.7
     """Geoff-PAC: λ₁, the weight of the trace F1 in the emphasis M1."""
     geoff_lambda2: float = 0.6
     """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
     geoff_gamma_hat: float = 0.2
     """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
-    geoff_m2_baseline: str = "none"
-    """Geoff-PAC: what M2 subtracts from V(s): none (the method's) or mean (the batch's leave-one-out
-    mean of V; M2's expectation is unchanged, since E_μ[C] = 1, and its variance falls where |V| is large)."""
+    geoff_m2_baseline: str = "mean"
+    """Geoff-PAC: what M2 subtracts from V(s): mean (the batch's leave-one-out mean of V, a baseline that
+    leaves M2's expectation unchanged and cuts its variance where |V| is large) or none (the method as written)."""
+    geoff_m2_sample: str = "one"
+    """Geoff-PAC: M2's sum over the window: one (one predecessor per transition, drawn ∝ κ and scaled by Σκ:
+    unbiased) or all (every predecessor in the window)."""
+    geoff_traces: str = "cached"
+    """Geoff-PAC: the predecessors' ρ̄ and C in the traces: cached (as of each slot's last replay, as the
+    original's online traces keep the ratios of their time) or fresh (recomputed under the current policy)."""
     trace_window: int = 16
     """ACE (λ₁ > 0) and Geoff-PAC: predecessors of each replayed transition their traces run over."""
     seed: int = 0
@@ -195,13 +205,13 @@ class TrainConfig:
             raise ConfigError(
                 "backend fast covers Linear, ReLU and Tanh networks only; layer_norm needs backend=autograd (or auto)"
             )
-        if self.backend == "fast" and own_actor_loss(self.correction):
+        if self.backend == "fast" and own_actor_loss(self.correction, self):
             raise ConfigError(
                 f"correction {self.correction} writes its own actor loss, which backend fast does not cover:"
                 " use backend=autograd (or auto)"
             )
         if self.backend == "auto":
-            return "autograd" if self.layer_norm or own_actor_loss(self.correction) else "fast"
+            return "autograd" if self.layer_norm or own_actor_loss(self.correction, self) else "fast"
         return self.backend
 
     def _validate(self) -> None:
@@ -258,9 +268,10 @@ class TrainConfig:
     def _validate_competitors(self) -> None:
         """The competitors' options (spec/competitors.md), checked whatever the correction."""
         choices = {"acoffpoc_ratio": ("stored", "sampled"),
-                   "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("recent", "replay"),
-                   "pg_form": ("lr", "dpg"), "pg_signal": ("td", "q"),
-                   "geoff_m2_baseline": ("none", "mean")}  # fmt: skip
+                   "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("window", "recent", "replay"),
+                   "pg_form": ("dpg", "lr"), "pg_signal": ("td", "q"),
+                   "geoff_m2_baseline": ("mean", "none"), "geoff_m2_sample": ("one", "all"),
+                   "geoff_traces": ("cached", "fresh")}  # fmt: skip
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -269,8 +280,9 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 <= self.geoff_gamma_hat < 1:
             raise ConfigError(f"geoff_gamma_hat must be in [0, 1), got {self.geoff_gamma_hat}")
-        if self.trace_window < 1:
-            raise ConfigError(f"trace_window must be at least 1, got {self.trace_window}")
+        for name in ("trace_window", "ipg_window"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 < self.ris_beta < 1:
             raise ConfigError(f"ris_beta must be in (0, 1), got {self.ris_beta}")
         if self.ipg_nu != 1:

@@ -211,8 +211,9 @@ class ReplayBuffer:
             idx[bad] = candidates[draw(int(bad.sum()), candidates.size)]
         return idx
 
-    def recent(self, count: int) -> Batch:
-        """The ``count`` most recently stored transitions (fewer while the buffer holds fewer), oldest first.
+    def recent_slots(self, count: int) -> np.ndarray:
+        """The slots of the ``count`` most recently stored transitions (fewer while the buffer holds fewer),
+        newest first.
 
         Walks back from the write position across wrap-around, skipping slots that start no transition.
         """
@@ -225,7 +226,17 @@ class ReplayBuffer:
             window = min(self.filled, 2 * window)
         if idx.size == 0:
             raise RuntimeError("replay buffer has no transition yet")
-        return self.gather(idx[::-1].copy())
+        return idx
+
+    def recent(self, count: int) -> Batch:
+        """The ``count`` most recently stored transitions (fewer while the buffer holds fewer), oldest first."""
+        return self.gather(self.recent_slots(count)[::-1].copy())
+
+    def sample_recent(self, batch_size: int, window: int, generator: torch.Generator) -> Batch:
+        """A uniform sample, with replacement, of the ``window`` most recently stored transitions."""
+        slots = self.recent_slots(window)
+        pick = torch.randint(len(slots), (batch_size,), generator=generator, device=generator.device).cpu().numpy()
+        return self.gather(slots.take(pick))
 
     def gather(self, idx: np.ndarray) -> Batch:
         """The transitions starting at slots ``idx`` (each must start one), as a batch on the buffer's device."""

@@ -125,11 +125,11 @@ def step_both(algo: str, name: str, b: Batch, backend: str = "fast", **options):
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
-def test_ris_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for_bit(algo: str) -> None:
+def test_ris_and_ace_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for_bit(algo: str) -> None:
     a = agent(algo)
     b = own_batch(a)
     for name, options in (("ris-off-pac", {}), ("ris-off-pac", {"ris_apply_to": "actor+critic"}),
-                          ("ipg", {"ipg_state_source": "replay"})):  # fmt: skip
+                          ("ipg", {"ipg_state_source": "replay"}), ("ace", {})):  # fmt: skip
         plain, corrected = step_both(algo, name, b, **options)
         assert same(params(plain.actor), params(corrected.actor)), name
         assert same(params(plain.critic), params(corrected.critic)), name
@@ -146,46 +146,92 @@ def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
     assert float(w.min()) < 0.9 or float(w.max()) > 1.1
 
 
-def test_ipg_trains_the_actor_on_the_most_recent_states() -> None:
-    sink = RecordingSink()
+def ipg_actor_states(**options: object) -> tuple[list[torch.Tensor], Trainer]:
+    """The states IPG's actor trained on at every actor step of a short TD3 run."""
     config = TrainConfig(algo="td3", env_id="Pendulum-v1", correction="ipg", hidden=(32, 32), total_steps=300,
-                         start_steps=100, batch_size=16, eval_freq=300, eval_episodes=1)  # fmt: skip
-    trainer = Trainer(config, sink)
+                         start_steps=100, batch_size=16, eval_freq=300, eval_episodes=1, **options)  # type: ignore[arg-type]  # fmt: skip
+    trainer = Trainer(config, RecordingSink())
     seen: list[torch.Tensor] = []
     states = trainer.correction.actor_states
     trainer.correction.actor_states = lambda b: seen.append(states(b)) or seen[-1]  # type: ignore[method-assign]
     trainer.run()
-    np.testing.assert_array_equal(seen[-1].numpy(), trainer.buffer.recent(16).obs.numpy())
     assert len(seen) == 100  # one per actor step (TD3: every other update)
+    return seen, trainer
+
+
+def test_ipg_trains_the_actor_on_states_drawn_from_its_on_policy_window() -> None:
+    seen, trainer = ipg_actor_states(ipg_window=40)
+    window = {tuple(row) for row in trainer.buffer.recent(40).obs.numpy()}
+    last = [tuple(row) for row in seen[-1].numpy()]
+    assert len(last) == 16 and set(last) <= window
+    assert set(last) != {tuple(row) for row in trainer.buffer.recent(16).obs.numpy()}  # drawn, not the newest 16
+    assert len(set(last)) > 8  # uniform over 40 with replacement: rarely this few distinct
+    seen, trainer = ipg_actor_states(ipg_state_source="recent")  # the first form: exactly the B newest
+    np.testing.assert_array_equal(seen[-1].numpy(), trainer.buffer.recent(16).obs.numpy())
+
+
+def test_sampling_the_newest_transitions_is_uniform_across_wrap_around() -> None:
+    buffer = ReplayBuffer(50, 1, 1)
+    for step in range(120):  # episodes of 10: each adds a final-observation slot that starts no transition
+        end = step % 10 == 9
+        buffer.add(np.array([step], np.float32), np.zeros(1), 0.0, np.array([step + 1], np.float32), False, end)
+    newest = buffer.recent_slots(30)
+    assert [int(buffer.obs[s, 0]) for s in newest] == list(range(119, 89, -1))  # newest first, across the wrap
+    drawn = buffer.sample_recent(30_000, 30, torch.Generator().manual_seed(0)).obs[:, 0].numpy().astype(int)
+    counts = np.bincount(drawn - 90, minlength=30)
+    assert counts.min() > 800 and counts.max() < 1200  # 1,000 each expected
 
 
 def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
     bad = [({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"), ({"pg_form": "x"}, "pg_form"),
            ({"ace_lambda1": 1.5}, "ace_lambda1"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
-           ({"trace_window": 0}, "trace_window"), ({"geoff_m2_baseline": "median"}, "geoff_m2_baseline")]  # fmt: skip
+           ({"trace_window": 0}, "trace_window"), ({"geoff_m2_baseline": "median"}, "geoff_m2_baseline"),
+           ({"geoff_m2_sample": "two"}, "geoff_m2_sample"), ({"geoff_traces": "stale"}, "geoff_traces"),
+           ({"ipg_window": 0}, "ipg_window"), ({"ipg_state_source": "newest"}, "ipg_state_source")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
 
 
-# ---- ACE: the likelihood-ratio actor gradient ----------------------------------------------------
-@pytest.mark.parametrize("algo", ["td3", "sac"])
-def test_ace_is_off_pac_its_critic_is_the_baselines_and_it_trains_with_autograd(algo: str) -> None:
-    assert TrainConfig(algo=algo, correction="ace").resolved().backend == "autograd"
-    a = agent(algo, backend="autograd")
+# ---- ACE: ρ̄-weighted policy gradient (dpg), or the likelihood-ratio one (lr) -------------------------
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_ace_weights_the_baselines_actor_loss_by_rho_bar_with_the_fast_backend(algo: str) -> None:
+    assert TrainConfig(algo=algo, correction="ace").resolved().backend == "fast"
+    a = agent(algo)
     b = off_batch(a)
-    plain, corrected = step_both(algo, "ace", b, backend="autograd")
+    ace = correction("ace", algo)
+    a.updates = 1
+    with torch.no_grad():
+        w = ace.weights(b, a)
+    rho_bar = clipped_ratio(correction("ris-off-pac", algo).log_ratio(b, agent(algo)))
+    assert w.critic is None and not w.normalised  # the critic is the baseline's; ρ̄ are importance weights
+    torch.testing.assert_close(w.actor, rho_bar)
+    assert float(rho_bar.min()) < 0.9
+    plain, corrected = step_both(algo, "ace", b)
     assert same(params(plain.critic), params(corrected.critic))
     assert not same(params(plain.actor), params(corrected.actor))
-    # pg_form=dpg with M ≡ 1 is the baseline.
-    plain, corrected = step_both(algo, "ace", b, backend="autograd", pg_form="dpg")
-    assert same(params(plain.actor), params(corrected.actor))
+    # The same step with autograd: L = (1/B) Σ ρ̄_i ℓ_i written as a loss.
+    graph = step_both(algo, "ace", b, backend="autograd")[1]
+    for x, y in zip(params(graph.actor), params(corrected.actor)):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_ace_lr_is_off_pac_its_critic_is_the_baselines_and_it_trains_with_autograd(algo: str) -> None:
+    assert TrainConfig(algo=algo, correction="ace", pg_form="lr").resolved().backend == "autograd"
+    with pytest.raises(ConfigError, match="writes its own actor loss"):
+        TrainConfig(algo=algo, correction="ace", pg_form="lr", backend="fast").resolved()
+    a = agent(algo, backend="autograd")
+    b = off_batch(a)
+    plain, corrected = step_both(algo, "ace", b, backend="autograd", pg_form="lr")
+    assert same(params(plain.critic), params(corrected.critic))
+    assert not same(params(plain.actor), params(corrected.actor))
 
 
 def test_ace_actor_loss_is_the_off_pac_loss_and_its_gradient_the_closed_form() -> None:
     a = agent("td3", backend="autograd")
     a.updates = 1
-    ace = correction("ace", "td3")
+    ace = correction("ace", "td3", pg_form="lr")
     b = off_batch(a)
     a.update(b)  # gives the agent this batch's critic target
     with torch.no_grad():
@@ -238,6 +284,8 @@ def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
 
 
 def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
+    """A short run finishes with finite numbers, and logs each of its quantities at every update from the
+    correction's start (Geoff-PAC's M1 at every actor step)."""
     result = Trainer(config, sink).run()
     assert result.status == "finished" and result.updates == 1500
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
@@ -256,7 +304,9 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
             assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
     for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
         steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == quantity])
-        assert steps[0] == 1000 and steps[-1] == 2000 and np.all(np.diff(steps) == 1)
+        every = config.policy_delay if quantity == "geoff_m1" and config.algo == "td3" else 1
+        assert steps[-1] == 2000 and np.all(np.diff(steps) == every)
+        assert 1000 <= steps[0] < 1000 + every
 
 
 def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves() -> None:
@@ -328,61 +378,130 @@ def test_geoff_pac_windows_stop_at_episode_starts_wrap_around_and_overwritten_sl
     assert valid.any() and not valid.all()
 
 
-@pytest.mark.parametrize("lambda1", [0.0, 0.7])
-def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float) -> None:
-    """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = (1 − λ₁) + λ₁ F with c ≡ 1: ACE(λ₁)'s loss, sample by sample
-    (at λ₁ = 0, Off-PAC's)."""
+def geoff_trainer(algo: str = "td3", **options: object) -> Trainer:
+    """A Geoff-PAC run of 300 Pendulum steps, its buffer full of windows."""
+    config = TrainConfig(algo=algo, correction="geoff-pac", env_id="Pendulum-v1", hidden=(32, 32), total_steps=300,
+                         start_steps=100, batch_size=32, eval_freq=300, eval_episodes=1, **options)  # type: ignore[arg-type]  # fmt: skip
+    trainer = Trainer(config)
+    trainer.run()
+    return trainer
+
+
+def next_actor_step(a) -> None:  # type: ignore[no-untyped-def]
+    """Count the agent's updates on to one where TD3 steps its actor (every other)."""
+    a.updates = 2 * (a.updates // 2 + 1)
+    assert a.actor_due()
+
+
+def unit_density_ratio(geoff) -> None:  # type: ignore[no-untyped-def]
+    """C ≡ 1: a zero last layer and softplus(bias) = 1."""
+    with torch.no_grad():
+        geoff.c.net[-1].weight.zero_()
+        geoff.c.net[-1].bias.fill_(math.log(math.e - 1))
+
+
+def ace_like(trainer: Trainer, lambda1: float):  # type: ignore[no-untyped-def]
     import dataclasses
 
-    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=300, start_steps=100, batch_size=32,
-                   eval_freq=300, eval_episodes=1, geoff_gamma_hat=0.0, geoff_lambda1=lambda1)  # fmt: skip
-    trainer = Trainer(TrainConfig(algo="td3", correction="geoff-pac", **options))  # type: ignore[arg-type]
-    trainer.run()
-    geoff, a = trainer.correction, trainer.agent
-    with torch.no_grad():  # C ≡ 1: a zero last layer and softplus(bias) = 1
-        geoff.c.net[-1].weight.zero_()  # type: ignore[attr-defined]
-        geoff.c.net[-1].bias.fill_(math.log(math.e - 1))  # type: ignore[attr-defined]
     config = dataclasses.replace(trainer.config, correction="ace", ace_lambda1=lambda1)
     ace = make_correction("ace", CorrectionSettings("deterministic", config=config))
-    ace.attach(a, trainer.buffer)
+    ace.attach(trainer.agent, trainer.buffer)
+    return ace
+
+
+def ace_actor_loss(ace, a, b: Batch) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """ACE's per-sample actor loss in either form (dpg: its weights times the baseline's loss)."""
+    weights = ace.weights(b, a)
+    return ace.actor_loss(a, b.obs, b) if ace.overrides_actor_loss else weights.actor * a.actor_loss(b.obs)
+
+
+@pytest.mark.parametrize("pg_form", ["dpg", "lr"])
+@pytest.mark.parametrize("lambda1", [0.0, 0.7])
+def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float, pg_form: str) -> None:
+    """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = (1 − λ₁) + λ₁ F with c ≡ 1: ACE(λ₁)'s loss, sample by sample
+    (at λ₁ = 0, Off-PAC's), in either form."""
+    trainer = geoff_trainer(geoff_gamma_hat=0.0, geoff_lambda1=lambda1, pg_form=pg_form, geoff_traces="fresh")
+    geoff, a = trainer.correction, trainer.agent
+    unit_density_ratio(geoff)
+    ace = ace_like(trainer, lambda1)
     b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
     a.update(b)  # the agent's critic target for this batch
-    logged = geoff.weights(b, a).logged
-    ace.weights(b, a)
-    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace.actor_loss(a, b.obs, b))
+    next_actor_step(a)
+    with torch.no_grad():
+        logged = geoff.weights(b, a).logged
+    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace_actor_loss(ace, a, b))
     if lambda1:  # the traces ran over real windows: the emphasis is not 1 everywhere
         assert float((logged["geoff_m1"] - 1).abs().max()) > 1e-3
 
 
-def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere() -> None:
+@pytest.mark.parametrize("pg_form", ["dpg", "lr"])
+def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form: str) -> None:
     """``geoff_m2_baseline=mean`` subtracts the others' mean V from V(s_i) in M2: with a critic that
     gives every state the same value, M2 vanishes and, with C ≡ 1, the loss is ACE(λ₁)'s; the method's
     own M2 (``none``) does not vanish."""
-    import dataclasses
-
-    options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=300, start_steps=100, batch_size=32,
-                   eval_freq=300, eval_episodes=1, geoff_m2_baseline="mean")  # fmt: skip
-    trainer = Trainer(TrainConfig(algo="td3", correction="geoff-pac", **options))  # type: ignore[arg-type]
-    trainer.run()
+    trainer = geoff_trainer(pg_form=pg_form, geoff_traces="fresh")
     geoff, a = trainer.correction, trainer.agent
     b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
     a.update(b)  # the critic target for this batch; then V(s) = Q₁'s bias everywhere and C ≡ 1
     with torch.no_grad():
         for member in a.critic.members:  # type: ignore[union-attr]
             member[-1].weight.zero_()
-        geoff.c.net[-1].weight.zero_()  # type: ignore[attr-defined]
-        geoff.c.net[-1].bias.fill_(math.log(math.e - 1))  # type: ignore[attr-defined]
-    config = dataclasses.replace(trainer.config, correction="ace", ace_lambda1=trainer.config.geoff_lambda1)
-    ace = make_correction("ace", CorrectionSettings("deterministic", config=config))
-    ace.attach(a, trainer.buffer)
-    a.updates += 1  # an actor step for TD3 (every other update)
-    ace.weights(b, a)
-    expected = ace.actor_loss(a, b.obs, b)
-    geoff.weights(b, a)
+    unit_density_ratio(geoff)
+    ace = ace_like(trainer, trainer.config.geoff_lambda1)
+    next_actor_step(a)
+    expected = ace_actor_loss(ace, a, b)
+    with torch.no_grad():
+        geoff.weights(b, a)
     torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), expected)
     geoff.centred = False
-    geoff.weights(b, a)
+    with torch.no_grad():
+        geoff.weights(b, a)
     assert float((geoff.actor_loss(a, b.obs, b) - expected).detach().abs().max()) > 1e-3
+
+
+def test_geoff_pac_caches_each_slots_ratios_at_its_replay_and_its_traces_read_them() -> None:
+    """``geoff_traces=cached``: a replayed slot's ρ̄ and c̄ are written back; a slot never replayed holds 1 (on-policy
+    when collected); where every cached value is current, the traces are the ``fresh`` ones."""
+    from agents.corrections.geoff_pac import C_CACHE, RHO_CACHE
+
+    trainer = geoff_trainer()
+    geoff, a, buffer = trainer.correction, trainer.agent, trainer.buffer
+    stored = np.flatnonzero(buffer.starts_transition[: buffer.filled])
+    assert np.any(buffer.extra[RHO_CACHE][stored, 0] != 1.0) and np.any(buffer.extra[RHO_CACHE][stored, 0] == 1.0)
+    b = buffer.sample(32, torch.Generator().manual_seed(1))
+    next_actor_step(a)
+    with torch.no_grad():
+        cached = geoff.weights(b, a).logged
+    np.testing.assert_array_equal(buffer.extra[RHO_CACHE][b.slots], geoff.rho_bar.numpy())  # type: ignore[index]
+    np.testing.assert_array_equal(buffer.extra[C_CACHE][b.slots], cached["geoff_c"].numpy())  # type: ignore[index]
+    with torch.no_grad():  # bring every slot's cache up to date, as a replay of it would
+        everything = buffer.gather(stored)
+        buffer.extra[RHO_CACHE][stored] = clipped_ratio(geoff.log_ratio(everything, a)).numpy()
+        buffer.extra[C_CACHE][stored] = geoff.c(everything.obs).clamp(0.0, 2.0).numpy()
+        cached_m1, cached_kappa = geoff.weights(b, a).logged["geoff_m1"], geoff._pending.kappa  # type: ignore[union-attr]
+        geoff.cached = False
+        fresh_m1, fresh_kappa = geoff.weights(b, a).logged["geoff_m1"], geoff._pending.kappa  # type: ignore[union-attr]
+    torch.testing.assert_close(cached_m1, fresh_m1)
+    torch.testing.assert_close(cached_kappa, fresh_kappa)
+
+
+def test_geoff_pac_one_predecessor_is_an_unbiased_estimate_of_the_window_sum() -> None:
+    """``geoff_m2_sample=one``: Σκ · log π(a_j|s_j) with j drawn ∝ κ averages to Σ_k κ_k log π(a_{i−k}|s_{i−k})."""
+    trainer = geoff_trainer()
+    geoff, a = trainer.correction, trainer.agent
+    b = trainer.buffer.sample(32, torch.Generator().manual_seed(2))
+    next_actor_step(a)
+    with torch.no_grad():
+        geoff.weights(b, a)
+        pending = geoff._pending  # type: ignore[union-attr]
+        assert pending is not None and int((pending.kappa > 0).sum(1).max()) > 1  # windows of several terms
+        geoff.one_predecessor = False
+        exact = geoff._predecessor_term(pending, a)
+        geoff.one_predecessor = True
+        draws = torch.stack([geoff._predecessor_term(pending, a) for _ in range(3000)])
+    mean, error = draws.mean(0), draws.std(0) / math.sqrt(len(draws))
+    assert torch.all((mean - exact).abs() <= 4 * error + 1e-4)
+    assert float(draws.std(0).max()) > 0  # a real draw, not the sum itself
 
 
 def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type: ignore[no-untyped-def]

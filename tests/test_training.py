@@ -40,9 +40,13 @@ def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
     active = 1001
     assert weights.shape[0] == active
     assert np.all((weights >= 0) & (weights <= 1)) and np.isfinite(weights).all()
-    steps = np.concatenate([block.steps for block in sink.weights])
+    steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == "lambda"])
     assert steps[-1] == 2000 and np.all(np.diff(steps) == 1)
-    assert sum(int(h.counts.sum()) for h in sink.histograms) == active * (256 if algo == "sac" else 1)
+    lambdas = [h for h in sink.histograms if h.quantity.name == "lambda"]
+    assert sum(int(h.counts.sum()) for h in lambdas) == active * (256 if algo == "sac" else 1)
+    if algo == "sac":  # and how many transitions each update rested on: (Σλ)²/Σλ² ∈ [1, B]
+        ess = sink.weight_values("lambda_ess")[:, 0]
+        assert len(ess) == active and np.all((ess >= 1) & (ess <= 256 + 1e-3))
 
 
 def test_same_seed_same_run_and_a_different_seed_differs() -> None:

@@ -1,8 +1,15 @@
 """ACE, actor-critic with emphatic weightings (Imani, Graves & White 2018); the paper's λ₁ = 0.
 
-The method's own likelihood-ratio estimator replaces the baseline's policy gradient:
+ACE's actor step is ρ_t M_t δ_t ∇log π(A_t|S_t): the policy gradient at each transition, weighted by
+the density ratio and the emphasis. The paper applies it to DDPG, TD3 and SAC "by replacing the PG
+computation"; ``pg_form`` says how:
 
-    L_actor(φ) = −(1/B) Σ_i ρ̄_i · M_i · ŝ_i · log π_φ(a_i|s_i)
+- ``dpg`` (default): the baseline's own policy gradient (DDPG/TD3's −Q(s, π(s)), SAC's
+  reparameterised loss), each transition's term weighted by ρ̄_i · M_i as importance weights:
+  L_actor = (1/B) Σ_i ρ̄_i M_i ℓ_i. The estimator of ∇Q the baseline uses, ACE's weighting.
+- ``lr``: the method's likelihood-ratio estimator,
+  L_actor = −(1/B) Σ_i ρ̄_i · M_i · ŝ_i · log π_φ(a_i|s_i), through the Gaussian surrogate of
+  DDPG/TD3's policy (score ∝ 1/σ²). Measured to learn far less than the baseline (docs/competitors.md).
 
 At λ₁ = 0 (``ace_lambda1``, the default) the emphasis M_i is 1 and ACE is Off-PAC. Above it,
 M_i = (1 − λ₁) + λ₁ F_i with F the trace of Geoff-PAC's F1 for c ≡ 1, summed over a window of
@@ -11,8 +18,7 @@ predecessors (:mod:`agents.corrections.traces`).
 ρ̄_i the clipped density ratio at the stored action, ŝ_i the learning signal (``pg_signal``):
 δ_i = y_i − V(s_i) with the critic's target y of this update, or Q(s_i, a_i) − V(s_i); SAC
 subtracts α log π_φ(a_i|s_i) (the likelihood-ratio form of its entropy term). V(s) comes from
-the baseline's critics (:meth:`~agents.algorithms.base.ActorCritic.state_value`). ``pg_form =
-dpg`` keeps the baseline's actor loss (M ≡ 1: the baseline itself), a sanity check.
+the baseline's critics (:meth:`~agents.algorithms.base.ActorCritic.state_value`).
 The critic, its targets and exploration are the baseline's.
 """
 
@@ -42,17 +48,21 @@ class ACE(BehaviourRatio):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.config
-        self.likelihood_ratio = config is None or config.pg_form == "lr"
-        self.td_signal = config is None or config.pg_signal == "td"
-        self.gamma = config.gamma if config is not None else 0.99
-        self.emphatic = config.ace_lambda1 if config is not None else 0.0
-        self.window = config.trace_window if config is not None else 16
+        config = settings.options
+        self.likelihood_ratio = config.pg_form == "lr"
+        self.td_signal = config.pg_signal == "td"
+        self.gamma = config.gamma
+        self.emphatic = config.ace_lambda1
+        self.window = config.trace_window
         if self.emphatic:
             self.quantities = (RHO_BAR, EMPHASIS)
         self.rho_bar: Tensor | None = None
         self._output: Any = None
         self.emphasis: Tensor | float = 1.0
+
+    @property
+    def overrides_actor_loss(self) -> bool:
+        return self.likelihood_ratio
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
         self.replay = replay
@@ -65,23 +75,29 @@ class ACE(BehaviourRatio):
         }
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        # On actor steps the batch's forward pass keeps its graph: the actor loss reuses it for
+        # lr: on actor steps the batch's forward pass keeps its graph, and the actor loss reuses it for
         # log π_φ(a_i|s_i) and V(s_i) instead of two more passes (the actor does not move in between).
+        # dpg: the ratio's forward pass is the policy memo's, which the actor loss reuses.
         self._output = None
         if self.likelihood_ratio and agent.actor_due():
             with torch.enable_grad():
                 self._output = agent.actor(batch.obs)
         self.rho_bar = clipped_ratio(self.log_ratio(batch, agent, self._output))
-        if not self.emphatic:
-            return Weights(logged={RHO_BAR.name: self.rho_bar})
-        assert batch.slots is not None, "ACE with λ₁ > 0 needs the sampled slots (a batch from the replay buffer)"
-        slots, valid = windows(self.replay, batch.slots, self.window)
-        window = self.replay.gather(slots.reshape(-1))
-        rho_bar = torch.cat([self.rho_bar, clipped_ratio(self.log_ratio(window, agent)).view(len(slots), -1)], dim=1)
-        mask = torch.as_tensor(valid, device=rho_bar.device)
-        # F1 with c ≡ 1 (and λ₂, γ̂ unused: no M2 term).
-        self.emphasis = traces(rho_bar, torch.ones_like(rho_bar), mask, self.gamma, 0.0, self.emphatic, 0.0).m1
-        return Weights(logged={RHO_BAR.name: self.rho_bar, EMPHASIS.name: self.emphasis})
+        logged = {RHO_BAR.name: self.rho_bar}
+        if self.emphatic:
+            assert batch.slots is not None, "ACE with λ₁ > 0 needs the sampled slots (a batch from the replay buffer)"
+            slots, valid = windows(self.replay, batch.slots, self.window)
+            window = self.replay.gather(slots.reshape(-1))
+            window_rho = clipped_ratio(self.log_ratio(window, agent, agent.actor(window.obs)))
+            rho_bar = torch.cat([self.rho_bar, window_rho.view(len(slots), -1)], dim=1)
+            mask = torch.as_tensor(valid, device=rho_bar.device)
+            # F1 with c ≡ 1 (and λ₂, γ̂ unused: no M2 term).
+            self.emphasis = traces(rho_bar, torch.ones_like(rho_bar), mask, self.gamma, 0.0, self.emphatic, 0.0).m1
+            logged[EMPHASIS.name] = self.emphasis
+        if self.likelihood_ratio:
+            return Weights(logged=logged)
+        # dpg: the baseline's actor loss with importance weights ρ̄_i M_i, L = (1/B) Σ ρ̄_i M_i ℓ_i.
+        return Weights(actor=self.rho_bar * self.emphasis, logged=logged, normalised=False)
 
     def signal(self, agent: Any, batch: Batch, value: Tensor) -> Tensor:
         """ŝ_i, (B, 1), without gradient, given V(s_i) (SAC's entropy term excluded)."""
@@ -94,8 +110,7 @@ class ACE(BehaviourRatio):
             return q - value
 
     def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
-        if not self.likelihood_ratio:
-            return self.emphasis * agent.actor_loss(obs)
+        """The likelihood-ratio form's ℓ_i = −ρ̄_i M_i ŝ_i log π_φ(a_i|s_i) (``pg_form=lr`` only)."""
         assert self.rho_bar is not None
         output, self._output = self._output, None
         signal = self.signal(agent, batch, agent.state_value(batch.obs, output))

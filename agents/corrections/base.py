@@ -100,6 +100,15 @@ class CorrectionSettings:
     config: TrainConfig | None = None
     """The run's resolved config, where a correction finds its own options."""
 
+    @property
+    def options(self) -> TrainConfig:
+        """The run's config, or the defaults where none was given (a correction built by hand)."""
+        if self.config is not None:
+            return self.config
+        from agents.config import TrainConfig
+
+        return TrainConfig()
+
 
 class Correction:
     """An off-policy correction, registered by name in ``agents.corrections``.

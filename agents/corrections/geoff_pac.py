@@ -1,33 +1,49 @@
-"""Geoff-PAC (Zhang, Boehmer & Whiteson 2019), on the replayed batch, as ``spec/competitors.md`` states it.
+"""Geoff-PAC (Zhang, Boehmer & Whiteson 2019) on the replayed batch.
 
-The original keeps online traces per worker; replayed one transition at a time, they would
-see ρ = 1. Ours recomputes them over a window of up to n (``trace_window``) predecessors of
-each sampled transition in the FIFO buffer (:mod:`agents.corrections.traces`), under the
-current policy and without gradient:
+The original keeps online traces per worker; replayed one transition at a time they would see
+ρ = 1. Ours sums them over a window of up to n (``trace_window``) predecessors of each sampled
+transition in the FIFO buffer (:mod:`agents.corrections.traces`), never across an episode:
 
     F1_i = Σ_{k=0..K_i} (Π_{l=1..k} γ ρ̄_{i−l}) c̄_{i−k}          M1_i = (1 − λ₁) c̄_i + λ₁ F1_i
     κ_{i,k} = c̄_{i−k} ρ̄_{i−k} [(1 − λ₂)·1{k=1} + λ₂ Π_{l=1..k−1} γ̂ ρ̄_{i−l}]
-    L_actor = −(1/B) Σ_i [ρ̄_i M1_i ŝ_i log π(a_i|s_i) + γ̂ V(s_i) Σ_{k=1..K_i} κ_{i,k} log π(a_{i−k}|s_{i−k})]
+    M2 term: γ̂ (V(s_i) − b_i) Σ_{k=1..K_i} κ_{i,k} ∇log π(a_{i−k}|s_{i−k})
 
-with c̄ = clamp(C(s), 0, 2) from a density-ratio network C (2×64 ReLU, softplus head,
-RMSprop 1e-3, a target copy every 200 updates) trained on each replayed batch to regress
-m·C(s') onto γ̂·ρ̄·C'(s) + 1 − γ̂, plus the leave-one-out normaliser pulling mean C to 1
-(coefficient 1e-3), as DeepRL's ``learn_v_c``. ŝ and V are ACE's; the critic is the baseline's.
-Named deviations: the window, the window's log-probabilities at the current φ, the
-baseline's critic in place of the importance-weighted V-critic, and c̄ of this update read
-before C's step on the same batch.
+with c̄ = clamp(C(s), 0, 2) from a density-ratio network C (2×64 ReLU, softplus head, RMSprop
+1e-3, a target copy every 200 updates) trained on each replayed batch to regress m·C(s') onto
+γ̂·ρ̄·C'(s) + 1 − γ̂, plus the leave-one-out normaliser pulling mean C to 1 (coefficient 1e-3),
+as DeepRL's ``learn_v_c``. The critic is the baseline's. The options, defaults first:
+
+- ``pg_form``: ``dpg``, the baseline's actor loss weighted by ρ̄_i M1_i (as ACE's), with
+  V(s_i) = −ℓ_i; or ``lr``, −ρ̄_i M1_i ŝ_i log π(a_i|s_i) (ACE's likelihood-ratio form).
+- ``geoff_traces``: ``cached``, each slot's ρ̄ and c̄ as of its last replay (a slot not yet
+  replayed counts as on-policy, ρ̄ = c̄ = 1, as it was when collected): the ratios an online
+  trace holds are those of their own time too, and the window costs a lookup; or ``fresh``,
+  recomputed for the whole window under the current policy every update (16 × B actor passes).
+- ``geoff_m2_sample``: ``one``, one predecessor per transition drawn with probability
+  κ_{i,k}/Σ_k κ_{i,k} and weighted by Σ_k κ_{i,k} (an unbiased estimate of the window's sum,
+  exact where one term dominates, as it does at γ̂ = 0.2); or ``all``, the whole window.
+- ``geoff_m2_baseline``: ``mean``, b_i the leave-one-out batch mean of V (a baseline that leaves
+  M2's expectation unchanged, E_μ[ρ ∇log π] = 0, and removes most of its variance where |V| is
+  large); or ``none``, b = 0 as written.
+
+The form first shipped (``pg_form=lr geoff_traces=fresh geoff_m2_sample=all
+geoff_m2_baseline=none``) learns Pendulum for no algorithm and costs over 4× a plain update;
+docs/competitors.md has the measurements.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from agents.corrections.ace import ACE
-from agents.corrections.base import CorrectionSettings, Weights
+from agents.corrections.base import Collected, CorrectionSettings, Weights
 from agents.corrections.behaviour import RHO_BAR
 from agents.corrections.densities import clipped_ratio
 from agents.corrections.traces import traces, windows
@@ -37,6 +53,8 @@ from agents.replay import Batch, ReplayBuffer
 C_SCALE = Quantity("geoff_c", "C(s)", 0.0, 2.0)
 M1 = Quantity("geoff_m1", "M1", 0.0, 20.0)
 C_LR, C_HIDDEN, C_TARGET_EVERY, C_NORMALISER = 1e-3, 64, 200, 1e-3
+RHO_CACHE, C_CACHE = "geoff_rho_bar", "geoff_c_bar"
+"""Per-slot ρ̄ and c̄ as of the slot's last replay (``geoff_traces=cached``)."""
 
 
 class DensityRatio(nn.Module):
@@ -52,58 +70,84 @@ class DensityRatio(nn.Module):
         return nn.functional.softplus(self.net(obs))
 
 
+class _Pending(NamedTuple):
+    """What the actor step of this update needs from :meth:`GeoffPAC.weights`."""
+
+    m1: Tensor
+    """(B, 1)"""
+    kappa: Tensor
+    """(B, n), 0 outside each window"""
+    slots: np.ndarray
+    """(B, n) the predecessors' slots"""
+    own: np.ndarray
+    """(B,) the batch's slots"""
+
+
 class GeoffPAC(ACE):
     name = "geoff-pac"
     quantities: tuple[Quantity, ...] = (RHO_BAR, C_SCALE, M1)
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.config
-        assert config is not None, "Geoff-PAC reads its options from the run's config"
+        config = settings.options
         self.gamma, self.gamma_hat = config.gamma, config.geoff_gamma_hat
         self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
         self.centred = config.geoff_m2_baseline == "mean"
+        self.one_predecessor = config.geoff_m2_sample == "one"
+        self.cached = config.geoff_traces == "cached"
         self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
+        if self.cached:
+            self.fields = MappingProxyType({**ACE.fields, RHO_CACHE: 1, C_CACHE: 1})
         self.fits = 0
-        self._pending: tuple[Tensor, Tensor, Batch, Tensor, Any, Any] | None = None
+        self._pending: _Pending | None = None
+
+    @property
+    def overrides_actor_loss(self) -> bool:
+        return True  # the M2 term, in either form
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
         super().attach(agent, replay)
+        self.generator: torch.Generator = agent.generator
         self.c = DensityRatio(agent.obs_dim).to(agent.device)
         self.c_target = copy.deepcopy(self.c)
         self.optimiser = torch.optim.RMSprop(self.c.parameters(), lr=C_LR)
 
+    def collect(self, transition: Collected) -> Mapping[str, float]:
+        values = dict(super().collect(transition))
+        return values | {RHO_CACHE: 1.0, C_CACHE: 1.0} if self.cached else values
+
+    # ---- weights: ρ̄, c̄ and, on actor steps, the traces ---------------------------------------------
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        """ρ̄, c̄ and the traces over each window, under the current policy (stashed for the actor loss)."""
         assert batch.slots is not None, "Geoff-PAC needs the sampled slots (a batch from the replay buffer)"
+        self.rho_bar = clipped_ratio(self.log_ratio(batch, agent))
+        c_bar = self.c(batch.obs).clamp(0.0, 2.0)
+        logged = {RHO_BAR.name: self.rho_bar, C_SCALE.name: c_bar}
+        if self.cached:
+            self.replay.extra[RHO_CACHE][batch.slots] = self.rho_bar.cpu().numpy()
+            self.replay.extra[C_CACHE][batch.slots] = c_bar.cpu().numpy()
+        self._pending = None
+        if not agent.actor_due():  # the traces serve the actor step alone
+            return Weights(logged=logged)
         slots, valid = windows(self.replay, batch.slots, self.window)
-        window = self.replay.gather(slots.reshape(-1))
-        # Where the actor steps in this update, the forward pass keeps its graph: the actor loss
-        # differentiates log π(a_i|s_i) and, when M2 counts (γ̂ > 0), log π(a_{i−k}|s_{i−k}) from it.
-        due = agent.actor_due()
-        if self.gamma_hat:
-            with torch.set_grad_enabled(due):
-                own, predecessors = _split(agent.actor(torch.cat([batch.obs, window.obs])), len(slots))
-        else:
-            with torch.set_grad_enabled(due):
-                own = agent.actor(batch.obs)
-            predecessors = agent.actor(window.obs)
-        rho_bar = torch.cat(
-            [
-                clipped_ratio(self.log_ratio(batch, agent, own)),
-                clipped_ratio(self.log_ratio(window, agent, predecessors)).view(len(slots), -1),
-            ],
-            dim=1,
-        )
-        with torch.no_grad():
-            c_bar = self.c(torch.cat([batch.obs, window.obs])).clamp(0.0, 2.0)
-        c_bar = torch.cat([c_bar[: len(slots)], c_bar[len(slots) :].view(len(slots), -1)], dim=1)
-        mask = torch.as_tensor(valid, device=rho_bar.device)
-        traced = traces(rho_bar, c_bar, mask, self.gamma, self.gamma_hat, self.lambda1, self.lambda2)
-        self.rho_bar = rho_bar[:, :1]
-        self._pending = (traced.m1, traced.kappa, window, mask, own, predecessors)
-        logged = {RHO_BAR.name: self.rho_bar, C_SCALE.name: c_bar[:, :1], M1.name: traced.m1}
-        return Weights(logged=logged)
+        window_rho, window_c = self._window_ratios(slots, agent)
+        mask = torch.as_tensor(valid, device=self.rho_bar.device)
+        rho_bar, c_bars = torch.cat([self.rho_bar, window_rho], dim=1), torch.cat([c_bar, window_c], dim=1)
+        traced = traces(rho_bar, c_bars, mask, self.gamma, self.gamma_hat, self.lambda1, self.lambda2)
+        self._pending = _Pending(traced.m1, traced.kappa, slots, batch.slots)
+        return Weights(logged={**logged, M1.name: traced.m1})
+
+    def _window_ratios(self, slots: np.ndarray, agent: Any) -> tuple[Tensor, Tensor]:
+        """ρ̄ and c̄ of each window's predecessors, (B, n) each: cached, or under the current policy and C."""
+        rows, n = slots.shape
+        flat = slots.reshape(-1)
+        if self.cached:
+            extra = self.replay.extra
+            rho = torch.from_numpy(extra[RHO_CACHE].take(flat, axis=0)).to(self.rho_bar.device)  # type: ignore[union-attr]
+            c = torch.from_numpy(extra[C_CACHE].take(flat, axis=0)).to(rho.device)
+            return rho.view(rows, n), c.view(rows, n)
+        window = self.replay.gather(flat)
+        rho = clipped_ratio(self.log_ratio(window, agent, agent.actor(window.obs)))
+        return rho.view(rows, n), self.c(window.obs).clamp(0.0, 2.0).view(rows, n)
 
     def auxiliary_update(self, batch: Batch, agent: Any) -> None:
         """One RMSprop step of C on this batch, as DeepRL's ``learn_v_c`` (its C part)."""
@@ -121,23 +165,44 @@ class GeoffPAC(ACE):
         if self.fits % C_TARGET_EVERY == 0:
             self.c_target.load_state_dict(self.c.state_dict())
 
+    # ---- the actor loss ----------------------------------------------------------------------------
     def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
-        assert self._pending is not None and self.rho_bar is not None
-        m1, kappa, window, mask, own, predecessors = self._pending
-        self._pending = None
-        value = agent.state_value(batch.obs, own)
-        signal = self.signal(agent, batch, value)
-        log_pi = self.current_density(batch, agent, own)
-        if self.policy_kind == "stochastic":
-            signal = signal - agent.alpha_value() * log_pi.detach()
-        loss = -(self.rho_bar * m1 * signal) * log_pi
-        if self.gamma_hat and bool(mask.any()):
-            window_log_pi = self.current_density(window, agent, predecessors).view(kappa.shape)
+        assert self._pending is not None and self.rho_bar is not None, "weights() of an actor step comes first"
+        pending, self._pending = self._pending, None
+        if self.likelihood_ratio:
+            value = agent.state_value(batch.obs)
+            signal = self.signal(agent, batch, value)
+            log_pi = self.current_density(batch, agent)
+            if self.policy_kind == "stochastic":
+                signal = signal - agent.alpha_value() * log_pi.detach()
+            loss = -(self.rho_bar * pending.m1 * signal) * log_pi
+        else:
+            per_sample = agent.actor_loss(obs)
+            value = -per_sample.detach()  # V(s) = Q(s, π(s)) (DDPG, TD3); SAC's soft value at its sample
+            loss = self.rho_bar * pending.m1 * per_sample
+        if self.gamma_hat and bool(pending.kappa.any()):
             if self.centred:  # V(s_i) minus the mean of the others' V: a baseline M2's expectation ignores
                 value = value - (value.sum() - value) / max(len(value) - 1, 1)
-            loss = loss - self.gamma_hat * value * (kappa * window_log_pi).sum(1, keepdim=True)
+            loss = loss - self.gamma_hat * value * self._predecessor_term(pending, agent)
         return loss
 
+    def _predecessor_term(self, pending: _Pending, agent: Any) -> Tensor:
+        """Σ_k κ_{i,k} log π(a_{i−k}|s_{i−k}), (B, 1), differentiable in the actor (``geoff_m2_sample=one``:
+        its one-predecessor estimate)."""
+        kappa = pending.kappa
+        if not self.one_predecessor:
+            window = self.replay.gather(pending.slots.reshape(-1))
+            return (kappa * self.current_density(window, agent).view(kappa.shape)).sum(1, keepdim=True)
+        total = kappa.sum(1, keepdim=True)
+        some = total[:, 0] > 0
+        # A row without predecessors draws its first column (any would do: its weight Σκ is 0).
+        probabilities = torch.where(some[:, None], kappa, torch.ones_like(kappa))
+        pick = torch.multinomial(probabilities, 1, generator=self.generator).cpu().numpy()[:, 0]
+        rows = np.arange(len(pick))
+        chosen = np.where(some.cpu().numpy(), pending.slots[rows, pick], pending.own)  # always a stored transition
+        return total * self.current_density(self.replay.gather(chosen), agent)
+
+    # ---- checkpoints ---------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:
         return {"density_ratio": self.c, "density_ratio_target": self.c_target}
 
@@ -149,11 +214,3 @@ class GeoffPAC(ACE):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.fits = state["fits"]
-
-
-def _split(output: Any, rows: int) -> tuple[Any, Any]:
-    """The actor's output on ``cat([batch.obs, window.obs])`` as (batch's, window's); SAC's is a pair."""
-    if isinstance(output, tuple):
-        mean, log_std = output
-        return (mean[:rows], log_std[:rows]), (mean[rows:], log_std[rows:])
-    return output[:rows], output[rows:]
