@@ -88,12 +88,14 @@ class TrainConfig:
     """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
     geoff_gamma_hat: float = 0.2
     """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
-    geoff_m2_baseline: str = "mean"
-    """Geoff-PAC: what M2 subtracts from V(s): mean (the batch's leave-one-out mean of V, a baseline that
-    leaves M2's expectation unchanged and cuts its variance where |V| is large) or none (the method as written)."""
-    geoff_m2_sample: str = "one"
-    """Geoff-PAC: M2's sum over the window: one (one predecessor per transition, drawn ∝ κ and scaled by Σκ:
-    unbiased) or all (every predecessor in the window)."""
+    geoff_m2_baseline: str = "state"
+    """Geoff-PAC: what M2 subtracts from V(s_i) in the term of a predecessor's action: state (V of the state
+    that action was taken in), mean (the batch's leave-one-out mean of V) or none (the method as written).
+    A baseline leaves M2's expectation unchanged; state removes the most variance."""
+    geoff_m2: str = "off"
+    """Geoff-PAC: the M2 term: off (none: measured to stop DDPG and SAC learning, docs/competitors.md; C still
+    learns with γ̂), one (one predecessor per transition, drawn ∝ κ and weighted by Σκ: unbiased) or all
+    (every predecessor in the window)."""
     geoff_traces: str = "cached"
     """Geoff-PAC: the predecessors' ρ̄ and C in the traces: cached (as of each slot's last replay, as the
     original's online traces keep the ratios of their time) or fresh (recomputed under the current policy)."""
@@ -270,7 +272,7 @@ class TrainConfig:
         choices = {"acoffpoc_ratio": ("stored", "sampled"),
                    "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("window", "recent", "replay"),
                    "pg_form": ("dpg", "lr"), "pg_signal": ("td", "q"),
-                   "geoff_m2_baseline": ("mean", "none"), "geoff_m2_sample": ("one", "all"),
+                   "geoff_m2_baseline": ("state", "mean", "none"), "geoff_m2": ("off", "one", "all"),
                    "geoff_traces": ("cached", "fresh")}  # fmt: skip
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -305,14 +307,25 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        """Inverse of :meth:`to_dict` for a stored config (a run's, a checkpoint's); unknown keys are an
+        error, and a field added since it was stored takes its :data:`LEGACY_VALUES` entry."""
         unknown = set(data) - set(field_names())
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
-        values = dict(data)
+        values = {**LEGACY_VALUES, **data}
         if values.get("hidden") is not None:
             values["hidden"] = tuple(values["hidden"])
         return cls(**values)
+
+
+LEGACY_VALUES: dict[str, Any] = {
+    "acoffpoc_ratio": "stored",
+    "geoff_m2": "all",
+    "geoff_traces": "fresh",
+}
+"""Fields added after runs were stored, with the value that reproduces how such a run trained (the
+behaviour before the field existed), where that differs from today's default: a stored config that
+lacks one resumes, compares and shows as what it ran, not as today's default."""
 
 
 def field_names() -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.config import TrainConfig
 from offpoc_tui.specs import RunRequest, UsageError, build_specs, parse_seeds
 from store import RunSpec
 
@@ -164,8 +165,12 @@ def load_sweep(path: Path) -> Sweep:
 
 
 def missing(existing: Iterable[dict[str, Any]], specs: list[RunSpec]) -> list[RunSpec]:
-    """The specs whose resolved config no existing run of the sweep (its ``existing`` configs) has."""
-    present = {json.dumps(config, sort_keys=True) for config in existing}
+    """The specs whose resolved config no existing run of the sweep (its ``existing`` configs) has.
+
+    A stored config is read as :meth:`TrainConfig.from_dict` reads it: one stored before a field existed
+    has the value it ran with, so a run of a form since replaced (a new default) counts as missing.
+    """
+    present = {json.dumps(TrainConfig.from_dict(config).to_dict(), sort_keys=True) for config in existing}
     return [s for s in specs if json.dumps(s.config, sort_keys=True) not in present]
 
 

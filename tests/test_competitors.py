@@ -186,7 +186,7 @@ def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
     bad = [({"ipg_nu": 0.5}, "only ν = 1"), ({"ris_beta": 1.5}, "ris_beta"), ({"pg_form": "x"}, "pg_form"),
            ({"ace_lambda1": 1.5}, "ace_lambda1"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
            ({"trace_window": 0}, "trace_window"), ({"geoff_m2_baseline": "median"}, "geoff_m2_baseline"),
-           ({"geoff_m2_sample": "two"}, "geoff_m2_sample"), ({"geoff_traces": "stale"}, "geoff_traces"),
+           ({"geoff_m2": "two"}, "geoff_m2"), ({"geoff_traces": "stale"}, "geoff_traces"),
            ({"ipg_window": 0}, "ipg_window"), ({"ipg_state_source": "newest"}, "ipg_state_source")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
@@ -409,10 +409,13 @@ def ace_like(trainer: Trainer, lambda1: float):  # type: ignore[no-untyped-def]
     return ace
 
 
-def ace_actor_loss(ace, a, b: Batch) -> torch.Tensor:  # type: ignore[no-untyped-def]
-    """ACE's per-sample actor loss in either form (dpg: its weights times the baseline's loss)."""
-    weights = ace.weights(b, a)
-    return ace.actor_loss(a, b.obs, b) if ace.overrides_actor_loss else weights.actor * a.actor_loss(b.obs)
+def per_sample_actor_loss(correction, a, b: Batch) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """A correction's per-sample actor loss: its own, or its weights on the baseline's."""
+    with torch.no_grad():
+        weights = correction.weights(b, a)
+    if correction.overrides_actor_loss:
+        return correction.actor_loss(a, b.obs, b)
+    return weights.actor * a.actor_loss(b.obs)
 
 
 @pytest.mark.parametrize("pg_form", ["dpg", "lr"])
@@ -429,17 +432,18 @@ def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float, pg_fo
     next_actor_step(a)
     with torch.no_grad():
         logged = geoff.weights(b, a).logged
-    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), ace_actor_loss(ace, a, b))
+    torch.testing.assert_close(per_sample_actor_loss(geoff, a, b), per_sample_actor_loss(ace, a, b))
     if lambda1:  # the traces ran over real windows: the emphasis is not 1 everywhere
         assert float((logged["geoff_m1"] - 1).abs().max()) > 1e-3
 
 
+@pytest.mark.parametrize("baseline", ["state", "mean"])
 @pytest.mark.parametrize("pg_form", ["dpg", "lr"])
-def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form: str) -> None:
-    """``geoff_m2_baseline=mean`` subtracts the others' mean V from V(s_i) in M2: with a critic that
-    gives every state the same value, M2 vanishes and, with C ≡ 1, the loss is ACE(λ₁)'s; the method's
-    own M2 (``none``) does not vanish."""
-    trainer = geoff_trainer(pg_form=pg_form, geoff_traces="fresh")
+def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form: str, baseline: str) -> None:
+    """``geoff_m2_baseline=state`` subtracts V(s_{i−k}) from V(s_i) in M2, ``mean`` the others' mean V: with
+    a critic that gives every state the same value, M2 vanishes and, with C ≡ 1, the loss is ACE(λ₁)'s; the
+    method's own M2 (``none``) does not vanish."""
+    trainer = geoff_trainer(pg_form=pg_form, geoff_traces="fresh", geoff_m2="one", geoff_m2_baseline=baseline)
     geoff, a = trainer.correction, trainer.agent
     b = trainer.buffer.sample(32, torch.Generator().manual_seed(0))
     a.update(b)  # the critic target for this batch; then V(s) = Q₁'s bias everywhere and C ≡ 1
@@ -449,14 +453,28 @@ def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form:
     unit_density_ratio(geoff)
     ace = ace_like(trainer, trainer.config.geoff_lambda1)
     next_actor_step(a)
-    expected = ace_actor_loss(ace, a, b)
+    expected = per_sample_actor_loss(ace, a, b)
+    torch.testing.assert_close(per_sample_actor_loss(geoff, a, b), expected)
+    geoff.baseline = "none"
+    assert float((per_sample_actor_loss(geoff, a, b) - expected).detach().abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_geoff_pac_without_m2_is_a_weight_on_the_baselines_loss_and_trains_fast(algo: str) -> None:
+    """The default (dpg, no M2): ρ̄_i M1_i as importance weights on the baseline's actor loss, the fast backend;
+    the M2 term (or the lr form) is a loss of its own, differentiated by autograd."""
+    assert TrainConfig(algo=algo, correction="geoff-pac").resolved().backend == "fast"
+    for options in ({"geoff_m2": "one"}, {"pg_form": "lr"}):
+        assert TrainConfig(algo=algo, correction="geoff-pac", **options).resolved().backend == "autograd"  # type: ignore[arg-type]
+    trainer = geoff_trainer(algo)
+    geoff, a = trainer.correction, trainer.agent
+    assert not geoff.overrides_actor_loss
+    b = trainer.buffer.sample(32, torch.Generator().manual_seed(4))
+    next_actor_step(a)
     with torch.no_grad():
-        geoff.weights(b, a)
-    torch.testing.assert_close(geoff.actor_loss(a, b.obs, b), expected)
-    geoff.centred = False
-    with torch.no_grad():
-        geoff.weights(b, a)
-    assert float((geoff.actor_loss(a, b.obs, b) - expected).detach().abs().max()) > 1e-3
+        w = geoff.weights(b, a)
+    assert w.critic is None and not w.normalised
+    torch.testing.assert_close(w.actor, geoff.rho_bar * w.logged["geoff_m1"])
 
 
 def test_geoff_pac_caches_each_slots_ratios_at_its_replay_and_its_traces_read_them() -> None:
@@ -464,7 +482,7 @@ def test_geoff_pac_caches_each_slots_ratios_at_its_replay_and_its_traces_read_th
     when collected); where every cached value is current, the traces are the ``fresh`` ones."""
     from agents.corrections.geoff_pac import C_CACHE, RHO_CACHE
 
-    trainer = geoff_trainer()
+    trainer = geoff_trainer(geoff_m2="one")
     geoff, a, buffer = trainer.correction, trainer.agent, trainer.buffer
     stored = np.flatnonzero(buffer.starts_transition[: buffer.filled])
     assert np.any(buffer.extra[RHO_CACHE][stored, 0] != 1.0) and np.any(buffer.extra[RHO_CACHE][stored, 0] == 1.0)
@@ -486,8 +504,9 @@ def test_geoff_pac_caches_each_slots_ratios_at_its_replay_and_its_traces_read_th
 
 
 def test_geoff_pac_one_predecessor_is_an_unbiased_estimate_of_the_window_sum() -> None:
-    """``geoff_m2_sample=one``: Σκ · log π(a_j|s_j) with j drawn ∝ κ averages to Σ_k κ_k log π(a_{i−k}|s_{i−k})."""
-    trainer = geoff_trainer()
+    """``geoff_m2=one``: Σκ (V(s_i) − V(s_j)) log π(a_j|s_j) with j drawn ∝ κ averages to
+    Σ_k κ_k (V(s_i) − V(s_{i−k})) log π(a_{i−k}|s_{i−k})."""
+    trainer = geoff_trainer(geoff_m2="one")
     geoff, a = trainer.correction, trainer.agent
     b = trainer.buffer.sample(32, torch.Generator().manual_seed(2))
     next_actor_step(a)
@@ -495,10 +514,14 @@ def test_geoff_pac_one_predecessor_is_an_unbiased_estimate_of_the_window_sum() -
         geoff.weights(b, a)
         pending = geoff._pending  # type: ignore[union-attr]
         assert pending is not None and int((pending.kappa > 0).sum(1).max()) > 1  # windows of several terms
-        geoff.one_predecessor = False
-        exact = geoff._predecessor_term(pending, a)
-        geoff.one_predecessor = True
-        draws = torch.stack([geoff._predecessor_term(pending, a) for _ in range(3000)])
+        value = a.state_value(b.obs)
+
+        def term(one: bool) -> torch.Tensor:
+            geoff.one_predecessor = one
+            return geoff._m2_term(geoff._predecessors(pending, a), value, a)
+
+        exact = term(False)
+        draws = torch.stack([term(True) for _ in range(3000)])
     mean, error = draws.mean(0), draws.std(0) / math.sqrt(len(draws))
     assert torch.all((mean - exact).abs() <= 4 * error + 1e-4)
     assert float(draws.std(0).max()) > 0  # a real draw, not the sum itself

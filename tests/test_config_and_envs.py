@@ -87,6 +87,19 @@ def test_config_round_trips_through_a_dict() -> None:
         TrainConfig.from_dict({"bogus": 1})
 
 
+def test_a_config_stored_before_a_field_existed_reads_as_what_it_ran() -> None:
+    """Fields added since a run was stored take the value that reproduces how it trained, not today's default."""
+    from agents.config import LEGACY_VALUES
+
+    stored = TrainConfig(algo="sac", correction="geoff-pac").resolved().to_dict()
+    for name in LEGACY_VALUES:
+        del stored[name]
+    read = TrainConfig.from_dict(stored)
+    assert (read.acoffpoc_ratio, read.geoff_m2, read.geoff_traces) == ("stored", "all", "fresh")
+    fresh = TrainConfig(algo="sac", correction="geoff-pac").resolved()
+    assert TrainConfig.from_dict(fresh.to_dict()) == fresh  # today's configs are untouched
+
+
 @pytest.mark.parametrize(
     "env_id",
     ["Hopper-v4", "Hopper-v5", "HalfCheetah-v4", "Swimmer-v5", "BipedalWalker-v3", "LunarLanderContinuous-v3"],

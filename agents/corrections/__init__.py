@@ -87,7 +87,11 @@ register("none", lambda settings: NoCorrection())
 register("acoffpoc", _acoffpoc)
 # The paper's competitors (spec/competitors.md), under the names their published curves import as.
 register("ace", ACE, own_actor_loss=lambda config: config.pg_form == "lr")
-register("geoff-pac", GeoffPAC, own_actor_loss=True)
+register(
+    "geoff-pac",
+    GeoffPAC,
+    own_actor_loss=lambda config: config.pg_form == "lr" or (config.geoff_m2 != "off" and config.geoff_gamma_hat > 0),
+)
 register("ipg", IPG)
 register("ris-off-pac", RISOffPAC)
 

@@ -6,7 +6,7 @@ transition in the FIFO buffer (:mod:`agents.corrections.traces`), never across a
 
     F1_i = Σ_{k=0..K_i} (Π_{l=1..k} γ ρ̄_{i−l}) c̄_{i−k}          M1_i = (1 − λ₁) c̄_i + λ₁ F1_i
     κ_{i,k} = c̄_{i−k} ρ̄_{i−k} [(1 − λ₂)·1{k=1} + λ₂ Π_{l=1..k−1} γ̂ ρ̄_{i−l}]
-    M2 term: γ̂ (V(s_i) − b_i) Σ_{k=1..K_i} κ_{i,k} ∇log π(a_{i−k}|s_{i−k})
+    M2 term: γ̂ Σ_{k=1..K_i} κ_{i,k} (V(s_i) − b_{i,k}) ∇log π(a_{i−k}|s_{i−k})
 
 with c̄ = clamp(C(s), 0, 2) from a density-ratio network C (2×64 ReLU, softplus head, RMSprop
 1e-3, a target copy every 200 updates) trained on each replayed batch to regress m·C(s') onto
@@ -19,14 +19,16 @@ as DeepRL's ``learn_v_c``. The critic is the baseline's. The options, defaults f
   replayed counts as on-policy, ρ̄ = c̄ = 1, as it was when collected): the ratios an online
   trace holds are those of their own time too, and the window costs a lookup; or ``fresh``,
   recomputed for the whole window under the current policy every update (16 × B actor passes).
-- ``geoff_m2_sample``: ``one``, one predecessor per transition drawn with probability
+- ``geoff_m2``: ``one``, one predecessor per transition drawn with probability
   κ_{i,k}/Σ_k κ_{i,k} and weighted by Σ_k κ_{i,k} (an unbiased estimate of the window's sum,
   exact where one term dominates, as it does at γ̂ = 0.2); or ``all``, the whole window.
-- ``geoff_m2_baseline``: ``mean``, b_i the leave-one-out batch mean of V (a baseline that leaves
-  M2's expectation unchanged, E_μ[ρ ∇log π] = 0, and removes most of its variance where |V| is
-  large); or ``none``, b = 0 as written.
+- ``geoff_m2_baseline``: what the term of a predecessor's action subtracts from V(s_i): ``state``,
+  V(s_{i−k}), the value of the state that action was taken in; ``mean``, the leave-one-out batch
+  mean of V; or ``none``, nothing, as written. A baseline that does not depend on the action leaves
+  M2's expectation unchanged (E_μ[ρ ∇log π] = 0); ``state`` leaves V's change over k steps, where
+  ``mean`` leaves its spread across states (hundreds on Pendulum, where V ≈ −500).
 
-The form first shipped (``pg_form=lr geoff_traces=fresh geoff_m2_sample=all
+The form first shipped (``pg_form=lr geoff_traces=fresh geoff_m2=all
 geoff_m2_baseline=none``) learns Pendulum for no algorithm and costs over 4× a plain update;
 docs/competitors.md has the measurements.
 """
@@ -92,8 +94,9 @@ class GeoffPAC(ACE):
         config = settings.options
         self.gamma, self.gamma_hat = config.gamma, config.geoff_gamma_hat
         self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
-        self.centred = config.geoff_m2_baseline == "mean"
-        self.one_predecessor = config.geoff_m2_sample == "one"
+        self.baseline = config.geoff_m2_baseline
+        self.one_predecessor = config.geoff_m2 == "one"
+        self.m2 = config.geoff_m2 != "off" and self.gamma_hat > 0
         self.cached = config.geoff_traces == "cached"
         self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
         if self.cached:
@@ -103,7 +106,7 @@ class GeoffPAC(ACE):
 
     @property
     def overrides_actor_loss(self) -> bool:
-        return True  # the M2 term, in either form
+        return self.likelihood_ratio or self.m2
 
     def attach(self, agent: Any, replay: ReplayBuffer) -> None:
         super().attach(agent, replay)
@@ -133,8 +136,11 @@ class GeoffPAC(ACE):
         mask = torch.as_tensor(valid, device=self.rho_bar.device)
         rho_bar, c_bars = torch.cat([self.rho_bar, window_rho], dim=1), torch.cat([c_bar, window_c], dim=1)
         traced = traces(rho_bar, c_bars, mask, self.gamma, self.gamma_hat, self.lambda1, self.lambda2)
+        logged[M1.name] = traced.m1
+        if not self.overrides_actor_loss:  # dpg without M2: weights on the baseline's actor loss
+            return Weights(actor=self.rho_bar * traced.m1, logged=logged, normalised=False)
         self._pending = _Pending(traced.m1, traced.kappa, slots, batch.slots)
-        return Weights(logged={**logged, M1.name: traced.m1})
+        return Weights(logged=logged)
 
     def _window_ratios(self, slots: np.ndarray, agent: Any) -> tuple[Tensor, Tensor]:
         """ρ̄ and c̄ of each window's predecessors, (B, n) each: cached, or under the current policy and C."""
@@ -169,6 +175,9 @@ class GeoffPAC(ACE):
     def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
         assert self._pending is not None and self.rho_bar is not None, "weights() of an actor step comes first"
         pending, self._pending = self._pending, None
+        # M2's predecessors and their baselines first: SAC's temperature step reads the log π of the
+        # last value estimate, which must be the batch's (below).
+        m2 = self._predecessors(pending, agent) if self.m2 and bool(pending.kappa.any()) else None
         if self.likelihood_ratio:
             value = agent.state_value(batch.obs)
             signal = self.signal(agent, batch, value)
@@ -180,27 +189,38 @@ class GeoffPAC(ACE):
             per_sample = agent.actor_loss(obs)
             value = -per_sample.detach()  # V(s) = Q(s, π(s)) (DDPG, TD3); SAC's soft value at its sample
             loss = self.rho_bar * pending.m1 * per_sample
-        if self.gamma_hat and bool(pending.kappa.any()):
-            if self.centred:  # V(s_i) minus the mean of the others' V: a baseline M2's expectation ignores
-                value = value - (value.sum() - value) / max(len(value) - 1, 1)
-            loss = loss - self.gamma_hat * value * self._predecessor_term(pending, agent)
-        return loss
+        return loss if m2 is None else loss - self.gamma_hat * self._m2_term(m2, value, agent)
 
-    def _predecessor_term(self, pending: _Pending, agent: Any) -> Tensor:
-        """Σ_k κ_{i,k} log π(a_{i−k}|s_{i−k}), (B, 1), differentiable in the actor (``geoff_m2_sample=one``:
-        its one-predecessor estimate)."""
+    def _m2_term(self, m2: tuple[Batch, Tensor, Tensor | float], value: Tensor, agent: Any) -> Tensor:
+        """Σ_k κ_{i,k} (V(s_i) − b_{i,k}) log π(a_{i−k}|s_{i−k}), (B, 1), differentiable in the actor, from
+        :meth:`_predecessors` and V(s_i) (``geoff_m2=one``: its one-predecessor estimate)."""
+        predecessors, weight, baseline = m2
+        if self.baseline == "mean":  # V(s_i) minus the mean of the others' V
+            value = value - (value.sum() - value) / max(len(value) - 1, 1)
+        rows = weight.shape[0] // value.shape[0]  # predecessors per transition: 1, or the window's n
+        coefficient = weight * (value.repeat_interleave(rows, dim=0) - baseline)
+        return (coefficient * self.current_density(predecessors, agent)).view(-1, rows).sum(1, keepdim=True)
+
+    def _predecessors(self, pending: _Pending, agent: Any) -> tuple[Batch, Tensor, Tensor | float]:
+        """The transitions of M2's ∇log π terms, their weights and baselines, (B·m, 1) each: every predecessor
+        with weight κ_{i,k} (``geoff_m2=all``), or one per transition, drawn ∝ κ, with weight Σ_k κ_{i,k}.
+        The ``state`` baseline is V(s_{i−k}), the value of the state the predecessor's action was taken in
+        (a function of that state alone: it leaves the expectation unchanged); the others subtract from
+        V(s_i) later, so here 0."""
         kappa = pending.kappa
-        if not self.one_predecessor:
-            window = self.replay.gather(pending.slots.reshape(-1))
-            return (kappa * self.current_density(window, agent).view(kappa.shape)).sum(1, keepdim=True)
-        total = kappa.sum(1, keepdim=True)
-        some = total[:, 0] > 0
-        # A row without predecessors draws its first column (any would do: its weight Σκ is 0).
-        probabilities = torch.where(some[:, None], kappa, torch.ones_like(kappa))
-        pick = torch.multinomial(probabilities, 1, generator=self.generator).cpu().numpy()[:, 0]
-        rows = np.arange(len(pick))
-        chosen = np.where(some.cpu().numpy(), pending.slots[rows, pick], pending.own)  # always a stored transition
-        return total * self.current_density(self.replay.gather(chosen), agent)
+        if self.one_predecessor:
+            weight = kappa.sum(1, keepdim=True)
+            some = weight[:, 0] > 0
+            # A row without predecessors draws its first column (any would do: its weight Σκ is 0).
+            probabilities = torch.where(some[:, None], kappa, torch.ones_like(kappa))
+            pick = torch.multinomial(probabilities, 1, generator=self.generator).cpu().numpy()[:, 0]
+            rows = np.arange(len(pick))
+            slots = np.where(some.cpu().numpy(), pending.slots[rows, pick], pending.own)  # always a stored one
+        else:
+            weight, slots = kappa.reshape(-1, 1), pending.slots.reshape(-1)
+        predecessors = self.replay.gather(slots)
+        baseline = agent.state_value(predecessors.obs) if self.baseline == "state" else 0.0
+        return predecessors, weight, baseline
 
     # ---- checkpoints ---------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:
