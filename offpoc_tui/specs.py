@@ -63,10 +63,13 @@ class RunRequest:
 
 
 def build_specs(request: RunRequest) -> list[RunSpec]:
-    """Validated specs, one per (correction, seed); raises :class:`UsageError`.
+    """Validated specs, one per (correction, seed), seed by seed (with ``--compare``: seed 0's baseline,
+    seed 0's correction, seed 1's baseline, ...), so a study's methods progress together; raises
+    :class:`UsageError`.
 
-    Checks the algorithm, correction, divergence, every number and ``--set`` key,
-    and that the environment exists and has Box actions (it is built once).
+    Checks the algorithm, correction, divergence, every number and ``--set`` key, that the
+    correction would start within the run, and that the environment exists and has Box actions
+    (it is built once).
     """
     from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
     from agents.corrections import names as correction_names
@@ -93,10 +96,11 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     corrections = ["none", request.correction] if request.compare else [request.correction]
     specs = []
     try:
-        for correction in corrections:
-            for seed in request.seeds:
+        for seed in request.seeds:
+            for correction in corrections:
                 base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
                 config = with_overrides(base, request.sets).resolved()
+                check_correction_starts(config)
                 divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
                 label += f"-{config.sampler}" if config.sampler != "uniform" else ""
@@ -116,6 +120,19 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     except (ConfigError, EnvError, TypeError) as error:
         raise UsageError(str(error)) from None
     return specs
+
+
+def check_correction_starts(config: Any) -> None:
+    """A run whose correction would first apply after its last step is refused: it would be its baseline
+    under another name (SAC's AC-Off-POC starts at 5 × start_steps)."""
+    if config.correction == "none":
+        return
+    first = max(config.correction_start, config.start_steps)
+    if first >= config.total_steps:
+        raise UsageError(
+            f"{config.correction} would start at step {first:,}, after the run's last step ({config.total_steps:,}):"
+            f" the run would be its baseline; lower correction_start or start_steps, or raise --steps"
+        )
 
 
 @functools.cache

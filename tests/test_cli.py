@@ -52,7 +52,14 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--bogus-flag"], "No such option"),
     (["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--set", "ris_beta=2"], "ris_beta must be in (0, 1)"),
     (["run", "sac", "Hopper-v4", "--correction", "ipg", "--set", "ipg_nu=0.5"], "only ν = 1"),
-    (["run", "td3", "Hopper-v4", "--correction", "ace", "--set", "backend=fast"], "writes its own actor loss"),
+    (
+        ["run", "td3", "Hopper-v4", "--correction", "ace", "--set", "pg_form=lr", "--set", "backend=fast"],
+        "writes its own actor loss",
+    ),
+    (
+        ["run", "sac", "Hopper-v4", "--correction", "acoffpoc", "--steps", "3000", "--set", "start_steps=1000"],
+        "acoffpoc would start at step 5,000, after the run's last step (3,000)",
+    ),
     (["run", "td3", "Hopper-v4", "--correction", "ace", "--divergence", "kl"], "--divergence is AC-Off-POC's option"),
 ]
 

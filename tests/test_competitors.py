@@ -315,8 +315,8 @@ def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves
 
     request = RunRequest("td3", "Hopper-v4", "ris-off-pac", [0, 1], {"divergence": None}, {}, True, None)
     specs = build_specs(request)
-    assert [(s.correction, s.divergence) for s in specs] == [("none", None)] * 2 + [("ris-off-pac", None)] * 2
-    assert specs[2].name == "td3-Hopper-v4-ris-off-pac" and specs[2].config["ris_beta"] == 0.2
+    assert [(s.correction, s.divergence) for s in specs] == [("none", None), ("ris-off-pac", None)] * 2
+    assert specs[1].name == "td3-Hopper-v4-ris-off-pac" and specs[1].config["ris_beta"] == 0.2
 
 
 # ---- Geoff-PAC ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ correction = "acoffpoc"
 divergence = ["jsd", "kl"]
 [set]
 start_steps = 500
+correction_start = 1000
 [[override]]
 match = { envs = ["Hopper-v4"], algos = ["sac"] }
 set = { batch_size = 64 }
@@ -65,6 +66,10 @@ def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> N
         (('name = "grid"', 'name = "12"'), "name must be non-empty text"),
         (("[set]", "[sett]"), "unknown key 'sett'"),
         (('match = { envs = ["Hopper-v4"], algos = ["sac"] }', 'match = { env = ["Hopper-v4"] }'), "matches on"),
+        (
+            ("correction_start = 1000", "correction_start = 2000"),
+            "cell td3 × Pendulum-v1 × acoffpoc, divergence=jsd: acoffpoc would start at step 2,000, after the run's last",
+        ),
     ],
 )
 def test_a_bad_cell_is_one_line_naming_it_exit_2_and_nothing_written(
