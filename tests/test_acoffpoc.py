@@ -244,5 +244,5 @@ def test_the_effective_sample_size_of_the_weights() -> None:
 def test_an_unknown_ratio_point_is_a_config_error() -> None:
     from agents.config import ConfigError, TrainConfig
 
-    with pytest.raises(ConfigError, match="acoffpoc_ratio must be one of stored, sampled"):
+    with pytest.raises(ConfigError, match="acoffpoc_ratio must be one of sampled, stored"):
         TrainConfig(algo="sac", acoffpoc_ratio="fresh").resolved()

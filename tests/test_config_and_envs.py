@@ -96,6 +96,7 @@ def test_a_config_stored_before_a_field_existed_reads_as_what_it_ran() -> None:
         del stored[name]
     read = TrainConfig.from_dict(stored)
     assert (read.acoffpoc_ratio, read.geoff_m2, read.geoff_traces) == ("stored", "all", "fresh")
+    assert all(LEGACY_VALUES[name] != getattr(TrainConfig(), name) for name in LEGACY_VALUES)  # else not needed
     fresh = TrainConfig(algo="sac", correction="geoff-pac").resolved()
     assert TrainConfig.from_dict(fresh.to_dict()) == fresh  # today's configs are untouched
 

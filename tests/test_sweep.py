@@ -68,7 +68,7 @@ def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> N
         (('match = { envs = ["Hopper-v4"], algos = ["sac"] }', 'match = { env = ["Hopper-v4"] }'), "matches on"),
         (
             ("correction_start = 1000", "correction_start = 2000"),
-            "cell td3 × Pendulum-v1 × acoffpoc, divergence=jsd: acoffpoc would start at step 2,000, after the run's last",
+            "cell td3 × Pendulum-v1 × acoffpoc, divergence=jsd: acoffpoc would start at step 2,000",
         ),
     ],
 )

@@ -57,7 +57,7 @@ RHO_MAX = 80.0
 ACTION_CLAMP = 1.0 - 1e-6
 """Stored tanh actions are clamped to ±ACTION_CLAMP before atanh."""
 
-RATIO_AT = ("stored", "sampled")
+RATIO_AT = ("sampled", "stored")
 """Where the stochastic variant evaluates π/η (``acoffpoc_ratio``), the default first."""
 
 ESS = "lambda_ess"
@@ -268,13 +268,11 @@ class StochasticACOffPOC(Correction):
         super().__init__(settings)
         _check_divergence(settings.divergence)
         self.divergence = settings.divergence
-        config = settings.config
-        ratio_at = config.acoffpoc_ratio if config is not None else RATIO_AT[0]
-        if ratio_at not in RATIO_AT:
-            raise ValueError(f"acoffpoc_ratio must be one of {', '.join(RATIO_AT)}, got {ratio_at!r}")
-        self.sampled = ratio_at == "sampled"
-        batch_size = config.batch_size if config is not None else 256
-        self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(batch_size)))
+        config = settings.options
+        if config.acoffpoc_ratio not in RATIO_AT:
+            raise ValueError(f"acoffpoc_ratio must be one of {', '.join(RATIO_AT)}, got {config.acoffpoc_ratio!r}")
+        self.sampled = config.acoffpoc_ratio == "sampled"
+        self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(config.batch_size)))
 
     def similarity(self, batch: Batch, policy: Any) -> Tensor:
         """λ_i for the batch under ``policy`` (anything with ``policy_distribution``, and a ``generator``
