@@ -262,7 +262,8 @@ def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(div
     b = batch(behaviour=True)
     noise = torch.randn(B, ACT, generator=torch.Generator().manual_seed(5))
     b = b._replace(action=torch.tanh(b.behaviour_mean + b.behaviour_log_std.exp() * noise))
-    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence)).similarity(b, a)
+    stored = TrainConfig(algo="sac", correction="acoffpoc", divergence=divergence, acoffpoc_ratio="stored").resolved()
+    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence, config=stored)).similarity(b, a)
 
     mean, log_std = a.policy_distribution(b.obs)
     u = torch.atanh(b.action.double().clamp(-1 + 1e-6, 1 - 1e-6))

@@ -283,9 +283,30 @@ def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
     assert sink.weight_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
 
 
+@pytest.mark.parametrize("name", ["ace", "geoff-pac", "ris-off-pac"])
+def test_a_correction_of_the_actor_alone_sits_out_td3s_critic_only_updates(name: str) -> None:
+    """TD3 steps its actor every other update; ACE, Geoff-PAC (C included) and RIS-Off-PAC's actor weights
+    serve that step alone, so the updates between are the plain ones and cost nothing extra."""
+    config = TrainConfig(algo="td3", correction=name, total_steps=600, start_steps=200, **FAST_SHORT)  # type: ignore[arg-type]
+    trainer = Trainer(config)
+    calls: list[int] = []
+    weights = trainer.correction.weights
+    trainer.correction.weights = lambda b, a: calls.append(a.updates) or weights(b, a)  # type: ignore[method-assign]
+    trainer.run()
+    assert trainer.agent.updates == 400 and calls == list(range(2, 401, 2))
+    if name == "geoff-pac":
+        assert trainer.correction.fits == 200  # type: ignore[attr-defined]
+    both = TrainConfig(algo="td3", correction="ris-off-pac", ris_apply_to="actor+critic").resolved()
+    assert not make_correction("ris-off-pac", CorrectionSettings("deterministic", config=both)).actor_only
+
+
+FAST_SHORT = dict(env_id="Pendulum-v1", hidden=(32, 32), eval_freq=600, eval_episodes=1, stats_every=200)
+
+
 def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     """A short run finishes with finite numbers, and logs each of its quantities at every update from the
-    correction's start (Geoff-PAC's M1 at every actor step)."""
+    correction's start where an actor step is (TD3: every other update; its corrections of the actor alone
+    skip the rest)."""
     result = Trainer(config, sink).run()
     assert result.status == "finished" and result.updates == 1500
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
@@ -304,7 +325,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
             assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
     for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
         steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == quantity])
-        every = config.policy_delay if quantity == "geoff_m1" and config.algo == "td3" else 1
+        every = config.policy_delay if config.algo == "td3" else 1
         assert steps[-1] == 2000 and np.all(np.diff(steps) == every)
         assert 1000 <= steps[0] < 1000 + every
 

@@ -41,7 +41,7 @@ from agents.config import ConfigError, TrainConfig
 from agents.corrections.base import NO_WEIGHTS, Correction, PolicyKind, Weights
 from agents.host_forward import HostForward
 from agents.networks import DDPGCritic, DeterministicActor, GaussianPolicy, TwinCritic
-from agents.optim import AdamStep
+from agents.optim import AdamStep, FlushSubnormals
 from agents.quantities import Quantity
 from agents.replay import Batch
 
@@ -247,8 +247,20 @@ class ActorCritic(ABC):
 
         The correction's hooks (see :mod:`agents.corrections.base`) give the weights, may
         step its own networks, pick the actor's states and replace the actor loss.
+
+        The whole update flushes subnormal floats to zero (:class:`~agents.optim.FlushSubnormals`):
+        a correction's tiny weights (a density ratio of e⁻⁸⁰) carried through the backward passes
+        make subnormal products, which CPUs compute through slow microcode assists (measured: TD3's
+        backward matrix products 2.5 times slower under RIS-Off-PAC). Flushed, those contributions
+        below 1.2e-38 become the zero they round towards; nothing larger changes.
         """
+        with FlushSubnormals():
+            return self._update(batch, correction)
+
+    def _update(self, batch: Batch, correction: Correction | None) -> UpdateStats:
         self.updates += 1
+        if correction is not None and correction.actor_only and not self.actor_due():
+            correction = None  # an update without an actor step is the plain one for such a correction
         with torch.no_grad():
             # Weights: once per update, from the policy before any step.
             weights = correction.weights(batch, self) if correction is not None else NO_WEIGHTS

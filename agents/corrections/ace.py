@@ -43,6 +43,7 @@ EMPHASIS = Quantity("ace_m", "M", 0.0, 20.0)
 
 class ACE(BehaviourRatio):
     name = "ace"
+    actor_only = True
     quantities: tuple[Quantity, ...] = (RHO_BAR,)
     fields: Mapping[str, int] = MappingProxyType({RANDOM_PHASE: 1, STEP: 1, EPISODE_START: 1})
 
@@ -75,11 +76,12 @@ class ACE(BehaviourRatio):
         }
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        # lr: on actor steps the batch's forward pass keeps its graph, and the actor loss reuses it for
-        # log π_φ(a_i|s_i) and V(s_i) instead of two more passes (the actor does not move in between).
-        # dpg: the ratio's forward pass is the policy memo's, which the actor loss reuses.
+        # Called on actor steps alone (``actor_only``). lr: the batch's forward pass keeps its graph, and
+        # the actor loss reuses it for log π_φ(a_i|s_i) and V(s_i) instead of two more passes (the actor
+        # does not move in between). dpg: the ratio's forward pass is the policy memo's, which the actor
+        # loss reuses.
         self._output = None
-        if self.likelihood_ratio and agent.actor_due():
+        if self.likelihood_ratio:
             with torch.enable_grad():
                 self._output = agent.actor(batch.obs)
         self.rho_bar = clipped_ratio(self.log_ratio(batch, agent, self._output))

@@ -9,6 +9,9 @@ The update (:meth:`agents.algorithms.base.ActorCritic.update`) calls, in order:
         ℓ_i = correction.actor_loss(...) if the correction writes one, else the algorithm's,
         and c from weights.actor
 
+A correction whose work serves the actor step alone (``actor_only``) sits out the updates
+without one (TD3's delayed actor): they are the plain ones.
+
 A weight becomes the coefficients c_i at one reduction point
 (:func:`agents.algorithms.base.loss_coefficients`):
 
@@ -125,6 +128,9 @@ class Correction:
     """The buffer stores the stochastic behaviour policy's pre-tanh (mean, log_std)."""
     excludes_random_phase: bool = False
     """While active, batches never hold transitions of the uniform-random start phase."""
+    actor_only: bool = False
+    """Its weights and its own networks serve the actor step alone: on an update without one (TD3's
+    delayed actor) the update skips it, weights and logging included."""
 
     def __init__(self, settings: CorrectionSettings | None = None) -> None:
         self.start_step = settings.start_step if settings is not None else 0

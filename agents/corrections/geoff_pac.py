@@ -9,9 +9,11 @@ transition in the FIFO buffer (:mod:`agents.corrections.traces`), never across a
     M2 term: γ̂ Σ_{k=1..K_i} κ_{i,k} (V(s_i) − b_{i,k}) ∇log π(a_{i−k}|s_{i−k})
 
 with c̄ = clamp(C(s), 0, 2) from a density-ratio network C (2×64 ReLU, softplus head, RMSprop
-1e-3, a target copy every 200 updates) trained on each replayed batch to regress m·C(s') onto
+1e-3, a target copy every 200 of its steps) trained on each replayed batch to regress m·C(s') onto
 γ̂·ρ̄·C'(s) + 1 − γ̂, plus the leave-one-out normaliser pulling mean C to 1 (coefficient 1e-3),
-as DeepRL's ``learn_v_c``. The critic is the baseline's. The options, defaults first:
+as DeepRL's ``learn_v_c``. Everything here serves the actor step, so TD3, whose actor steps every
+other update, runs it (C's training too) on those updates alone. The critic is the baseline's.
+The options, defaults first:
 
 - ``pg_form``: ``dpg``, the baseline's actor loss weighted by ρ̄_i M1_i (as ACE's), with
   V(s_i) = −ℓ_i; or ``lr``, −ρ̄_i M1_i ŝ_i log π(a_i|s_i) (ACE's likelihood-ratio form).
@@ -129,8 +131,6 @@ class GeoffPAC(ACE):
             self.replay.extra[RHO_CACHE][batch.slots] = self.rho_bar.cpu().numpy()
             self.replay.extra[C_CACHE][batch.slots] = c_bar.cpu().numpy()
         self._pending = None
-        if not agent.actor_due():  # the traces serve the actor step alone
-            return Weights(logged=logged)
         slots, valid = windows(self.replay, batch.slots, self.window)
         window_rho, window_c = self._window_ratios(slots, agent)
         mask = torch.as_tensor(valid, device=self.rho_bar.device)

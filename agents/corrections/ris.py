@@ -50,6 +50,7 @@ class RISOffPAC(BehaviourRatio):
         config = settings.config
         self.beta = config.ris_beta if config is not None else 0.2
         self.critic_too = config is not None and config.ris_apply_to == "actor+critic"
+        self.actor_only = not self.critic_too
         self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta),)
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
