@@ -569,9 +569,12 @@ def export(
             summary = summary_rows(store, last=window, until=until, dedupe=dedupe, **filters)
             return write_summary(out, format_, summary, described)
         if table in ("aggregate", "improvement"):
-            from store.aggregate_tables import final_table
+            from store.aggregate_tables import final_table, task_budgets_of
+            from store.budget import budgets_note
 
-            return final_table(out, table, format_, scores, bootstrap)
+            budgets = budgets_note(task_budgets_of(store, until, dedupe=dedupe, **filters))
+            note = f"Each task's runs at its budget (seeds short of it left out): {budgets}." if budgets else ""
+            return final_table(out, table, format_, scores, bootstrap, note)
         return write_rows(out, format_, columns(table), rows(store, table, **filters))
 
     if output is None:
@@ -598,6 +601,13 @@ def dashboard(
             help="Compare: final return over each seed's last N steps instead (for differing eval frequencies)."
         ),
     ] = None,
+    until: Annotated[
+        int | None,
+        typer.Option(
+            help="Compare every task at this step (seeds short of it left out) [default: each task's budget, the"
+            " largest step all its runs have reached]."
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """The live dashboard: runs, return curves, λ histograms, baseline-vs-correction comparisons."""
@@ -607,6 +617,8 @@ def dashboard(
         fail("--last counts evaluations and --last-steps steps: pass one of them")
     if (last is not None and last < 1) or (last_steps is not None and last_steps < 1):
         fail(f"--{'last' if last_steps is None else 'last-steps'} must be at least 1")
+    if until is not None and until < 0:
+        fail(f"--until must be a step (0 or more), got {until}")
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     if not db.exists():
         fail(f"no store at {db}: start runs with `offpoc run`, or pass --db")
@@ -614,12 +626,12 @@ def dashboard(
         from offpoc_tui.dashboard.summary import summary
 
         store = _open(db)
-        _tables_out().print(summary(store, window))
+        _tables_out().print(summary(store, window, until))
         return
     _open(db).close()  # a corrupt or foreign file fails here, with one line
     from offpoc_tui.dashboard.app import Dashboard
 
-    Dashboard(db, poll_s=refresh, window=window).run()
+    Dashboard(db, poll_s=refresh, window=window, until=until).run()
 
 
 app.add_typer(import_app, name="import")

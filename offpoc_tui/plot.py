@@ -19,7 +19,8 @@ from matplotlib.ticker import EngFormatter
 
 from store.reader import eval_series
 from store.stats import band, smooth
-from store.summary import env_family, env_version, method_label, method_rank, series_order, source_of
+from store.summary import method_label, method_rank, series_order
+from store.tasks import env_family, env_version, source_of
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_SIZE_IN = (4.2, 3.2)

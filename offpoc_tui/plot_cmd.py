@@ -31,7 +31,8 @@ def plot(
     from offpoc_tui.plot import FORMATS
     from offpoc_tui.plot_aggregate import KINDS
     from store.normalise import NORMALISATIONS
-    from store.summary import SOURCES, matching_runs
+    from store.summary import matching_runs
+    from store.tasks import SOURCES
 
     suffix = output.suffix.lstrip(".").lower()
     if suffix not in FORMATS:

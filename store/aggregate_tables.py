@@ -2,9 +2,11 @@
 through :mod:`store.aggregate`.
 
 A method is (algo, correction with its divergence, sampler, source); a task is an environment id.
-A run's final score is the mean of its final evaluations (the summary's window, cut at ``until``),
-normalised per task (:mod:`store.normalise`). Each method's probability of improvement is over the
-baseline (``none``) of its algorithm, sampler and source, on the tasks both have.
+A run's final score is the mean of its final evaluations (the summary's window) at its task's budget
+(:mod:`store.budget`: by default the largest step every run trained here has reached, or ``until``;
+a run short of it is left out), normalised per task (:mod:`store.normalise`). Each method's
+probability of improvement is over the baseline (``none``) of its algorithm, sampler and source, on
+the tasks both have.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import numpy as np
 import sqlite_utils
 
 from store.aggregate import METRICS, improvement_interval, interval
+from store.budget import Budget, reach_of, task_budgets
 from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER
 from store.stats import LAST_EVALUATIONS, FinalWindow
-from store.summary import DEFAULT_DIVERGENCE, final_evaluations, matching_runs, method_rank, source_of
+from store.summary import DEFAULT_DIVERGENCE, final_evaluations, matching_runs, method_rank
+from store.tasks import Task, source_of, task_of
 
 AGGREGATE_COLUMNS = ("algo", "method", "source", "metric", "estimate", "ci_low", "ci_high", "n_tasks", "n_runs")
 IMPROVEMENT_COLUMNS = ("algo", "method", "source", "baseline", "probability", "ci_low", "ci_high", "n_tasks")
@@ -37,6 +41,12 @@ def method_name(key: MethodKey) -> str:
     return name if sampler == DEFAULT_SAMPLER else f"{name}+{sampler}"
 
 
+def task_budgets_of(db: sqlite_utils.Database, until: int | None = None, **filters: Any) -> dict[Task, Budget]:
+    """The budget of each task the filters cover (what :func:`method_scores` cuts its runs at)."""
+    runs = matching_runs(db, **filters)
+    return task_budgets(runs, reach_of(db, [r["id"] for r in runs]), until)
+
+
 def method_scores(
     db: sqlite_utils.Database,
     last: int | FinalWindow = LAST_EVALUATIONS,
@@ -44,15 +54,20 @@ def method_scores(
     normalise: str = "minmax",
     **filters: Any,
 ) -> MethodScores:
-    """Per method, per task, its runs' normalised final scores (runs without an evaluation left out).
+    """Per method, per task, its runs' normalised final scores at the task's budget (runs short of it, or
+    without an evaluation, left out).
 
     Raises :class:`store.normalise.NormalisationError` for a task with no normalising scores."""
     window = FinalWindow.of(last)
     found: dict[MethodKey, dict[str, list[float]]] = {}
-    for run in matching_runs(db, **filters):
-        _, returns = final_evaluations(db, run["id"], window, until)
-        if not len(returns):
+    runs = matching_runs(db, **filters)
+    reach = reach_of(db, [r["id"] for r in runs])
+    budgets = task_budgets(runs, reach, until)
+    for run in runs:
+        budget = budgets[task_of(run)]
+        if not budget.counts(reach.get(run["id"])):
             continue
+        _, returns = final_evaluations(db, run["id"], window, budget.step)
         offset, scale = normaliser(run["env"], normalise)
         key = (run["algo"], run["correction"], run["divergence"], run.get("sampler") or DEFAULT_SAMPLER, source_of(run))
         score = (float(np.mean(returns)) - offset) / scale  # the window's evaluations, as the summary takes them
@@ -87,8 +102,9 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     return rows
 
 
-def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamples: int) -> int:
-    """Write the ``aggregate`` or ``improvement`` table in ``fmt`` (csv, json, md, latex); returns its rows."""
+def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamples: int, note: str = "") -> int:
+    """Write the ``aggregate`` or ``improvement`` table in ``fmt`` (csv, json, md, latex); returns its rows.
+    ``note``: a line under a Markdown table (where each task's runs were compared)."""
     from store.export import write_rows
     from store.tables import latex_rows
 
@@ -97,4 +113,7 @@ def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamp
     if fmt == "latex":
         out.write(latex_rows(columns, data))
         return len(data)
-    return write_rows(out, fmt, columns, iter(data))
+    count = write_rows(out, fmt, columns, iter(data))
+    if fmt == "md" and note:
+        out.write(f"\n{note}\n")
+    return count

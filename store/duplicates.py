@@ -20,7 +20,7 @@ import sqlite_utils
 
 from store.db import write
 from store.reader import DEFAULT_SAMPLER, list_runs
-from store.summary import source_of
+from store.tasks import source_of
 
 MIN_CORRELATION = 0.99
 MAX_AUTOCORRELATION = 0.1

@@ -10,7 +10,7 @@ Hopper-v2 (published) and Hopper-v4 (trained here) share them.
 
 from __future__ import annotations
 
-from store.summary import env_family
+from store.tasks import env_family
 
 RANDOM = {
     "Ant": -46.95, "BipedalWalker": -102.82, "HalfCheetah": -282.49, "Hopper": 17.67, "Humanoid": 120.89,

@@ -107,6 +107,9 @@ class Band:
         """
         if kind == "none":
             return None
+        if not self.matrix.size:  # no seed has an evaluation yet (queued runs): an empty band
+            empty = np.zeros(len(self.steps))
+            return empty, empty.copy()
         n = self.n
         with warnings.catch_warnings():  # columns with fewer than two seeds: NaN, said above
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -6,13 +6,11 @@ runs), summarised with :func:`store.stats.final_performance`, the statistic of t
 paper's tables.
 
     rows = summary_rows(db, last=10, envs=["Hopper"])   # Hopper-v2, Hopper-v4, ...
-    rows = summary_rows(db, last=FinalWindow(steps=10_000), until=100_000)   # every run cut at one step
+    rows = summary_rows(db, last=FinalWindow(steps=10_000), until=100_000)   # every task at one step
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +19,8 @@ import sqlite_utils
 
 from store.reader import DEFAULT_SAMPLER, list_runs
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
+from store.tasks import SOURCES, env_family, env_matches, source_of
 
-SOURCES = ("offpoc", "published", "zoo")
-"""Where a run's evaluations come from: trained by offpoc, the paper's curves, an SB3 evaluations.npz."""
 METHOD_ORDER = ("none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac")
 """The paper's order of methods; any other correction follows, alphabetically."""
 METHOD_NAMES = {
@@ -32,30 +29,8 @@ METHOD_NAMES = {
 DEFAULT_DIVERGENCE = "jsd"
 """The paper's divergence: a method label names the divergence only when it is another."""
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
-COLUMNS += ("env_family", "last_step", "sampler")
+COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short")
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
-
-_VERSION = re.compile(r"-v\d+$")
-
-
-def env_family(env: str) -> str:
-    """The task without its version: ``Hopper-v2``, ``Hopper-v4`` and ``Hopper-v5`` are all ``Hopper``."""
-    return _VERSION.sub("", env)
-
-
-def env_version(env: str) -> str:
-    """``v4`` for ``Hopper-v4``; the whole id when it has no version."""
-    return env[len(env_family(env)) + 1 :] or env
-
-
-def env_matches(env: str, wanted: Iterable[str]) -> bool:
-    """Whether ``env`` is one of ``wanted``, given as exact ids or as families (``Hopper``)."""
-    return any(w == env or w == env_family(env) for w in wanted)
-
-
-def source_of(run: dict[str, Any]) -> str:
-    origin = run.get("origin") or ""
-    return "published" if origin.startswith("reference:") else "zoo" if origin.startswith("zoo:") else "offpoc"
 
 
 def method_label(algo: str, correction: str, divergence: str | None, sampler: str = DEFAULT_SAMPLER) -> str:
@@ -95,9 +70,21 @@ class SummaryRow:
     source: str
     env_family: str
     last_step: int
-    """The furthest step any seed was evaluated at (runs still training show where they are)."""
+    """The furthest step the statistics reach (the budget's, or a little before it where evaluations fall
+    elsewhere); for a row whose seeds are all short of the budget, the furthest step any reached."""
     sampler: str = DEFAULT_SAMPLER
     """The replay sampler of the method's runs."""
+    budget: int | None = None
+    """The step its task's methods are compared at (:mod:`store.budget`): every counted seed's evaluations
+    up to it."""
+    n_short: int = 0
+    """Seeds with evaluations that have not reached the budget (still training, or ended before it): not in
+    the statistics. A row whose seeds are all short has no mean (NaN)."""
+
+    @property
+    def training(self) -> bool:
+        """No seed has reached the budget yet: the row has no final return to compare."""
+        return self.n_seeds == 0
 
     def values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, c) for c in COLUMNS)
@@ -163,25 +150,53 @@ def summary_rows(
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
     ``last``: each seed's final evaluations (a count, or a :class:`~store.stats.FinalWindow` of
-    steps). The filters are :func:`matching_runs`'s; ``until`` cuts every run, trained here or imported,
-    at that step (its last evaluations are those at or before it), so methods meet at one budget.
+    steps). The filters are :func:`matching_runs`'s. Each task's methods meet at one budget
+    (:mod:`store.budget`): by default the largest step every run trained here has reached; ``until``
+    asks for one. A seed counts with its evaluations up to the budget, or, short of it, not at all.
     """
+    from store.budget import reach_of, task_budgets
+
     runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, dedupe=dedupe)
+    reach = reach_of(db, [r["id"] for r in runs])
+    budgets = task_budgets(runs, reach, until)
     window = FinalWindow.of(last)
     groups: dict[tuple[str, str, str, str | None, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    short: dict[tuple[str, str, str, str | None, str, str], int] = {}
+    furthest: dict[tuple[str, str, str, str | None, str, str], int] = {}
     for run in runs:
-        steps, returns = final_evaluations(db, run["id"], window, until)
-        if len(steps):
-            sampler = run.get("sampler") or DEFAULT_SAMPLER
-            key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler)
-            groups.setdefault(key, []).append((steps, returns))
+        if run["id"] not in reach:
+            continue
+        sampler = run.get("sampler") or DEFAULT_SAMPLER
+        key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler)
+        furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
+        budget = budgets[(run["algo"], env_family(run["env"]))]
+        groups.setdefault(key, [])
+        if budget.counts(reach[run["id"]]):
+            groups[key].append(final_evaluations(db, run["id"], window, budget.step))
+        else:
+            short[key] = short.get(key, 0) + 1
     rows = []
-    for (algo, env, correction, divergence, source, sampler), curves in groups.items():
+    for key, curves in groups.items():
+        algo, env, correction, divergence, source, sampler = key
         n, mean, half = final_performance(curves, window)
-        last_step = max(int(s[-1]) for s, _ in curves)
         family = env_family(env)
-        rows.append(SummaryRow(algo, env, correction, divergence, n, mean, half, source, family, last_step, sampler))
-    return sorted(
-        rows,
-        key=_summary_order,
-    )
+        step = budgets[(algo, family)].step
+        last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest[key])
+        rows.append(
+            SummaryRow(
+                algo,
+                env,
+                correction,
+                divergence,
+                n,
+                mean,
+                half,
+                source,
+                family,
+                last_step,
+                sampler,
+                step,
+                short.get(key, 0),
+            )
+        )
+    return sorted(rows, key=_summary_order)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from store.summary import SummaryRow, env_version, method_label
+from store.summary import SummaryRow, method_label
+from store.tasks import env_version
 
 COLUMNS_PER_TABLE = 4
 
@@ -53,16 +54,19 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
         labels.append(label)
         previous_algo = row.algo
     best: dict[tuple[str, str], float] = {}
-    for row in rows:
+    for row in rows:  # a task's rows share its budget: the best is chosen among them alone
         key = (row.algo, row.env_family)
         if not math.isnan(row.mean):
             best[key] = max(best.get(key, -math.inf), row.mean)
     cells: dict[tuple[str, str], tuple[str, bool]] = {}
     for row in rows:
-        text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
+        if row.training:
+            text = f"training ({row.n_short} short of {row.budget:,})" if row.budget is not None else "training"
+        else:
+            text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
         if len(versions[row.env_family]) > 1:
             text += f" ({env_version(row.env)})"
-        is_best = row.mean == best.get((row.algo, row.env_family))
+        is_best = not row.training and row.mean == best.get((row.algo, row.env_family))
         cells[(_row_label(row, mixed_sources), row.env_family)] = (text, is_best)
     out = []
     for start in range(0, len(families), COLUMNS_PER_TABLE):
@@ -99,7 +103,25 @@ def markdown(rows: list[SummaryRow], window: str) -> str:
         parts.append(text)
     note = f"Mean over seeds of the {window} ± the mean over those points of the 95% Student-t"
     note += " half-width across seeds. Bold: the best per algorithm and environment.\n"
-    return "\n".join(parts) + ("\n" if parts else "") + note
+    return "\n".join(parts) + ("\n" if parts else "") + note + budget_note(rows)
+
+
+def budget_note(rows: list[SummaryRow]) -> str:
+    """Where each task's methods meet, and what a column mixing budgets or seeds short of them means."""
+    budgets = sorted({(r.algo, r.env_family, r.budget) for r in rows if r.budget is not None})
+    if not budgets:
+        return ""
+    shown = "; ".join(f"{algo} {family} at {step:,} steps" for algo, family, step in budgets)
+    text = f"Each task's methods are compared at one budget, every seed cut there: {shown}."
+    mixed = sorted({f for _, f, _ in budgets if len({b for _, g, b in budgets if g == f}) > 1})
+    if mixed:
+        text += f" The {', '.join(mixed)} column{'s mix' if len(mixed) > 1 else ' mixes'} budgets: compare within"
+        text += " an algorithm, not across."
+    short = sum(r.n_short for r in rows)
+    if short:
+        text += f" {short} seed{'s' if short > 1 else ''} short of the budget (still training, or ended before it)"
+        text += " are left out; a row with none there is marked training."
+    return text + "\n"
 
 
 _LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
@@ -117,8 +139,9 @@ def latex(rows: list[SummaryRow], window: str) -> str:
         caption = (
             f"Average return of the {_tex(window)} over the seeds for "
             f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$ captures a 95\\% confidence interval over the "
-            "seeds. Bold values represent the maximum under each baseline algorithm and environment."
-        )
+            "seeds. Bold values represent the maximum under each baseline algorithm and environment. "
+            + _tex(budget_note(rows).strip())
+        ).strip()
         lines = [
             r"\begin{table*}[t]",
             r"    \centering",

@@ -152,6 +152,12 @@ def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
     tex = runner.invoke(app, ["export", "--table", "improvement", "--format", "latex", "--algo", "ddpg",
                               "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
     assert tex.exit_code == 0 and "\\begin{tabular}{llllllll}" in tex.stdout and "acoffpoc" in tex.stdout
+    md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "sac", "--env", "Hopper",
+                             "--until", "100000", "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
+    assert (
+        "Each task's runs at its budget (seeds short of it left out): sac Hopper at 100,000 steps (asked for),"
+        in md.stdout
+    )
 
 
 def test_bad_aggregate_options_exit_2_with_one_line(filled_store: Path, tmp_path: Path) -> None:
@@ -208,13 +214,13 @@ def test_compare_rows_carry_the_probability_of_improvement() -> None:
 
     def run(run_id: int, correction: str) -> dict:
         return {"id": run_id, "algo": "td3", "env": "Hopper-v4", "correction": correction, "seed": run_id,
-                "divergence": None, "origin": None, "sampler": "uniform"}  # fmt: skip
+                "divergence": None, "origin": None, "sampler": "uniform", "status": "finished"}  # fmt: skip
 
     runs = [run(1, "none"), run(2, "none"), run(3, "acoffpoc"), run(4, "acoffpoc")]
     steps = np.arange(12) * 1000
     finals = {1: 10.0, 2: 30.0, 3: 20.0, 4: 40.0}  # pairs won by the correction: 20 > 10, 40 > 10, 40 > 30
     curves = {i: (steps, np.full(12, value)) for i, value in finals.items()}
-    rows, _ = compare(group_runs(runs), curves, {i: {} for i in finals})
+    rows, *_ = compare(group_runs(runs), curves, {i: {} for i in finals})
     by = {row.key[2]: row for row in rows}
     assert by["none"].improvement is None and by["acoffpoc"].improvement == pytest.approx(3 / 4)
 
@@ -226,7 +232,7 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
 
     def run(run_id: int, env: str, correction: str) -> dict:
         return {"id": run_id, "algo": "td3", "env": env, "correction": correction, "seed": run_id,
-                "divergence": None, "origin": None, "sampler": "uniform"}  # fmt: skip
+                "divergence": None, "origin": None, "sampler": "uniform", "status": "finished"}  # fmt: skip
 
     envs = ["Hopper-v4", "Walker2d-v4"]
     runs = [run(10 * e + s, env, c) for e, env in enumerate(envs) for s, c in enumerate(["none"] * 3 + ["ipg"] * 3)]
@@ -234,7 +240,9 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     finals = {r["id"]: float(rng.uniform(1000, 3000)) + (500 if r["correction"] == "ipg" else 0) for r in runs}
     curves = {i: (np.arange(12) * 1000, np.full(12, v)) for i, v in finals.items()}
     line = across_tasks(runs, curves, FinalWindow())
-    assert line.startswith("across 2 tasks (Hopper, Walker2d), normalised final returns, IQM [95% CI]: none ")
+    assert line.startswith(
+        "across 2 tasks (Hopper, Walker2d), normalised final returns at each task's budget, IQM [95% CI]: none "
+    )
     normalised = {
         env: {c: np.asarray([(finals[r["id"]] - RANDOM[env[:-3]]) / (REFERENCE[env[:-3]] - RANDOM[env[:-3]])
                              for r in runs if r["env"] == env and r["correction"] == c]) for c in ("none", "ipg")}

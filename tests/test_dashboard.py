@@ -44,9 +44,9 @@ async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15
         await pilot.pause(0.05)
 
 
-def drive(path: Path, scenario: Callable[[Dashboard, Pilot], Awaitable[None]]) -> None:
+def drive(path: Path, scenario: Callable[[Dashboard, Pilot], Awaitable[None]], until_step: int | None = None) -> None:
     async def main() -> None:
-        app = Dashboard(path, poll_s=0.1)
+        app = Dashboard(path, poll_s=0.1, until=until_step)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.polls > 0)
             await scenario(app, pilot)
@@ -174,17 +174,39 @@ def test_compare_shows_published_curves_beside_the_users_runs(dashboard_store: P
         assert labels[:2] == ["none v4", "acoffpoc/jsd v4"]  # the user's Hopper-v4 first, versions named
         assert labels[2:] == ["none pub v2", "acoffpoc/jsd pub v2", "ace pub v2", "geoff-pac pub v2", "ipg pub v2",
                               "ris-off-pac pub v2"]  # fmt: skip
+        # The published curves meet the user's runs at their budget, 20,000 steps: the last 10 evaluations to it.
+        curves = {name: np.stack([np.load(root / "TD3" / "Hopper-v2" / f"{name}Hopper-v2_{seed}.npy")
+                                  for seed in range(10)]) for name in ("AC-Off-POC_TD3_", "TD3_")}  # fmt: skip
+        at_budget = {name: float(c[:, 11:21].mean()) for name, c in curves.items()}
         published = pane.table.get_row_at(3)
-        assert str(published[2]) == "3,658.8 ± 354.5"  # the paper's Table 1 cell
-        assert str(published[3]) == "991k–1M"  # the paper's statistic: the last 10 of evaluations every 1,000 steps
-        assert str(published[4]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
+        assert str(published[2]).startswith(f"{at_budget['AC-Off-POC_TD3_']:,.1f} ± ")
+        assert str(published[3]) == "11k–20k"
+        expected = 100 * (at_budget["AC-Off-POC_TD3_"] / at_budget["TD3_"] - 1)
+        assert str(published[4]) == f"{expected:+.1f}%"  # vs published TD3, at the same budget
+        assert "compared at 20,000 steps, reached by all 66 runs" in shown_text(app, "#compare-note")  # 6 + 60
         figure = pane.plot.figure
         assert isinstance(figure, LinesFigure) and "dotted: imported curves" in figure.title
+        assert "table at 20,000 steps" in figure.title
         reference = [line for line in figure.lines if line.label and "pub" in line.label]
         assert len(reference) == 6 and all(line.marker == "dot" for line in reference)
         assert max(float(line.x.max()) for line in reference) == 20_000  # cut to where the user's runs are
 
     drive(dashboard_store, scenario)
+
+    async def at_a_million(app: Dashboard, pilot: Pilot) -> None:  # --until 1000000: the paper's own budget
+        await pilot.press("4")
+        pane = app.query_one(ComparePane)
+        await until(pilot, lambda: pane.table.row_count == 8)
+        published = pane.table.get_row_at(3)
+        assert str(published[2]) == "3,658.8 ± 354.5"  # the paper's Table 1 cell
+        assert str(published[3]) == "991k–1M"  # the paper's statistic: the last 10 of evaluations every 1,000 steps
+        assert str(published[4]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
+        own = pane.table.get_row_at(0)
+        assert [str(own[i]) for i in (1, 2, 4, 5)] == ["0 of 3", "training", "baseline", "–"]
+        assert str(pane.table.get_row_at(1)[4]) == "–"  # no difference for a method short of the budget
+        assert "(asked for)" in shown_text(app, "#compare-note")
+
+    drive(dashboard_store, at_a_million, until_step=1_000_000)
 
 
 def test_new_runs_and_evaluations_appear_while_a_writer_writes(dashboard_store: Path) -> None:
@@ -312,7 +334,9 @@ def test_once_prints_runs_and_the_comparison(dashboard_store: Path) -> None:
     result = CliRunner().invoke(cli, ["dashboard", "--once", "--db", str(dashboard_store)])
     assert result.exit_code == 0, result.output
     assert "6 runs" in result.output
-    assert "td3 on Hopper-v4 · threshold" in result.output
+    assert "td3 on Hopper-v4, compared at 20,000 steps, reached by all 6 runs · threshold" in " ".join(
+        result.output.split()
+    )
     assert "acoffpoc/jsd" in result.output and "baseline" in result.output
 
 

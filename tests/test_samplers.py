@@ -322,7 +322,7 @@ def test_runs_record_their_sampler_and_compare_keeps_it_apart(tmp_path: Path) ->
     groups = group_runs(runs)
     assert len(groups) == 3  # the uniform baseline, AC-Off-POC with PER, the PER baseline
     curves = {r["id"]: (np.arange(7) * 1000, np.arange(7.0)) for r in runs}
-    rows, _ = compare(groups, curves, configs(store, [r["id"] for r in runs]))
+    rows, *_ = compare(groups, curves, configs(store, [r["id"] for r in runs]))
     by_method = {r.key[2] + "/" + r.key[5]: r for r in rows}
     assert by_method["acoffpoc/per"].config_diff == ""  # beside the PER baseline: only the correction differs
     store.close()
@@ -333,7 +333,7 @@ def test_runs_record_their_sampler_and_compare_keeps_it_apart(tmp_path: Path) ->
     store.execute("DELETE FROM runs WHERE id IN (5, 6)")
     store.conn.commit()
     runs = list_runs(store)
-    rows, _ = compare(group_runs(runs), curves, configs(store, [r["id"] for r in runs]))
+    rows, *_ = compare(group_runs(runs), curves, configs(store, [r["id"] for r in runs]))
     per_row = next(r for r in rows if r.key[2] == "acoffpoc")
     assert "sampler=per" in per_row.config_diff  # beside the uniform baseline, the difference is named
     store.close()

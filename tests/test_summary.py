@@ -18,7 +18,8 @@ from offpoc_tui.cli import app
 from store import open_store
 from store.runs import create_runs
 from store.stats import final_performance
-from store.summary import env_family, method_label
+from store.summary import method_label
+from store.tasks import env_family
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.storefill import fill_learning, spec
 
@@ -92,7 +93,7 @@ def test_summary_cells_match_an_independent_computation(
 
 
 @needs_reference
-def test_until_cuts_published_and_own_runs_at_one_step(reference_store: Path, tmp_path: Path) -> None:
+def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_path: Path) -> None:
     # The published curves evaluate every 1,000 steps: at step 100,000 the last 10 are indices 91-100,
     # and the last 50,000 steps are indices 51-100.
     folder = REFERENCE_CURVES / "Learning Curves" / "TD3" / "Hopper-v2"
@@ -105,17 +106,24 @@ def test_until_cuts_published_and_own_runs_at_one_step(reference_store: Path, tm
     for run_id in ids:
         fill_learning(db, run_id, 12_000, gain=1.0)
     filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
+    # By default the published curves meet the runs trained here at their budget: 12,000 steps.
+    default = {r["source"]: r for r in summary_json(db, *filters)}
+    assert default["published"]["budget"] == default["offpoc"]["budget"] == 12_000
+    assert default["published"]["last_step"] == 12_000
+    assert default["published"]["mean"] == pytest.approx(curves[:, 3:13].mean(), rel=1e-12)
+    # --until asks for a budget: the published curves there, the runs trained here short of it left out.
     rows = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000")}
-    assert rows["published"]["last_step"] == 100_000
+    assert rows["published"]["last_step"] == 100_000 and rows["published"]["budget"] == 100_000
     assert rows["published"]["mean"] == pytest.approx(curves[:, 91:101].mean(), rel=1e-12)
-    ours = {r["source"]: r for r in summary_json(db, *filters)}["offpoc"]
-    assert rows["offpoc"] == ours  # a run shorter than the cut is whole
+    assert (rows["offpoc"]["n_seeds"], rows["offpoc"]["n_short"], rows["offpoc"]["mean"]) == (0, 2, None)
     cut = {r["source"]: r for r in summary_json(db, *filters, "--until", "6000")}["offpoc"]
-    assert cut["last_step"] == 6_000 and cut["mean"] != ours["mean"]
+    assert cut["last_step"] == 6_000 and cut["n_seeds"] == 2 and cut["mean"] != default["offpoc"]["mean"]
     spans = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000", "--last-steps", "50000")}
     assert spans["published"]["mean"] == pytest.approx(curves[:, 51:101].mean(), rel=1e-12)
     md = invoke("export", "--table", "summary", "--format", "md", *filters, "--until", "100000", "--db", str(db))
     assert "Mean over seeds of the last 10 evaluations up to step 100,000 ±" in md.stdout
+    assert "training (2 short of 100,000)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
+    assert "**training" not in md.stdout  # a row short of the budget is never the best
 
 
 def paper_tables() -> dict[tuple[str, str], tuple[float, float]]:
@@ -194,7 +202,13 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
     lines = md.stdout.splitlines()
     assert lines[0] == "| Method | Hopper |"  # one column for the family, each cell naming its version
     assert lines[2].startswith("| TD3 [offpoc] | ") and lines[2].endswith("(v4) |")
-    assert any(line.startswith("| TD3 + AC-Off-POC [published] | **3658.85 ± 354.52 (v2)**") for line in lines)
+    published = next(r for r in rows if r["source"] == "published" and r["correction"] == "acoffpoc")
+    assert published["budget"] == 12_000  # the published curves meet these runs at their budget
+    assert not any("3658.85" in line for line in lines)  # their 1M figure would set 12k runs beside 1M ones
+    asked = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--env", "Hopper", "--until",
+                   "1000000", "--db", str(db)).stdout.splitlines()  # fmt: skip
+    assert any(line.startswith("| TD3 + AC-Off-POC [published] | **3658.85 ± 354.52 (v2)**") for line in asked)
+    assert any(line.startswith("| TD3 [offpoc] | training (2 short of 1,000,000) (v4)") for line in asked)
 
     out = invoke("export", "--table", "summary", "--env", "Hopper-v4", "--db", str(db), "-o", str(tmp_path / "s.csv"))
     assert out.exit_code == 0 and "wrote 2 summary rows" in out.stderr

@@ -35,8 +35,8 @@ def test_a_trained_runs_windows_cover_its_buffer_with_weights_in_range() -> None
 
 def test_offpoc_analyze_weights_table_figure_and_bad_input(tmp_path: Path) -> None:
     db = tmp_path / "w.db"
-    small = ["--steps", "1500", "--eval-freq", "1500", "--set", "start_steps=500", "--set", "hidden=32,32",
-             "--set", "eval_episodes=1", "--set", "batch_size=64"]  # fmt: skip
+    small = ["--steps", "1500", "--eval-freq", "1500", "--set", "start_steps=500", "--set", "correction_start=1000",
+             "--set", "hidden=32,32", "--set", "eval_episodes=1", "--set", "batch_size=64"]  # fmt: skip
     offpoc(db, "run", "sac", "Pendulum-v1", "--correction", "acoffpoc", "--seeds", "0-1", "--jobs", "2", *small)
     offpoc(db, "run", "sac", "Pendulum-v1", "--correction", "acoffpoc", "--seed", "2", "--jobs", "1", *small,
            "--set", "checkpoint_buffer=false")  # fmt: skip

@@ -13,23 +13,32 @@ import numpy as np
 
 from offpoc_tui.dashboard.groups import BASELINE, group_key
 from store.aggregate import improvement_interval, interval, iqm
+from store.budget import cut, reach_of_curves, task_budgets
 from store.normalise import NormalisationError, normaliser
 from store.stats import FinalWindow, final_returns
-from store.summary import env_family, method_rank
+from store.summary import method_rank
+from store.tasks import env_family, task_of
 
 RESAMPLES = 500
 
 
 def across_tasks(
-    runs: list[dict[str, Any]], curves: dict[int, tuple[np.ndarray, np.ndarray]], window: FinalWindow
+    runs: list[dict[str, Any]],
+    curves: dict[int, tuple[np.ndarray, np.ndarray]],
+    window: FinalWindow,
+    until: int | None = None,
 ) -> str:
     """One line: ``across 3 tasks (Ant, Hopper, Walker2d), normalised, IQM [95% CI]: none 1.02 [...] · ...``;
-    empty with fewer than two tasks, a reason where a task has no normalising scores."""
+    empty with fewer than two tasks, a reason where a task has no normalising scores. Each task's runs
+    count at its budget (:mod:`store.budget`), as in its Compare table."""
     methods: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    reach = reach_of_curves(curves)
+    budgets = task_budgets(runs, reach, until)
     for run in runs:
-        steps, returns = curves.get(run["id"], (np.empty(0), np.empty(0)))
-        if not len(returns):
+        budget = budgets[task_of(run)]
+        if not budget.counts(reach.get(run["id"])):
             continue
+        steps, returns = cut(*curves[run["id"]], budget.step)
         try:
             offset, scale = normaliser(run["env"])
         except NormalisationError:
@@ -54,4 +63,5 @@ def across_tasks(
             text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"
         parts.append(text)
     families = ", ".join(sorted({env_family(t) for t in tasks}))
-    return f"across {len(tasks)} tasks ({families}), normalised final returns, IQM [95% CI]: " + " · ".join(parts)
+    heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget, IQM [95% CI]: "
+    return heading + " · ".join(parts)

@@ -69,11 +69,14 @@ class Dashboard(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, db_path: Path, poll_s: float = POLL_S, window: FinalWindow | None = None) -> None:
+    def __init__(
+        self, db_path: Path, poll_s: float = POLL_S, window: FinalWindow | None = None, until: int | None = None
+    ) -> None:
         super().__init__()
         self.db_path = db_path
         self.poll_s = poll_s
         self.window = window or FinalWindow()
+        self.until = until
         """Compare's final statistic (``offpoc dashboard --last / --last-steps``)."""
         self.sub_title = str(db_path)
         self.runs: list[dict[str, Any]] = []
@@ -130,7 +133,7 @@ class Dashboard(App[None]):
         except StoreError as error:
             self.post_message(StoreProblem(str(error)))
             return
-        model = Model(window=self.window)
+        model = Model(window=self.window, until=self.until)
         reaped = 0.0
         while not worker.is_cancelled:
             self._wake.clear()  # a request made while this poll runs wakes the next at once

@@ -43,14 +43,25 @@ def span_text(span: tuple[int, int] | None) -> str:
     return "–" if span is None else f"{short(span[0])}–{short(span[1])}"
 
 
+def seeds_text(row: CompareRow) -> str:
+    """``3``, or ``2 of 3`` when seeds are short of the budget or queued."""
+    total = row.n_seeds + row.short + row.queued
+    return str(total) if row.n_seeds == total else f"{row.n_seeds} of {total}"
+
+
+def final_text(row: CompareRow) -> str:
+    if row.training:
+        return "queued" if row.short == 0 else "training"
+    return "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
+
+
 def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
     """``versions``: how many env versions the table shows (their rows then name theirs)."""
-    final = "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
     diff = "baseline" if row.key[2] == BASELINE else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
     return [
         Text(row_label(row.key, versions), style="" if row.key[4] == "offpoc" else "dim"),
-        Text(str(row.n_seeds), justify="right"),
-        Text(final, justify="right"),
+        Text(seeds_text(row), justify="right"),
+        Text(final_text(row), justify="right"),
         Text(span_text(row.final_span), justify="right"),
         Text(diff, justify="right"),
         Text(p_text(row.p_value), justify="right"),
@@ -104,4 +115,5 @@ class ComparePane(Vertical):
             table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
         across = f"\n{data.across}" if data.across else ""
-        self.note.update(f"{note(self.window)} · {threshold}{across}")
+        budget = f"compared {data.budget} · " if data.budget else ""
+        self.note.update(Text(f"{budget}{note(self.window)} · {threshold}{across}"))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from store.aggregate import probability_of_improvement
+from store.budget import Budget, budget, cut, reach_of_curves
 from store.reader import DEFAULT_SAMPLER
 from store.stats import (
     LAST_EVALUATIONS,
@@ -28,7 +29,8 @@ from store.stats import (
     steps_to_reach,
     welch_p,
 )
-from store.summary import env_version, series_order, source_of
+from store.summary import series_order
+from store.tasks import env_version, source_of
 
 GroupKey = tuple[str, str, str, str | None, str, str]
 """(algo, env, correction, divergence, source, sampler)."""
@@ -110,6 +112,23 @@ class CompareRow:
     """The seeds' returns on a common step grid: the mean curve and its band."""
     final_span: tuple[int, int] | None = None
     """The steps the final statistic covers, first to last, over the seeds."""
+    short: int = 0
+    """Seeds with evaluations short of the budget (still training, or ended before it): not in ``n_seeds``."""
+    queued: int = 0
+    """Seeds without an evaluation yet."""
+
+    @property
+    def training(self) -> bool:
+        """No seed has reached the budget: no final return, no difference, no test."""
+        return self.n_seeds == 0
+
+
+class Comparison(NamedTuple):
+    """One task's Compare table: its rows, the threshold used, and the budget they meet at."""
+
+    rows: list[CompareRow]
+    threshold: float | None
+    budget: Budget
 
 
 def config_diff(config: dict[str, Any], baseline: dict[str, Any]) -> str:
@@ -123,15 +142,24 @@ def compare(
     configs: dict[int, dict[str, Any]],
     threshold: float | None = None,
     last: int | FinalWindow = LAST_EVALUATIONS,
-) -> tuple[list[CompareRow], float | None]:
+    until: int | None = None,
+) -> Comparison:
     """Runs trained here first, then imported ones; in each, baseline first, then every correction.
 
+    Every group meets at one budget (:mod:`store.budget`: by default the largest step every run trained
+    here has reached; ``until`` asks for one): a seed counts with its evaluations up to it, a seed short
+    of it not at all, and a group with no seed there is training (no final return, difference or test).
     Each row is compared with the baseline of its own env and source (the published AC-Off-POC
     with the published TD3). ``threshold`` defaults to the first baseline's final return.
-    Returns the rows and the threshold used.
     """
-    seeds = {key: [curves[r["id"]] for r in members if len(curves.get(r["id"], ((), ()))[0])]
-             for key, members in groups.items()}  # fmt: skip
+    members = [run for runs in groups.values() for run in runs]
+    reach = reach_of_curves({r["id"]: curves[r["id"]] for r in members if r["id"] in curves})
+    budgeted = budget(members, reach, until)
+    every = {key: [curves[r["id"]] for r in runs if r["id"] in reach] for key, runs in groups.items()}
+    seeds = {
+        key: [cut(*curves[r["id"]], budgeted.step) for r in runs if budgeted.counts(reach.get(r["id"]))]
+        for key, runs in groups.items()
+    }
     keys = sorted(groups, key=_ordered)
     baselines = {(k[1], k[4], k[5]): k for k in keys if k[2] == BASELINE}
     finals = {key: final_returns(seeds[key], last) for key in keys}
@@ -150,7 +178,7 @@ def compare(
             p = welch_p(finals[key], finals[base])
             improvement = probability_of_improvement({key[1]: finals[key]}, {key[1]: finals[base]})
         base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
-        curve = band(seeds[key])
+        curve = band(every[key])
         rows.append(
             CompareRow(
                 key=key,
@@ -164,6 +192,8 @@ def compare(
                 config_diff="" if key == base else config_diff(configs.get(groups[key][0]["id"], {}), base_config),
                 curve=curve,
                 final_span=final_span(seeds[key], last),
+                short=len(every[key]) - n,
+                queued=len(groups[key]) - len(every[key]),
             )
         )
-    return rows, threshold
+    return Comparison(rows, threshold, budgeted)

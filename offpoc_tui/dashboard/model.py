@@ -31,6 +31,7 @@ from offpoc_tui.dashboard.figures import (
 )
 from offpoc_tui.dashboard.groups import (
     CompareRow,
+    Comparison,
     compare,
     group_key,
     group_label,
@@ -43,7 +44,7 @@ from offpoc_tui.dashboard.groups import (
 from store.reader import configs, histograms, quantities, run_detail, train_points
 from store.runs import TERMINAL
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
-from store.summary import env_family, source_of
+from store.tasks import env_family, source_of
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
 BAND_LABELS: dict[BandKind, str] = {
@@ -103,6 +104,8 @@ class CompareData:
     threshold: float | None
     across: str = ""
     """The algorithm's methods across every environment on screen (:mod:`.across`)."""
+    budget: str = ""
+    """Where the rows meet: ``at 20,000 steps, reached by all 4 runs`` (:mod:`store.budget`)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ class DetailData:
 class Model:
     window: FinalWindow = field(default_factory=FinalWindow)
     """Compare's final statistic."""
+    until: int | None = None
+    """Compare's budget for every task (None: each task's own, :mod:`store.budget`)."""
     evals: EvalCache = field(default_factory=EvalCache)
     weights: WeightCache = field(default_factory=WeightCache)
     last: tuple[Any, ...] | None = None
@@ -157,9 +162,9 @@ class Model:
         if request.view == "curves":
             return CurvesData(curves_figure(members, curves, request))
         if request.view == "compare":
-            data = compare_data(db, members, curves, key, request.threshold, request.band, self.window)
+            data = compare_data(db, members, curves, key, request.threshold, request.band, self.window, self.until)
             returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
-            return dataclasses.replace(data, across=across_tasks(algo_runs, returns, self.window))
+            return dataclasses.replace(data, across=across_tasks(algo_runs, returns, self.window, self.until))
         if request.view == "weights":
             return self.weights_data(db, runs, members, cursor, request)
         return detail_data(db, cursor, request)
@@ -399,12 +404,13 @@ def compare_rows(
     curves: dict[int, RunCurve],
     threshold: float | None,
     window: FinalWindow | None = None,
-) -> tuple[list[CompareRow], float | None]:
+    until: int | None = None,
+) -> Comparison:
     """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
     groups = group_runs(members)
     returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}  # (steps, returns)
     found = configs(db, [g[0]["id"] for g in groups.values()])
-    return compare(groups, returns, found, threshold, window or FinalWindow())
+    return compare(groups, returns, found, threshold, window or FinalWindow(), until)
 
 
 def compare_data(
@@ -415,18 +421,25 @@ def compare_data(
     threshold: float | None,
     kind: BandKind = "ci95",
     window: FinalWindow | None = None,
+    until: int | None = None,
 ) -> CompareData:
     if key is None:
         return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
-    rows, threshold = compare_rows(db, members, curves, threshold, window)
-    return CompareData(key, compare_figure(key, rows, threshold, kind), rows, threshold)
+    rows, threshold, budget = compare_rows(db, members, curves, threshold, window, until)
+    figure = compare_figure(key, rows, threshold, kind, budget.step)
+    return CompareData(key, figure, rows, threshold, budget=budget.describe())
 
 
 def compare_figure(
-    key: tuple[str, str], rows: list[CompareRow], threshold: float | None, kind: BandKind = "ci95"
+    key: tuple[str, str],
+    rows: list[CompareRow],
+    threshold: float | None,
+    kind: BandKind = "ci95",
+    budget: int | None = None,
 ) -> Figure:
     """Runs trained here as mean and band; imported curves as plain reference lines, cut to the
-    steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve)."""
+    steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve). The title
+    names the step the table compares at (``budget``)."""
     own = [row for row in rows if row.key[4] == "offpoc"]
     reach = max((float(row.curve.steps[-1]) for row in own if len(row.curve.steps)), default=math.inf)
     versions = versions_shown(rows)
@@ -434,7 +447,8 @@ def compare_figure(
     areas: list[Area] = []
     for i, row in enumerate(rows):
         x = row.curve.steps.astype(np.float64)
-        label = f"{row_label(row.key, versions)} (n={row.n_seeds})"
+        seeds = row.n_seeds + row.short
+        label = f"{row_label(row.key, versions)} (n={seeds})"
         if row.key[4] == "offpoc":
             areas += band_area(x, row.curve.interval(kind), i)
             lines.append(Line(x, row.curve.mean, colour(i), label))
@@ -444,10 +458,12 @@ def compare_figure(
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
     title = f"{key[0]} on {task_name(key[1], rows)}, mean over seeds"
     if own:  # imported curves are drawn without a band
-        title += f" · {BAND_LABELS[kind]}{small_n_note(kind, [row.n_seeds for row in own])}"
+        title += f" · {BAND_LABELS[kind]}{small_n_note(kind, [row.n_seeds + row.short for row in own])}"
     title += ", grey: threshold" if hlines else ""
     if len(own) < len(rows):
         title += "; dotted: imported curves"
+    if budget is not None:
+        title += f"; table at {budget:,} steps"
     return LinesFigure(title, "environment steps", "return", lines, hlines, areas=areas, ylim=y_range(lines))
 
 

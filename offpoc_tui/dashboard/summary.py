@@ -19,9 +19,10 @@ from store.reader import list_runs
 from store.stats import FinalWindow
 
 
-def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None) -> Table:
+def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None, budget: str = "") -> Table:
     env = task_name(env, rows)
-    title = f"{algo} on {env} · threshold {number(threshold, ',.1f')}" if threshold is not None else f"{algo} on {env}"
+    title = f"{algo} on {env}" + (f", compared {budget}" if budget else "")
+    title += f" · threshold {number(threshold, ',.1f')}" if threshold is not None else ""
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", box=None)
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("method", "config vs baseline") else "right")
@@ -31,8 +32,9 @@ def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None)
     return table
 
 
-def summary(db: sqlite_utils.Database, window: FinalWindow | None = None) -> RenderableType:
-    """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's)."""
+def summary(db: sqlite_utils.Database, window: FinalWindow | None = None, until: int | None = None) -> RenderableType:
+    """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's);
+    ``until``: the budget every task is compared at (default: each task's, :mod:`store.budget`)."""
     window = window or FinalWindow()
     runs = list_runs(db)
     if not runs:
@@ -42,12 +44,13 @@ def summary(db: sqlite_utils.Database, window: FinalWindow | None = None) -> Ren
     keys = compare_keys(runs)
     for i, key in enumerate(keys):
         members = compare_members(runs, key)
-        rows, threshold = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None, window)
-        parts += [compare_table(*key, rows, threshold), Text("")]
+        rows, threshold, budget = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None,
+                                               window, until)  # fmt: skip
+        parts += [compare_table(*key, rows, threshold, budget.describe()), Text("")]
         if i + 1 == len(keys) or keys[i + 1][0] != key[0]:  # the algorithm's last environment: the line across
             algo_runs = [r for r in runs if r["algo"] == key[0]]
             curves = evals.update(db, [r["id"] for r in algo_runs])
-            line = across_tasks(algo_runs, {i: c.arrays()[::2] for i, c in curves.items()}, window)
+            line = across_tasks(algo_runs, {i: c.arrays()[::2] for i, c in curves.items()}, window, until)
             parts += [Text(f"{key[0]} {line}"), Text("")] if line else []
     parts.append(Text(f"{note(window)}; threshold: the first baseline's final return", style="dim"))
     return Group(*parts)

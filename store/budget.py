@@ -1,0 +1,119 @@
+"""The budget of a comparison: the one step at which the methods of a task are compared.
+
+A method at 3,000 steps set beside its baseline at 20,000 says nothing about the method. So every
+view and table that sets methods side by side (Compare, ``dashboard --once``, the line across
+tasks, ``export --table summary|aggregate|improvement``) compares a task's methods at one budget.
+A task is an algorithm on an environment family (a Hopper-v4 run meets the published Hopper-v2
+curves). By default its budget is the largest step every run trained here has reached (each
+run's latest evaluation), counting the runs that are running or finished: queued runs have
+nothing to compare yet, and a run that failed or was stopped early must not hold a study's
+comparison back forever. Imported curves are cut at it. Where a task has no run trained here,
+its imported runs set it alike. ``--until STEP`` asks for a budget instead.
+
+A run counts at a budget when it has reached it, and then with its evaluations up to it; a run
+that has not (still training, or ended before it) is left out of the statistics, and counted
+so a view can say so.
+
+    reach = reach_of(db, [r["id"] for r in runs])
+    budgets = task_budgets(runs, reach)                  # (algo, family) -> Budget
+    budget = budgets[task_of(run)]; budget.counts(reach.get(run["id"]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from store.tasks import Task, source_of, task_of
+
+SETTING = ("running", "finished")
+"""The statuses of runs trained here that set a budget."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One task's budget and how many of its runs reach it."""
+
+    step: int | None
+    """The step every compared run is cut at; None where no run has an evaluation yet."""
+    given: bool
+    """Asked for (``--until``) rather than derived from the runs."""
+    reached: int
+    """Runs that reached it (their evaluations up to it count)."""
+    short: int
+    """Runs with evaluations that have not reached it: still training, or ended before it."""
+    queued: int
+    """Runs without an evaluation yet."""
+
+    def counts(self, reach: int | None) -> bool:
+        """Whether a run that reached step ``reach`` (None: no evaluation yet) counts at this budget."""
+        return reach is not None and self.step is not None and reach >= self.step
+
+    def describe(self) -> str:
+        """``at 20,000 steps, reached by all 4 runs`` or ``at 20,000 steps, reached by 4 of 7 runs (2 short of
+        it, 1 queued)``; ``no evaluations yet``."""
+        if self.step is None:
+            return f"no evaluations yet ({self.queued} queued)" if self.queued else "no evaluations yet"
+        total = self.reached + self.short + self.queued
+        text = f"at {self.step:,} steps" + (" (asked for)" if self.given else "")
+        if self.reached == total:
+            return text + f", reached by {'all ' if total > 1 else ''}{total} run{'s' if total != 1 else ''}"
+        missing = [f"{self.short} short of it"] if self.short else []
+        missing += [f"{self.queued} queued"] if self.queued else []
+        return text + f", reached by {self.reached} of {total} runs ({', '.join(missing)})"
+
+
+def reach_of(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, int]:
+    """Each run's latest evaluated step (runs without an evaluation absent)."""
+    ids = list(run_ids)
+    reach: dict[int, int] = {}
+    for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT run_id, MAX(step) FROM evaluations WHERE run_id IN ({marks}) GROUP BY run_id"
+        reach.update((int(run_id), int(step)) for run_id, step in db.execute(query, chunk))
+    return reach
+
+
+def reach_of_curves(curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """:func:`reach_of` from curves already read (steps, values)."""
+    return {run_id: int(steps[-1]) for run_id, (steps, _) in curves.items() if len(steps)}
+
+
+def budget(runs: list[dict[str, Any]], reach: dict[int, int], until: int | None = None) -> Budget:
+    """The budget of one task's ``runs`` (see the module's docstring); ``until`` asks for one."""
+    started = [r for r in runs if r["id"] in reach]
+    if until is not None:
+        step: int | None = until
+    else:
+        own = [r for r in started if source_of(r) == "offpoc"]
+        setting = [r for r in own if r["status"] in SETTING] or own or started
+        step = min((reach[r["id"]] for r in setting), default=None)
+    reached = sum(1 for r in started if step is not None and reach[r["id"]] >= step)
+    return Budget(step, until is not None, reached, len(started) - reached, len(runs) - len(started))
+
+
+def task_budgets(runs: list[dict[str, Any]], reach: dict[int, int], until: int | None = None) -> dict[Task, Budget]:
+    """Every task's :func:`budget`."""
+    tasks: dict[Task, list[dict[str, Any]]] = {}
+    for run in runs:
+        tasks.setdefault(task_of(run), []).append(run)
+    return {task: budget(members, reach, until) for task, members in tasks.items()}
+
+
+def cut(steps: np.ndarray, values: np.ndarray, step: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """A curve up to ``step`` (all of it for None)."""
+    if step is None:
+        return steps, values
+    keep = np.asarray(steps) <= step
+    return np.asarray(steps)[keep], np.asarray(values)[keep]
+
+
+def budgets_note(budgets: dict[Task, Budget]) -> str:
+    """One line for a table's note: where each task's methods meet (``td3 Hopper at 20,000 steps, reached by
+    all 6 runs; ...``)."""
+    return "; ".join(f"{algo} {family} {b.describe()}" for (algo, family), b in sorted(budgets.items()))
