@@ -14,11 +14,17 @@ import pytest
 from textual.pilot import Pilot
 
 from offpoc_tui.dashboard.app import Dashboard
-from offpoc_tui.dashboard.figures import LinesFigure
+from offpoc_tui.dashboard.figures import LinesFigure, MatrixFigure
 from offpoc_tui.dashboard.plots import FigurePlot
 from tests.test_dashboard import until
 
-SIZE = (150, 44)
+SIZES = {"80x24": (80, 24), "160x45": (160, 45)}
+"""The smallest terminal every view must be readable at, and a large one whose space it must use."""
+
+
+def has_data(plot: FigurePlot) -> bool:
+    figure = plot.figure
+    return isinstance(figure, MatrixFigure) or (isinstance(figure, LinesFigure) and bool(figure.lines))
 
 
 def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
@@ -31,7 +37,7 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
         await pilot.press(*keys)
         if plot_id is not None:
             plot = app.query_one(f"#{plot_id}", FigurePlot)
-            await until(pilot, lambda: isinstance(plot.figure, LinesFigure) and bool(plot.figure.lines))
+            await until(pilot, lambda: has_data(plot))
             await until(pilot, lambda: app.polls > 2)  # the view's data has been answered again
         plots = [p for p in app.screen.query(FigurePlot) if p.size.width]
         await until(pilot, lambda: all(p.drawn is p.figure for p in plots))  # pictures built (in threads)
@@ -40,19 +46,22 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
     return run_before
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize(
     ("plot_id", "keys"),
     [
         pytest.param(None, (), id="runs"),
         pytest.param("curves-plot", ("2", "g"), id="curves-grouped"),
         pytest.param("weights-training", ("3",), id="weights"),
+        pytest.param("weights-training", ("3", "h"), id="weights-heatmap"),
         pytest.param("compare-plot", ("4",), id="compare"),
         pytest.param("detail-losses", ("5",), id="detail"),
+        pytest.param(None, ("question_mark",), id="help"),
     ],
 )
-def test_view(dashboard_store: Path, snap_compare: Any, plot_id: str | None, keys: tuple[str, ...]) -> None:
+def test_view(dashboard_store: Path, snap_compare: Any, plot_id: str | None, keys: tuple[str, ...], size: str) -> None:
     app = Dashboard(dashboard_store, poll_s=0.1)
-    assert snap_compare(app, terminal_size=SIZE, run_before=ready(plot_id, keys))
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=ready(plot_id, keys))
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Header, Input, Select, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from offpoc_tui.dashboard import filters
@@ -28,7 +28,7 @@ from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
 from offpoc_tui.dashboard.model import SMOOTHING, CompareData, CurvesData, DetailData, Model, Request, compare_keys
-from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
+from offpoc_tui.dashboard.runs_table import RunsTable, sort_value
 from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store
 from store.reader import list_runs
@@ -59,6 +59,11 @@ class Dashboard(App[None]):
         Binding("w", "wall_time", "Steps/time"),
         Binding("m", "smoothing", "Smooth"),
         Binding("b", "band", "Band"),
+        Binding("p", "imported", "Imported", show=False),
+        Binding("e", "next_task", "Next algo·env", show=False),
+        Binding("t", "threshold", "Threshold", show=False),
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
         Binding("h", "heatmap", "Heatmap", show=False),
         Binding("v", "quantity", "Quantity", show=False),
         Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
@@ -89,6 +94,8 @@ class Dashboard(App[None]):
         self.request = Request()
         self.polls = 0
         """Runs updates received (tests wait on it)."""
+        self.answered: Request | None = None
+        """The request whose view data arrived last (tests wait on it)."""
         self.last_poll_s = 0.0
         self._wake = threading.Event()
         self._table_behind = False
@@ -180,6 +187,7 @@ class Dashboard(App[None]):
     def on_view_data(self, message: ViewData) -> None:
         if message.request != self.request or not self.table.is_attached:
             return  # answered a question no longer asked, or shutting down
+        self.answered = message.request
         data = message.data
         if isinstance(data, CurvesData):
             self.curves_pane.show(data)
@@ -197,7 +205,8 @@ class Dashboard(App[None]):
 
     # ---- the runs table ----------------------------------------------------------------------
     def _refresh_table(self) -> None:
-        visible = [r for r in self.runs if self.predicate(r)]
+        # Runs trained here first, imported curves (published, zoo) after, until a column is sorted.
+        visible = sorted((r for r in self.runs if self.predicate(r)), key=lambda r: r.get("origin") is not None)
         if self.sort_column is not None:
             column = self.sort_column
             visible.sort(key=lambda r: sort_value(r, column), reverse=self.sort_reverse)
@@ -249,6 +258,8 @@ class Dashboard(App[None]):
     def action_view(self, view: str) -> None:
         self.query_one(TabbedContent).active = view
         self.ask(view=view)
+        if view == "compare":  # never the threshold box: digits typed next must switch views
+            self.compare_pane.table.focus()
 
     def action_filter(self) -> None:
         box = self.filter_box
@@ -274,8 +285,13 @@ class Dashboard(App[None]):
         self.table.focus()
 
     def on_key(self, event: Any) -> None:
-        if event.key == "escape" and self.filter_box.has_focus:
+        if event.key != "escape":
+            return
+        if self.filter_box.has_focus:
             self._close_filter()
+            event.stop()
+        elif self.compare_pane.threshold.has_focus:  # back to the view, the threshold as it was
+            self.compare_pane.close_threshold()
             event.stop()
 
     def action_toggle_select(self) -> None:
@@ -291,8 +307,8 @@ class Dashboard(App[None]):
         self._refresh_table()
 
     def action_sort(self) -> None:
-        column = COLUMNS[max(self.table.cursor_column, 1)][0]
-        self._sort_by(column)
+        keys = self.table.keys
+        self._sort_by(keys[min(max(self.table.cursor_column, 1), len(keys) - 1)])
 
     def _sort_by(self, column: str) -> None:
         if column == "sel":
@@ -315,6 +331,33 @@ class Dashboard(App[None]):
         """Cycle the band around the means: 95% t-interval, standard error, min–max, none."""
         index = BAND_KINDS.index(self.request.band)
         self.ask(band=BAND_KINDS[(index + 1) % len(BAND_KINDS)])
+
+    def action_imported(self) -> None:
+        """Curves: show the imported curves too (hidden by default while runs trained here exist)."""
+        self.ask(imported=not self.request.imported)
+
+    def action_next_task(self) -> None:
+        """Compare: the next (algo, env family) present."""
+        keys = compare_keys(self.runs)
+        if self.request.view != "compare" or not keys:
+            return
+        current = self.request.compare_key if self.request.compare_key in keys else keys[0]
+        self.ask(compare_key=keys[(keys.index(current) + 1) % len(keys)])
+
+    def action_threshold(self) -> None:
+        """Compare: type a threshold into its box (enter applies, escape leaves it)."""
+        if self.request.view == "compare":
+            self.compare_pane.open_threshold()
+
+    def action_cursor(self, delta: int) -> None:
+        """Move the runs table's cursor from any view (the run Weights and Detail show)."""
+        ids = [r["id"] for r in self.shown_runs]
+        if not ids:
+            return
+        current = self.request.cursor if self.request.cursor in ids else ids[0]
+        target = ids[min(max(ids.index(current) + delta, 0), len(ids) - 1)]
+        self.table.point_at(target)
+        self.ask(cursor=target)
 
     def action_heatmap(self) -> None:
         self.ask(heatmap=not self.request.heatmap)
@@ -365,11 +408,6 @@ class Dashboard(App[None]):
         self._wake.set()
 
     # ---- compare controls -----------------------------------------------------------------------
-    @on(Select.Changed, "#compare-key")
-    def _compare_key(self, event: Select.Changed) -> None:
-        if isinstance(event.value, tuple):
-            self.ask(compare_key=event.value)
-
     @on(Input.Submitted, "#compare-threshold")
     def _threshold(self, event: Input.Submitted) -> None:
         text = event.value.strip().replace(",", "")
@@ -377,3 +415,5 @@ class Dashboard(App[None]):
             self.ask(threshold=float(text) if text else None)
         except ValueError:
             self.notify(f"threshold must be a number, not {event.value!r}", severity="error")
+            return
+        self.compare_pane.close_threshold()

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Input, Select, Static
+from textual.containers import Vertical
+from textual.widgets import DataTable, Input, Static
 
 from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, versions_shown
 from offpoc_tui.dashboard.model import CompareData
@@ -72,21 +72,26 @@ def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
 
 
 class ComparePane(Vertical):
+    """A line naming the algo · env shown (``e`` cycles them), the plot, a note, the table; ``t`` opens
+    a threshold box under the line, which enter applies and escape closes."""
+
     def __init__(self, window: FinalWindow | None = None) -> None:
         super().__init__()
         self.window = window or FinalWindow()
         self.keys: list[tuple[str, str]] = []
         """The (algo, env) pairs offered, as last set."""
+        self.current: tuple[str, str] | None = None
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
-        self.select = Select[tuple[str, str]]([], prompt="algo · env", id="compare-key", allow_blank=True)
+        self.heading = Static(id="compare-key", classes="pane-state")
+        self.threshold = Input(placeholder="threshold (enter applies; empty: the baseline's final return; esc closes)",
+                               id="compare-threshold")  # fmt: skip
         self.plot = FigurePlot(id="compare-plot")
         self.note = Static(id="compare-note", classes="pane-state")
         self.table = DataTable[Any](id="compare-table", cursor_type="row", zebra_stripes=True)
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="compare-controls"):
-            yield self.select
-            yield Input(placeholder="threshold (default: baseline's final return)", id="compare-threshold")
+        yield self.heading
+        yield self.threshold
         yield self.plot
         yield self.note
         yield self.table
@@ -98,13 +103,26 @@ class ComparePane(Vertical):
         self.table.add_column(config)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
-        select = self.select
-        with select.prevent(Select.Changed):
-            if keys != self.keys:
-                self.keys = keys
-                select.set_options([(f"{algo} · {env}", (algo, env)) for algo, env in keys])
-            if current in keys and select.value != current:
-                select.value = current
+        self.keys = keys
+        self.current = current if current in keys else (keys[0] if keys else None)
+        self._heading()
+
+    def _heading(self) -> None:
+        if self.current is None:
+            self.heading.update("no algo · env to compare yet")
+            return
+        algo, env = self.current
+        position = f"{self.keys.index(self.current) + 1} of {len(self.keys)}"
+        more = " · e: next" if len(self.keys) > 1 else ""
+        self.heading.update(Text.assemble((f"{algo} · {env}", "bold"), f" ({position}{more} · t: threshold)"))
+
+    def open_threshold(self) -> None:
+        self.threshold.add_class("visible")
+        self.threshold.focus()
+
+    def close_threshold(self) -> None:
+        self.threshold.remove_class("visible")
+        self.table.focus()
 
     def show(self, data: CompareData) -> None:
         self.plot.show(data.figure)
@@ -114,6 +132,6 @@ class ComparePane(Vertical):
         for row in data.rows:
             table.add_row(*row_cells(row, versions))
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
-        across = f"\n{data.across}" if data.across else ""
         budget = f"compared {data.budget} · " if data.budget else ""
-        self.note.update(Text(f"{budget}{note(self.window)} · {threshold}{across}"))
+        across = f"\n{data.across}" if data.across else ""
+        self.note.update(Text(f"{budget}{threshold}\n{note(self.window)}{across}"))

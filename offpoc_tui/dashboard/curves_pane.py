@@ -28,6 +28,7 @@ class CurvesPane(Vertical):
             f" · [b]w[/] x axis: {'wall time' if request.wall_time else 'steps'}"
             f" · [b]m[/] smoothing: {f'{request.smoothing} evaluations' if request.smoothing > 1 else 'off'}"
             f" · [b]b[/] {BAND_LABELS[request.band]}{'' if request.grouped else ' (when grouped)'}"
+            f" · [b]p[/] imported curves: {'shown' if request.imported else 'hidden beside runs trained here'}"
         )
 
     def show(self, data: CurvesData) -> None:

@@ -92,6 +92,12 @@ class MatrixFigure:
     title: str
     cells: np.ndarray
     colour: RGB = PALETTE[0]
+    x: tuple[float, float] = (0.0, 1.0)
+    """What the first and the last column stand for (environment steps): the x axis's ticks."""
+    y: tuple[float, float] = (1.0, 0.0)
+    """What the top and the bottom row stand for (the quantity's range): the y axis's ticks."""
+    xlabel: str = ""
+    ylabel: str = ""
 
 
 Figure = LinesFigure | BarsFigure | MatrixFigure

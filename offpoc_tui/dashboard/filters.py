@@ -1,8 +1,9 @@
 """The runs table's filter: ``env=Hopper correction=acoffpoc``, or bare words.
 
-``key=value`` keeps runs whose column contains the value (case-insensitive; ``id`` and
-``seed`` match exactly, ``seed=0,1`` either); a bare word must appear in the name,
-algo, env or correction. Terms combine with AND.
+``key=value`` keeps runs whose column contains the value (case-insensitive; ``id``,
+``seed`` and ``source`` match exactly, ``seed=0,1`` either); ``source`` is where a run's
+evaluations come from: ``offpoc`` (trained here), ``published`` (the paper's curves) or ``zoo``.
+A bare word must appear in the name, algo, env or correction. Terms combine with AND.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from store.tasks import SOURCES, source_of
+
 KEYS = {
     "id": "id", "name": "name", "algo": "algo", "env": "env", "correction": "correction", "corr": "correction",
-    "divergence": "divergence", "div": "divergence", "seed": "seed", "status": "status",
+    "divergence": "divergence", "div": "divergence", "seed": "seed", "status": "status", "source": "source",
 }  # fmt: skip
-EXACT = {"id", "seed"}
+EXACT = {"id", "seed", "source"}
 BARE = ("name", "algo", "env", "correction")
 
 Predicate = Callable[[dict[str, Any]], bool]
@@ -35,6 +38,11 @@ def _term(token: str) -> Predicate:
     options = [v.lower() for v in value.split(",") if v]
     if not options:
         raise FilterError(f"{key}= needs a value")
+    if column == "source":
+        unknown = sorted(set(options) - set(SOURCES))
+        if unknown:
+            raise FilterError(f"unknown source {unknown[0]!r}; use one of {', '.join(SOURCES)}")
+        return lambda run: source_of(run) in options
     if column in EXACT:
         return lambda run: str(run[column]) in options
     return lambda run: any(o in str(run[column] or "none").lower() for o in options)

@@ -83,6 +83,8 @@ class Request:
     """The band around each group's mean curve (Curves grouped, Compare); ``b`` cycles."""
     filter_text: str = ""
     """The runs table's filter, for views to say why they show nothing."""
+    imported: bool = False
+    """Curves: also the imported curves, which are hidden while the runs shown include any trained here."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ class Model:
         if request.view in ("curves", "compare"):
             key = compare_key(runs, request) if request.view == "compare" else None
             if request.view == "curves":
-                members = [by_id[i] for i in request.run_ids if i in by_id]
+                asked = [by_id[i] for i in request.run_ids if i in by_id]
+                members = curve_members(asked, request)
+                hidden = len(asked) - len(members)
             else:
                 members = compare_members(runs, key)
             ids = [r["id"] for r in members]
@@ -160,7 +164,7 @@ class Model:
             return None
         self.last = basis
         if request.view == "curves":
-            return CurvesData(curves_figure(members, curves, request))
+            return CurvesData(curves_figure(members, curves, request, hidden))
         if request.view == "compare":
             data = compare_data(db, members, curves, key, request.threshold, request.band, self.window, self.until)
             returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
@@ -246,21 +250,34 @@ def no_runs(request: Request) -> str:
     return EMPTY_STORE
 
 
-def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request) -> Figure:
+def curve_members(runs: list[dict[str, Any]], request: Request) -> list[dict[str, Any]]:
+    """The runs Curves draws: where any was trained here, those alone unless imported curves are asked for."""
+    if request.imported or all(source_of(r) != "offpoc" for r in runs):
+        return runs
+    return [r for r in runs if source_of(r) == "offpoc"]
+
+
+def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request, hidden: int = 0) -> Figure:
+    """The runs' return curves (``hidden``: imported curves left out, which the title says)."""
     if not runs:
         return empty("Evaluation return", no_runs(request))
-
-    def series(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, wall time in hours, smoothed returns) of a run that is drawn (wall time: only when shown)."""
-        steps, wall, returns = curves[run["id"]].arrays()
-        return steps, wall / 3600.0 if request.wall_time else wall, smooth(returns, request.smoothing)
 
     if request.wall_time:  # imported curves record no wall time
         runs = [r for r in runs if np.isfinite(curves[r["id"]].arrays()[1]).any()]
         if not runs:
             return empty("Evaluation return", "no wall time recorded for these runs (imported); press w for steps")
     x_of = 1 if request.wall_time else 0
-    xlabel = "wall time (h)" if request.wall_time else "environment steps"
+    xlabel, per = "environment steps", 1.0
+    if request.wall_time:  # seconds, minutes or hours, whichever reads best for the longest run
+        longest = max(float(np.nanmax(curves[r["id"]].arrays()[1])) for r in runs)
+        unit, per = ("s", 1.0) if longest < 120 else ("min", 60.0) if longest < 7200 else ("h", 3600.0)
+        xlabel = f"wall time ({unit})"
+
+    def series(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, wall time in ``xlabel``'s unit, smoothed returns) of a run that is drawn."""
+        steps, wall, returns = curves[run["id"]].arrays()
+        return steps, wall / per, smooth(returns, request.smoothing)
+
     title = "Evaluation return"
     if request.smoothing > 1:
         title += f", smoothed over {request.smoothing} evaluations"
@@ -272,7 +289,7 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
             lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
             title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
-        return LinesFigure(title, xlabel, "return", lines, ylim=y_range(lines))
+        return LinesFigure(title + hidden_note(hidden), xlabel, "return", lines, ylim=y_range(lines))
     raw: list[Line] = []
     means: list[Line] = []
     areas: list[Area] = []
@@ -291,7 +308,13 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
     title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
     if len(means) > len(PALETTE):  # colours repeat and the legend no longer fits
         title += f"; {len(means)} groups (/ filters)"
+    title += hidden_note(hidden)
     return LinesFigure(title, xlabel, "return", raw + means, areas=areas, ylim=y_range(raw + means))
+
+
+def hidden_note(hidden: int) -> str:
+    """What Curves left out (imported curves beside runs trained here), and the key that shows it."""
+    return f"; {hidden:,} imported curves hidden beside runs trained here (p shows them)" if hidden else ""
 
 
 AREA_STRENGTH = 0.45
@@ -369,9 +392,15 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown
     for _, step, counts in hists:
         cells[:, index[step]] += counts[::-1]
     cells /= np.maximum(cells.max(axis=0, keepdims=True), 1)
-    rows = f"rows {shown.label} from {shown.high:g} (top) to {shown.low:g}"
-    title = f"{shown.label} heatmap, {subject}: {rows}, columns {len(steps)} intervals to step {steps[-1]:,}"
-    return MatrixFigure(title + shown.others, cells)
+    title = f"{shown.label} heatmap, {subject}: each column one interval's share of values, to step {steps[-1]:,}"
+    return MatrixFigure(
+        title + shown.others,
+        cells,
+        x=(float(steps[0]), float(steps[-1])),
+        y=(shown.high, shown.low),
+        xlabel="environment steps (interval end)",
+        ylabel=shown.label,
+    )
 
 
 # ---- compare ----------------------------------------------------------------------------------

@@ -29,13 +29,13 @@ def _thin(x: np.ndarray, y: np.ndarray, limit: int) -> tuple[list[float], list[f
 
 
 def short(value: float) -> str:
-    """A tick label: 250k, 1.5M, 5k, 0.25 (never 5e+03)."""
+    """A tick label: 250k, 1.5M, 5k, 0.25, 0.0043 (never 5e+03 or 4.3e-06)."""
     magnitude = abs(value)
     if magnitude >= 1e6:
         return f"{value / 1e6:.3g}M"
     if magnitude >= 1e3:
         return f"{value / 1e3:.3g}k"
-    return f"{value:.3g}"
+    return np.format_float_positional(value, precision=3, unique=True, fractional=False, trim="-")
 
 
 def ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], list[str]]:
@@ -125,10 +125,18 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
         plt.bar(figure.x.tolist(), figure.heights.tolist(), color=figure.colour, width=0.8)
         plt.xticks(*ticks(0.0, 1.0))
     elif isinstance(figure, MatrixFigure):
-        cells = _resample(figure.cells, height - 4, width - 2)
+        rows, columns = max(height - 6, 1), max(width - 10, 1)
+        cells = _resample(figure.cells, rows, columns)
         base = np.asarray(figure.colour, dtype=np.float64)
         rgb = (20 + cells[..., None] * (base - 20)).round().astype(int)
         plt.matrix_plot([[tuple(px) for px in row] for row in rgb.tolist()])
+        # The axes in the figure's units, not cell indices: steps along x, the quantity's range up y.
+        plt.xlabel(figure.xlabel)
+        plt.ylabel(figure.ylabel)
+        x_positions = np.linspace(1, cells.shape[1], 4).tolist()
+        plt.xticks(x_positions, ticks(*figure.x, count=4)[1])
+        y_positions = np.linspace(1, cells.shape[0], 3).tolist()  # plotext counts rows from the bottom
+        plt.yticks(y_positions, ticks(figure.y[1], figure.y[0], count=3)[1])
 
 
 class FigurePlot(PlotextPlot):

@@ -13,13 +13,35 @@ from offpoc_tui.views import STATUS_STYLE, duration, number
 COLUMNS = (
     ("sel", "", "left"), ("id", "id", "right"), ("name", "name", "left"), ("algo", "algo", "left"),
     ("env", "env", "left"), ("correction", "correction", "left"), ("divergence", "div", "left"),
-    ("seed", "seed", "right"), ("status", "status", "left"), ("progress", "progress", "right"),
-    ("sps", "SPS (steps/s)", "right"), ("eta", "ETA", "right"), ("last_return", "last return", "right"),
-    ("best_return", "best return", "right"), ("mean_lambda", "λ̄ (last 1k updates)", "right"),
+    ("seed", "seed", "right"), ("status", "status", "left"), ("progress", "done", "right"),
+    ("sps", "steps/s", "right"), ("eta", "ETA", "right"), ("last_return", "return", "right"),
+    ("best_return", "best", "right"), ("mean_lambda", "λ̄", "right"),
 )  # fmt: skip
-WIDTHS = {"status": 8, "eta": 12, "progress": 8, "name": 20}
-"""Columns whose values grow after the first rows (queued → running, – → 1 h 05 min), and the name,
-cut at 20 (a default name repeats algo, env and correction) so that 80 columns still show them."""
+WIDTHS = {
+    "sel": 1, "id": 4, "name": 20, "algo": 4, "env": 14, "correction": 12, "divergence": 5, "seed": 4, "status": 8,
+    "progress": 4, "sps": 7, "eta": 12, "last_return": 9, "best_return": 9, "mean_lambda": 5,
+}  # fmt: skip
+"""Every column's width, fixed, so a value that grows later (queued → running, – → 1 h 05 min, – → 0.873)
+never meets a column sized for the first rows; a longer name or env is cut with an ellipsis."""
+PRIORITY = (
+    "sel", "id", "status", "progress", "last_return", "mean_lambda", "env", "correction", "algo", "seed", "name",
+    "divergence", "sps", "eta", "best_return",
+)  # fmt: skip
+"""Which columns a narrow terminal keeps, first to last; the table shows them in :data:`COLUMNS`' order."""
+PADDING = 2
+"""The cells' padding, one character each side."""
+
+
+def columns_for(width: int) -> list[str]:
+    """The columns that fit ``width`` characters, by :data:`PRIORITY`, in the table's order."""
+    kept: set[str] = set()
+    used = 0
+    for key in PRIORITY:
+        if used + WIDTHS[key] + PADDING > width and kept:
+            continue
+        kept.add(key)
+        used += WIDTHS[key] + PADDING
+    return [key for key, _, _ in COLUMNS if key in kept]
 
 
 def eta_seconds(run: dict[str, Any]) -> float | None:
@@ -49,10 +71,13 @@ def cells(run: dict[str, Any], selected: bool) -> list[Any]:
     return [
         Text("●", style="bold yellow") if selected else Text(""),
         right(str(run["id"])),
-        Text(run["name"]),
+        fitted(run["name"], WIDTHS["name"]),
         Text(run["algo"]),
-        Text(run["env"]),
-        Text(run["correction"] + ("" if run.get("sampler", "uniform") == "uniform" else f"+{run['sampler']}")),
+        fitted(run["env"], WIDTHS["env"]),
+        fitted(
+            run["correction"] + ("" if run.get("sampler", "uniform") == "uniform" else f"+{run['sampler']}"),
+            WIDTHS["correction"],
+        ),
         Text(run["divergence"] or "–"),
         right(str(run["seed"])),
         Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
@@ -63,6 +88,11 @@ def cells(run: dict[str, Any], selected: bool) -> list[Any]:
         right(number(run["best_return"], ",.1f")),
         right(number(run["mean_lambda"], ".3f")),
     ]
+
+
+def fitted(text: str, width: int) -> Text:
+    """``text`` literally (no markup), cut to ``width`` with an ellipsis."""
+    return Text(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def row_state(run: dict[str, Any], selected: bool) -> tuple[Any, ...]:
@@ -97,10 +127,36 @@ class RunsTable(DataTable[Any]):
         self._pending: dict[int, tuple[dict[str, Any], bool]] = {}
         """Off-screen runs whose row is behind: the run and its selection, to draw on arrival."""
         self.last_sync_s = 0.0
+        self.keys: list[str] = []
+        """The columns shown, in order (:func:`columns_for` the table's width)."""
+        self._runs: list[dict[str, Any]] = []
+        self._selected: set[int] = set()
+        self._keep: int | None = None
 
     def on_mount(self) -> None:
-        for key, label, justify in COLUMNS:
-            self.add_column(Text(label, justify=justify), key=key, width=WIDTHS.get(key))  # type: ignore[arg-type]
+        self._layout(columns_for(self.size.width or 160))
+
+    def _layout(self, keys: list[str]) -> None:
+        """Show the columns ``keys``: the rows are redrawn at the next :meth:`sync`."""
+        if keys == self.keys:
+            return
+        keep = self.cursor_run
+        self.clear(columns=True)
+        self.keys = keys
+        labels = {key: (label, justify) for key, label, justify in COLUMNS}
+        for key in keys:
+            label, justify = labels[key]
+            self.add_column(Text(label, justify=justify), key=key, width=WIDTHS[key])  # type: ignore[arg-type]
+        self.shown, self._cells, self._drawn, self._pending = [], {}, {}, {}
+        self._keep = keep
+
+    def point_at(self, run_id: int) -> None:
+        """Put the cursor on ``run_id`` now, or, where the table has not drawn it yet, at its next :meth:`sync`."""
+        if run_id in self.shown:
+            self.move_cursor(row=self.shown.index(run_id), animate=False)
+            self._keep = None
+        else:
+            self._keep = run_id
 
     @property
     def cursor_run(self) -> int | None:
@@ -111,18 +167,20 @@ class RunsTable(DataTable[Any]):
     def sync(self, runs: list[dict[str, Any]], selected: set[int]) -> None:
         """Show ``runs`` in this order, keeping the cursor on the same run."""
         start = time.perf_counter()
+        self._runs, self._selected = runs, selected
         order = [r["id"] for r in runs]
         if order != self.shown:
-            keep = self.cursor_run
+            keep = self._keep if self._keep is not None else self.cursor_run
             self.clear()
             self._cells, self._drawn, self._pending = {}, {}, {}
             for run in runs:
                 is_selected = run["id"] in selected
-                row = cells(run, is_selected)
+                row = self._shown_cells(run, is_selected)
                 self._cells[run["id"]] = row
                 self._drawn[run["id"]] = row_state(run, is_selected)
                 self.add_row(*row, key=str(run["id"]))
             self.shown = order
+            self._keep = None
             if keep in order:
                 self.move_cursor(row=order.index(keep), animate=False)
         else:
@@ -141,10 +199,14 @@ class RunsTable(DataTable[Any]):
         first = int(self.scroll_y)
         return range(max(first - self.MARGIN, 0), first + self.size.height + self.MARGIN)
 
+    def _shown_cells(self, run: dict[str, Any], is_selected: bool) -> list[Any]:
+        every = dict(zip((key for key, _, _ in COLUMNS), cells(run, is_selected), strict=True))
+        return [every[key] for key in self.keys]
+
     def _draw(self, run: dict[str, Any], is_selected: bool) -> None:
         run_id = run["id"]
-        row = cells(run, is_selected)
-        for (key, _, _), new, before in zip(COLUMNS, row, self._cells[run_id], strict=True):
+        row = self._shown_cells(run, is_selected)
+        for key, new, before in zip(self.keys, row, self._cells[run_id], strict=True):
             if new != before:
                 self.update_cell(str(run_id), key, new)
         self._cells[run_id] = row
@@ -162,4 +224,10 @@ class RunsTable(DataTable[Any]):
         self._draw_pending_on_screen()
 
     def on_resize(self) -> None:
+        if self.size.width <= 0:  # hidden behind another tab: keep the columns it will show again
+            return
+        keys = columns_for(self.size.width)
+        if keys != self.keys:
+            self._layout(keys)
+            self.sync(self._runs, self._selected)
         self._draw_pending_on_screen()
