@@ -79,8 +79,9 @@ class TrainConfig:
     ace_lambda1: float = 0.0
     """ACE: λ₁ of the emphatic weighting, in [0, 1]; 0 (the paper's) makes ACE Off-PAC."""
     pg_form: str = "dpg"
-    """ACE and Geoff-PAC: the actor gradient's form: dpg (the baseline's policy gradient, each transition
-    weighted by ρ̄·M) or lr (the original methods' likelihood-ratio estimator through a Gaussian surrogate)."""
+    """ACE and Geoff-PAC: the actor gradient's form: dpg (the baseline's policy gradient weighted by the
+    emphasis M; it samples no action, so no ratio corrects one: ACE at λ₁ = 0 is the baseline), dpg-is
+    (weighted by ρ̄·M) or lr (the original methods' likelihood-ratio estimator through a Gaussian surrogate)."""
     pg_signal: str = "td"
     """ACE and Geoff-PAC with pg_form=lr: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
     geoff_lambda1: float = 0.7
@@ -272,7 +273,7 @@ class TrainConfig:
         """The competitors' options (spec/competitors.md), checked whatever the correction."""
         choices = {"acoffpoc_ratio": ("sampled", "stored"),
                    "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("window", "recent", "replay"),
-                   "pg_form": ("dpg", "lr"), "pg_signal": ("td", "q"),
+                   "pg_form": ("dpg", "dpg-is", "lr"), "pg_signal": ("td", "q"),
                    "geoff_m2_baseline": ("state", "mean", "none"), "geoff_m2": ("off", "one", "all"),
                    "geoff_traces": ("cached", "fresh")}  # fmt: skip
         for name, allowed in choices.items():

@@ -187,7 +187,8 @@ def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
            ({"ace_lambda1": 1.5}, "ace_lambda1"), ({"geoff_gamma_hat": 1.0}, "geoff_gamma_hat"),
            ({"trace_window": 0}, "trace_window"), ({"geoff_m2_baseline": "median"}, "geoff_m2_baseline"),
            ({"geoff_m2": "two"}, "geoff_m2"), ({"geoff_traces": "stale"}, "geoff_traces"),
-           ({"ipg_window": 0}, "ipg_window"), ({"ipg_state_source": "newest"}, "ipg_state_source")]  # fmt: skip
+           ({"ipg_window": 0}, "ipg_window"), ({"ipg_state_source": "newest"}, "ipg_state_source"),
+           ({"pg_form": "dpgis"}, "pg_form must be one of dpg, dpg-is, lr")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ConfigError, match=message):
             TrainConfig(**options).resolved()  # type: ignore[arg-type]
@@ -195,11 +196,15 @@ def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
 
 # ---- ACE: ρ̄-weighted policy gradient (dpg), or the likelihood-ratio one (lr) -------------------------
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
-def test_ace_weights_the_baselines_actor_loss_by_rho_bar_with_the_fast_backend(algo: str) -> None:
+def test_ace_at_lambda1_zero_is_the_baseline_and_dpg_is_weights_by_rho_bar(algo: str) -> None:
+    """The DPG form samples no action, so no ratio corrects one: ACE at λ₁ = 0 (M ≡ 1) is the baseline,
+    bit for bit, on the most off-policy batch; ``dpg-is`` keeps ρ̄ as importance weights, on the fast backend."""
     assert TrainConfig(algo=algo, correction="ace").resolved().backend == "fast"
     a = agent(algo)
     b = off_batch(a)
-    ace = correction("ace", algo)
+    plain, corrected = step_both(algo, "ace", b)
+    assert same(params(plain.critic), params(corrected.critic)) and same(params(plain.actor), params(corrected.actor))
+    ace = correction("ace", algo, pg_form="dpg-is")
     a.updates = 1
     with torch.no_grad():
         w = ace.weights(b, a)
@@ -207,11 +212,11 @@ def test_ace_weights_the_baselines_actor_loss_by_rho_bar_with_the_fast_backend(a
     assert w.critic is None and not w.normalised  # the critic is the baseline's; ρ̄ are importance weights
     torch.testing.assert_close(w.actor, rho_bar)
     assert float(rho_bar.min()) < 0.9
-    plain, corrected = step_both(algo, "ace", b)
+    plain, corrected = step_both(algo, "ace", b, pg_form="dpg-is")
     assert same(params(plain.critic), params(corrected.critic))
     assert not same(params(plain.actor), params(corrected.actor))
     # The same step with autograd: L = (1/B) Σ ρ̄_i ℓ_i written as a loss.
-    graph = step_both(algo, "ace", b, backend="autograd")[1]
+    graph = step_both(algo, "ace", b, backend="autograd", pg_form="dpg-is")[1]
     for x, y in zip(params(graph.actor), params(corrected.actor)):
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
 
@@ -436,10 +441,10 @@ def per_sample_actor_loss(correction, a, b: Batch) -> torch.Tensor:  # type: ign
         weights = correction.weights(b, a)
     if correction.overrides_actor_loss:
         return correction.actor_loss(a, b.obs, b)
-    return weights.actor * a.actor_loss(b.obs)
+    return a.actor_loss(b.obs) if weights.actor is None else weights.actor * a.actor_loss(b.obs)
 
 
-@pytest.mark.parametrize("pg_form", ["dpg", "lr"])
+@pytest.mark.parametrize("pg_form", ["dpg", "dpg-is", "lr"])
 @pytest.mark.parametrize("lambda1", [0.0, 0.7])
 def test_geoff_pac_without_gamma_hat_and_with_c_one_is_ace(lambda1: float, pg_form: str) -> None:
     """γ̂ = 0 (no M2) and C ≡ 1 leave M1 = (1 − λ₁) + λ₁ F with c ≡ 1: ACE(λ₁)'s loss, sample by sample
@@ -482,8 +487,8 @@ def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form:
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_geoff_pac_without_m2_is_a_weight_on_the_baselines_loss_and_trains_fast(algo: str) -> None:
-    """The default (dpg, no M2): ρ̄_i M1_i as importance weights on the baseline's actor loss, the fast backend;
-    the M2 term (or the lr form) is a loss of its own, differentiated by autograd."""
+    """The default (dpg, no M2): M1_i as importance weights on the baseline's actor loss (dpg-is: ρ̄_i M1_i),
+    the fast backend; the M2 term (or the lr form) is a loss of its own, differentiated by autograd."""
     assert TrainConfig(algo=algo, correction="geoff-pac").resolved().backend == "fast"
     for options in ({"geoff_m2": "one"}, {"pg_form": "lr"}):
         assert TrainConfig(algo=algo, correction="geoff-pac", **options).resolved().backend == "autograd"  # type: ignore[arg-type]
@@ -495,6 +500,10 @@ def test_geoff_pac_without_m2_is_a_weight_on_the_baselines_loss_and_trains_fast(
     with torch.no_grad():
         w = geoff.weights(b, a)
     assert w.critic is None and not w.normalised
+    torch.testing.assert_close(w.actor, w.logged["geoff_m1"])
+    geoff.action_ratio = True  # dpg-is
+    with torch.no_grad():
+        w = geoff.weights(b, a)
     torch.testing.assert_close(w.actor, geoff.rho_bar * w.logged["geoff_m1"])
 
 

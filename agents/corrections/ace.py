@@ -1,15 +1,23 @@
 """ACE, actor-critic with emphatic weightings (Imani, Graves & White 2018); the paper's λ₁ = 0.
 
 ACE's actor step is ρ_t M_t δ_t ∇log π(A_t|S_t): the policy gradient at each transition, weighted by
-the density ratio and the emphasis. The paper applies it to DDPG, TD3 and SAC "by replacing the PG
-computation"; ``pg_form`` says how:
+the density ratio ρ and the emphasis M. The ratio corrects for the behaviour's choice of the action a
+likelihood-ratio gradient samples; the emphasis reweights the states. The paper applies ACE to DDPG,
+TD3 and SAC "by replacing the PG computation"; ``pg_form`` says how:
 
 - ``dpg`` (default): the baseline's own policy gradient (DDPG/TD3's −Q(s, π(s)), SAC's
-  reparameterised loss), each transition's term weighted by ρ̄_i · M_i as importance weights:
-  L_actor = (1/B) Σ_i ρ̄_i M_i ℓ_i. The estimator of ∇Q the baseline uses, ACE's weighting.
+  reparameterised loss), each transition's term weighted by its emphasis M_i:
+  L_actor = (1/B) Σ_i M_i ℓ_i. That gradient integrates over the policy's actions analytically (or by
+  reparameterisation), so no action is sampled from the behaviour and no ratio corrects one: the
+  off-policy deterministic actor-critic avoids importance sampling in the actor (Silver et al. 2014,
+  §4.2). At the paper's λ₁ = 0, M ≡ 1 and ACE is then the baseline itself, as the published curves,
+  within a few percent of their baselines, suggest.
+- ``dpg-is``: the same, weighted by ρ̄_i M_i, the ratio kept as importance weights. At σ = 0.1 the
+  ratio of an earlier policy's transition is near 0, so the actor learns from recent ones alone:
+  measured to learn less than the baseline (docs/results.md).
 - ``lr``: the method's likelihood-ratio estimator,
   L_actor = −(1/B) Σ_i ρ̄_i · M_i · ŝ_i · log π_φ(a_i|s_i), through the Gaussian surrogate of
-  DDPG/TD3's policy (score ∝ 1/σ²). Measured to learn far less than the baseline (docs/competitors.md).
+  DDPG/TD3's policy (score ∝ 1/σ²). Measured to learn far less than the baseline.
 
 At λ₁ = 0 (``ace_lambda1``, the default) the emphasis M_i is 1 and ACE is Off-PAC. Above it,
 M_i = (1 − λ₁) + λ₁ F_i with F the trace of Geoff-PAC's F1 for c ≡ 1, summed over a window of
@@ -51,6 +59,7 @@ class ACE(BehaviourRatio):
         super().__init__(settings)
         config = settings.options
         self.likelihood_ratio = config.pg_form == "lr"
+        self.action_ratio = config.pg_form == "dpg-is"
         self.td_signal = config.pg_signal == "td"
         self.gamma = config.gamma
         self.emphatic = config.ace_lambda1
@@ -96,10 +105,17 @@ class ACE(BehaviourRatio):
             # F1 with c ≡ 1 (and λ₂, γ̂ unused: no M2 term).
             self.emphasis = traces(rho_bar, torch.ones_like(rho_bar), mask, self.gamma, 0.0, self.emphatic, 0.0).m1
             logged[EMPHASIS.name] = self.emphasis
-        if self.likelihood_ratio:
+        weight = self.dpg_weight(self.emphasis)
+        if self.likelihood_ratio or weight is None:  # lr: its own loss; dpg at λ₁ = 0: the baseline's
             return Weights(logged=logged)
-        # dpg: the baseline's actor loss with importance weights ρ̄_i M_i, L = (1/B) Σ ρ̄_i M_i ℓ_i.
-        return Weights(actor=self.rho_bar * self.emphasis, logged=logged, normalised=False)
+        return Weights(actor=weight, logged=logged, normalised=False)
+
+    def dpg_weight(self, emphasis: Tensor | float) -> Tensor | None:
+        """The DPG forms' weight on the baseline's actor loss, L = (1/B) Σ_i w_i ℓ_i: the emphasis, times ρ̄_i
+        for ``dpg-is``; None where it is 1 everywhere (the baseline's loss as it is)."""
+        assert self.rho_bar is not None
+        weight = self.rho_bar * emphasis if self.action_ratio else emphasis
+        return weight if isinstance(weight, Tensor) else None
 
     def signal(self, agent: Any, batch: Batch, value: Tensor) -> Tensor:
         """ŝ_i, (B, 1), without gradient, given V(s_i) (SAC's entropy term excluded)."""

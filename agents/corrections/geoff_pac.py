@@ -138,7 +138,7 @@ class GeoffPAC(ACE):
         traced = traces(rho_bar, c_bars, mask, self.gamma, self.gamma_hat, self.lambda1, self.lambda2)
         logged[M1.name] = traced.m1
         if not self.overrides_actor_loss:  # dpg without M2: weights on the baseline's actor loss
-            return Weights(actor=self.rho_bar * traced.m1, logged=logged, normalised=False)
+            return Weights(actor=self.dpg_weight(traced.m1), logged=logged, normalised=False)
         self._pending = _Pending(traced.m1, traced.kappa, slots, batch.slots)
         return Weights(logged=logged)
 
@@ -188,7 +188,9 @@ class GeoffPAC(ACE):
         else:
             per_sample = agent.actor_loss(obs)
             value = -per_sample.detach()  # V(s) = Q(s, π(s)) (DDPG, TD3); SAC's soft value at its sample
-            loss = self.rho_bar * pending.m1 * per_sample
+            weight = self.dpg_weight(pending.m1)
+            assert weight is not None  # M1 is a tensor
+            loss = weight * per_sample
         return loss if m2 is None else loss - self.gamma_hat * self._m2_term(m2, value, agent)
 
     def _m2_term(self, m2: tuple[Batch, Tensor, Tensor | float], value: Tensor, agent: Any) -> Tensor:
