@@ -11,6 +11,7 @@ from agents.config import ConfigError, TrainConfig, with_overrides
 from agents.envs import EnvError, make_env
 from agents.sink import (
     CheckpointRecord,
+    CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
     RecordingSink,
@@ -23,6 +24,7 @@ from agents.training import Trainer, TrainResult
 
 __all__ = [
     "CheckpointRecord",
+    "CheckpointSaved",
     "ConfigError",
     "EnvError",
     "EpisodeRecord",

@@ -13,13 +13,17 @@ to the caller's ``check`` before it restores anything, so a caller refuses a
 file that is not its own (:class:`CheckpointMismatch`) at the cost of one read.
 
 Not saved: the simulator's physical state, which gymnasium cannot capture for
-every environment (Box2D). A resumed run therefore starts a fresh training
-episode at the checkpointed step; the interrupted partial episode is dropped.
+every environment (Box2D). A checkpoint taken at an episode boundary replays the
+reset that began the next episode from the RNG state it started from, so with
+``checkpoint_buffer`` the resumed run is the uninterrupted one, update for update.
+One taken mid-episode starts a fresh training episode at the checkpointed step;
+the interrupted partial episode is dropped.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import pickle
 from collections.abc import Callable
@@ -35,9 +39,21 @@ from agents.config import TrainConfig
 if TYPE_CHECKING:
     from agents.training import Trainer
 
-FORMAT_VERSION = 2
-"""2 added ``owner``; format 1 files (no owner) still load, their owner ``None``."""
-READABLE_FORMATS = (1, 2)
+FORMAT_VERSION = 3
+"""2 added ``owner``; format 1 files (no owner) still load, their owner ``None``. 3 stores NumPy arrays
+as tensors (:func:`_plain`), so a file loads with ``weights_only=True`` and no NumPy globals."""
+READABLE_FORMATS = (1, 2, 3)
+
+NDARRAY = "__ndarray__"
+"""The key that marks a NumPy array saved as a tensor (see :func:`_plain`)."""
+
+_LEGACY_GLOBALS: list[Any] = [
+    np.ndarray,
+    np.dtype,
+    np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
+    *(type(np.dtype(kind)) for kind in ("float32", "float64", "int64", "int32", "uint8", "bool")),
+]
+"""What formats 1–2 need besides tensors: NumPy arrays rebuilt from their bytes, nothing that runs code."""
 
 
 class CheckpointMismatch(ValueError):
@@ -88,6 +104,8 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
             "torch": trainer.generator.get_state(),
             "numpy": trainer.rng.bit_generator.state,
             "env": trainer.env.np_random.bit_generator.state,
+            # At an episode boundary: the env's RNG before the reset that began the episode now starting.
+            "env_reset": trainer.reset_rng if trainer.episode_length == 0 else None,
         },
         "correction": {
             "modules": {name: module.state_dict() for name, module in correction.modules().items()},
@@ -99,9 +117,75 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
         "sampler": trainer.sampler.state_dict(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as file:
+            torch.save(_plain(state), file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException as error:
+        tmp.unlink(missing_ok=True)
+        if isinstance(error, RuntimeError | OSError):
+            raise OSError(f"cannot write checkpoint {path}: {_why(error)}") from None
+        raise
+
+
+def _why(error: BaseException) -> str:
+    """A write error in words: torch's zip writer reports ENOSPC/EFBIG as an internal assertion."""
+    text = str(error)
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on device"
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:
+        return "file too large (the file size limit was reached)"
+    if "inline_container" in text or "file write failed" in text or "unexpected pos" in text:
+        return "the write failed: no space left on device, or the file size limit was reached"
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every NumPy array a marked tensor and every NumPy scalar a Python number."""
+    if isinstance(value, np.ndarray):
+        return {NDARRAY: torch.from_numpy(np.ascontiguousarray(value))}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(item) for item in value)
+    return value
+
+
+def _numpy(value: Any) -> Any:
+    """Undo :func:`_plain`: marked tensors back to NumPy arrays."""
+    if isinstance(value, dict):
+        if value.keys() == {NDARRAY}:
+            return value[NDARRAY].numpy()
+        return {key: _numpy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_numpy(item) for item in value)
+    return value
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """A checkpoint file's contents, unpickled with ``weights_only=True``: tensors, numbers, strings and
+    plain containers (and, for formats 1–2, NumPy arrays); anything else raises :class:`CheckpointMismatch`
+    without running it."""
+    try:
+        with torch.serialization.safe_globals(_LEGACY_GLOBALS):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        text = str(error)
+        if "global" not in text.lower():  # not a refused class or function: a damaged or foreign file
+            raise ValueError(f"cannot read checkpoint {path}: not a checkpoint, or damaged") from None
+        reason = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
+        refused = f"{path} holds more than plain data ({reason}): refused, nothing in it was run"
+        raise CheckpointMismatch(refused) from None
+    except (OSError, RuntimeError, EOFError, ValueError) as error:
+        raise ValueError(f"cannot read checkpoint {path}: {str(error).splitlines()[0]}") from None
+    if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
+        raise CheckpointMismatch(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION}): not loaded")
+    return dict(_numpy(state))
 
 
 def load(
@@ -119,12 +203,7 @@ def load(
     The trainer keeps the file's owner unless ``owner`` is given, and writes its own
     checkpoints to ``checkpoint_path`` (default: ``path``).
     """
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
-        raise ValueError(f"cannot read checkpoint {path}: {error}") from None
-    if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
-        raise ValueError(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION})")
+    state = read_state(path)
     info = CheckpointInfo(path, state.get("owner"), TrainConfig.from_dict(state["config"]), state["counters"]["step"])
     if check is not None:
         check(info)
@@ -154,10 +233,15 @@ def load(
     agent.updates = counters["updates"]
     trainer.generator.set_state(state["rng"]["torch"])
     trainer.rng.bit_generator.state = state["rng"]["numpy"]
-    env_state = state["rng"]["env"]
+    # At an episode boundary the reset that began the new episode is replayed from the RNG state it
+    # started from: same observation, same simulator state, same RNG after it. Mid-episode the
+    # simulator's state is not saved (Box2D cannot give it): a fresh episode starts instead.
+    boundary = state["rng"].get("env_reset")
+    env_state = boundary if boundary is not None else state["rng"]["env"]
     env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
     env_rng.bit_generator.state = env_state
     trainer.env.np_random = env_rng
+    trainer.reset_rng = boundary
     trainer.obs, _ = trainer.env.reset()
     own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
     correction = trainer.correction

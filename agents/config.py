@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -264,13 +265,25 @@ class TrainConfig:
         if self.tau is not None and self.tau > 1:
             raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
         self._validate_competitors()
+        self._validate_ranges()
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden must be positive layer sizes, got {self.hidden}")
         if self.algo == "ddpg" and len(self.hidden) != 2:
             raise ConfigError(f"ddpg needs exactly two hidden sizes, got {self.hidden}")
 
+    def _validate_ranges(self) -> None:
+        """Whole numbers a store can hold (SQLite's 64 bits) and a device offpoc can train on."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            values = value if isinstance(value, tuple) else (value,)
+            for item in values:
+                if isinstance(item, int) and not isinstance(item, bool) and not -(2**63) <= item < 2**63:
+                    raise ConfigError(f"{field.name} {item} is out of range (at most 2^63 - 1)")
+        if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", self.device):
+            raise ConfigError(f"device {self.device!r} is not one offpoc trains on: cpu, cuda, cuda:N or mps")
+
     def _validate_competitors(self) -> None:
-        """The competitors' options (spec/competitors.md), checked whatever the correction."""
+        """The competitors' options (docs/competitors.md), checked whatever the correction."""
         choices = {"acoffpoc_ratio": ("sampled", "stored"),
                    "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("window", "recent", "replay"),
                    "pg_form": ("dpg", "dpg-is", "lr"), "pg_signal": ("td", "q"),
@@ -335,6 +348,33 @@ def field_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
+def field_docs() -> dict[str, str]:
+    """Each field's docstring (the string under it in :class:`TrainConfig`), as one line."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(TrainConfig)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for field, doc in zip(body.body, body.body[1:], strict=False):
+        if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+            continue
+        text = doc.value.value if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) else None
+        if isinstance(text, str):
+            docs[field.target.id] = " ".join(text.split())
+    return docs
+
+
+def field_type(name: str) -> str:
+    """A field's type as a user writes its value: ``int``, ``float or default``, ``ints, comma-separated``."""
+    annotation = typing.get_type_hints(TrainConfig)[name]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = type(None) in typing.get_args(annotation)
+    target = args[0] if optional else annotation
+    text = "ints, comma-separated" if typing.get_origin(target) is tuple else getattr(target, "__name__", str(target))
+    return f"{text} or default" if optional else text
+
+
 def _parse_int(text: str) -> int:
     """Accepts 1000, 1_000 and integral scientific notation such as 1e6."""
     cleaned = text.strip().replace("_", "")
@@ -365,8 +405,8 @@ def _parse(name: str, annotation: Any, text: str) -> Any:
             return _parse_int(text)
         if target is float:
             return float(text)
-        if typing.get_origin(target) is tuple:
-            return tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+        if typing.get_origin(target) is tuple:  # 64,64 or [64, 64] or (64, 64)
+            return tuple(int(part) for part in text.strip().strip("[]()").replace(" ", "").split(",") if part)
         return text
     except ValueError:
         kind = getattr(target, "__name__", str(target))
@@ -379,6 +419,10 @@ def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfi
     values: dict[str, Any] = {}
     for name, text in overrides.items():
         if name not in field_names():
-            raise ConfigError(f"unknown config field {name!r}: see agents.config.TrainConfig for the fields")
+            import difflib
+
+            close = difflib.get_close_matches(name, field_names(), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config field {name!r}{hint}: `offpoc config` lists every field")
         values[name] = _parse(name, hints[name], text)
     return dataclasses.replace(config, **values)

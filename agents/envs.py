@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import warnings
@@ -43,9 +44,20 @@ def route_mujoco_warnings() -> None:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise :class:`EnvError` unless ``env_id`` is a registered gymnasium id."""
+    """Raise :class:`EnvError` unless ``env_id`` is a registered gymnasium id.
+
+    gymnasium's ``module:EnvName-v0`` names a user's own environment: the module is imported first
+    (it registers its environments), then the id is looked up, as ``gym.make`` does. The module must be
+    importable where the run trains (installed, or on ``PYTHONPATH``, there too for Ray workers).
+    """
+    module, colon, name = env_id.rpartition(":")
+    if colon:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # an import error, or whatever the module raises while registering
+            raise EnvError(f"cannot import {module!r} for environment {name!r}: {error}") from None
     try:
-        gym.spec(env_id)
+        gym.spec(name if colon else env_id)
     except gym.error.Error as error:
         raise EnvError(f"unknown environment {env_id!r}: {error}") from None
 

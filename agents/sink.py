@@ -98,16 +98,28 @@ class WeightHistogram:
 class CheckpointRecord:
     """A checkpoint at ``step`` is about to be written to ``path``.
 
-    Sent before the file is replaced, after every record up to ``step``: a sink
+    Sent before the file is written, after every record up to ``step``: a sink
     that persists records makes them durable here, so no checkpoint is ever
-    ahead of what was stored (a resumed run repeats the steps after it).
+    ahead of what was stored (a resumed run repeats the steps after it). A sink
+    may raise to refuse the checkpoint (a worker that no longer owns its run).
     """
 
     step: int
     path: str
 
 
-Record = EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram | CheckpointRecord
+@dataclass(frozen=True)
+class CheckpointSaved:
+    """The checkpoint at ``step`` is durably in place at ``path`` (written, synced, renamed): a sink may
+    now record that it exists; never before, so a store never names a step its file does not hold."""
+
+    step: int
+    path: str
+
+
+Record = (
+    EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram | CheckpointRecord | CheckpointSaved
+)
 
 _METHODS: dict[type, str] = {
     EvalRecord: "on_eval",
@@ -116,6 +128,7 @@ _METHODS: dict[type, str] = {
     WeightBlock: "on_weights",
     WeightHistogram: "on_weight_histogram",
     CheckpointRecord: "on_checkpoint",
+    CheckpointSaved: "on_checkpoint_saved",
 }
 
 
@@ -128,6 +141,7 @@ class Sink:
     def on_weights(self, record: WeightBlock) -> None: ...
     def on_weight_histogram(self, record: WeightHistogram) -> None: ...
     def on_checkpoint(self, record: CheckpointRecord) -> None: ...
+    def on_checkpoint_saved(self, record: CheckpointSaved) -> None: ...
 
 
 @dataclass

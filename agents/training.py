@@ -27,7 +27,16 @@ from agents.evaluation import evaluate
 from agents.recorder import QuantityRecorders, StatsAccumulator
 from agents.replay import ReplayBuffer
 from agents.samplers import make_sampler
-from agents.sink import CheckpointRecord, EpisodeRecord, EvalRecord, Record, WeightBlock, WeightHistogram, emit
+from agents.sink import (
+    CheckpointRecord,
+    CheckpointSaved,
+    EpisodeRecord,
+    EvalRecord,
+    Record,
+    WeightBlock,
+    WeightHistogram,
+    emit,
+)
 
 if TYPE_CHECKING:
     from agents.checkpoint import CheckpointInfo
@@ -120,6 +129,9 @@ class Trainer:
         self.last_eval_step = -1
         self.checkpoint_step = -1
         """The step of the last checkpoint this trainer wrote."""
+        self.reset_rng: dict[str, Any] | None = None
+        """The training env's RNG state just before its last reset: a checkpoint at an episode boundary
+        replays that reset, so a resumed run starts the next episode exactly as an uninterrupted one."""
         self.obs, _ = self.env.reset(seed=c.seed)
 
     # ---- reporting -------------------------------------------------------------------
@@ -174,6 +186,7 @@ class Trainer:
             self.sampler.episode_end(self.episode_return, self.generator)
             self.episode += 1
             self.episode_return, self.episode_length = 0.0, 0
+            self.reset_rng = dict(self.env.np_random.bit_generator.state)
             self.obs, _ = self.env.reset()
         else:
             self.obs = next_obs
@@ -244,6 +257,7 @@ class Trainer:
         save(self, target, elapsed)
         if target == self.checkpoint_path:
             self.checkpoint_step = self.step
+        self._emit(CheckpointSaved(self.step, str(target)))
         return target
 
     @classmethod

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from store import open_store
-from store.imports import import_curves, reference_curves, reference_files
+from store.curve_imports import import_curves, reference_curves, reference_files
 from store.summary import summary_rows
 
 

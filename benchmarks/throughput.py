@@ -37,7 +37,7 @@ from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
 from agents.corrections.divergences import DIVERGENCES
 
 COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
-"""The paper's competitors (spec/competitors.md), timed with ``--competitors``."""
+"""The paper's competitors (docs/competitors.md), timed with ``--competitors``."""
 SAMPLERS = ("cer", "per", "ero")
 """Replay samplers other than uniform, timed with ``--samplers`` (their overhead is against ``none``, uniform)."""
 

@@ -9,7 +9,7 @@ recorders are what a run has. Then one update of the training loop, ``Trainer._u
 batch, the correction's weights and own networks, the critic and actor steps, the logged
 quantities), is timed ``calls`` times per case, the cases taking turns for ``rounds`` rounds, so a
 loaded machine slows every case alike; the ratio of medians is the overhead. One torch thread.
-Targets (issue 39): RIS-Off-PAC, IPG, ACE ≤ +15%, Geoff-PAC ≤ +50%.
+Targets: RIS-Off-PAC, IPG, ACE ≤ +15%, Geoff-PAC ≤ +50%.
 """
 
 from __future__ import annotations

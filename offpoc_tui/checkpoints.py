@@ -4,8 +4,11 @@ A run loads a checkpoint only when the store records one for it
 (``runs.checkpoint_step``): a fresh run, or one stopped before its first
 checkpoint, starts at step 0 whatever lies in its folder. The file must then
 prove it is the run's own: written for this store (its identity) and this run
-id, with the run's resolved config, and not past the step the store recorded (a
+id, with the run's resolved config, and not past the steps the store recorded (a
 store restored from an older copy would otherwise skip the records in between).
+A checkpoint's records reach the store before its file is written, and its step
+after the file is in place, so a file one checkpoint ahead of the recorded step
+(a worker killed in between) is still the run's.
 Anything else raises :class:`~agents.checkpoint.CheckpointMismatch`, one line;
 the worker ends the run ``failed`` with it, before writing any record.
 
@@ -27,17 +30,18 @@ from typing import Any
 from agents import TrainConfig, Trainer
 from agents.checkpoint import CheckpointInfo, CheckpointMismatch, check_config
 from store.files import CHECKPOINT, WORKER_LOG, RunFiles
+from store.runs import RunRow
 
 LEGACY_LOG = "worker-before-schema-3.log"
 """The worker log of a store from before schema 3, moved beside the run's own log with its checkpoint."""
 
 
-def open_trainer(
-    run: dict[str, Any], config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any
-) -> tuple[Trainer, str]:
+def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any) -> tuple[Trainer, str]:
     """The run's trainer, fresh or restored from its own checkpoint, and a line saying which."""
     run_id = run["id"]
     path = files.run_dir(run_id) / CHECKPOINT
+    for stale in path.parent.glob(f"{CHECKPOINT}*.tmp"):  # a save cut short (a kill, a full disk): never read
+        stale.unlink(missing_ok=True)
     owner = files.owner(run_id)
     recorded = run["checkpoint_step"]
     if recorded is None:
@@ -48,7 +52,9 @@ def open_trainer(
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
         missing = f"no checkpoint in {files.display(path.parent)} (the store recorded one at step {recorded:,})"
         return trainer, f"from the start: {missing}"
-    check = functools.partial(_check_own, files=files, run_id=run_id, config=config, recorded=recorded)
+    check = functools.partial(
+        _check_own, files=files, run_id=run_id, config=config, recorded=recorded, reached=run["steps"]
+    )
     trainer = Trainer.resume(
         source, sink, should_stop, total_steps=config.total_steps, check=check, owner=owner, checkpoint_path=path
     )
@@ -58,7 +64,9 @@ def open_trainer(
     return trainer, f"from {files.display(source)} at step {trainer.step:,}"
 
 
-def _check_own(info: CheckpointInfo, files: RunFiles, run_id: int, config: TrainConfig, recorded: int) -> None:
+def _check_own(
+    info: CheckpointInfo, files: RunFiles, run_id: int, config: TrainConfig, recorded: int, reached: int
+) -> None:
     name = f"checkpoint {files.display(info.path)}"
     owner = info.owner
     if owner is None:
@@ -77,9 +85,11 @@ def _check_own(info: CheckpointInfo, files: RunFiles, run_id: int, config: Train
     elif owner.get("run_id") != run_id:
         raise CheckpointMismatch(f"{name} is run {owner.get('run_id')}'s, not run {run_id}'s: not loaded")
     check_config(info, config, name=name)
-    if info.step > recorded:
+    if info.step > max(recorded, reached):
+        # Past the records: the store lacks steps the file has trained. (Past the recorded checkpoint but
+        # within the records is the worker stopped between the file's rename and the store's note of it.)
         raise CheckpointMismatch(
-            f"{name} is at step {info.step:,}, past the store's last checkpoint of the run ({recorded:,}):"
+            f"{name} is at step {info.step:,}, past what the store recorded of the run ({max(recorded, reached):,}):"
             " was the store restored from an older copy? not loaded"
         )
 

@@ -39,6 +39,9 @@ def request_stop(store: Any, run_id: int) -> str | None:
         return None
     if run["host"] != hostname():
         raise ControlError(f"run {run_id} runs on host {run['host']}: stop it there")
+    if run["pid"] is None:  # claimed a moment ago, its pid not yet recorded: the store tells it
+        ask_to_stop(store, run_id)
+        return None
     try:
         os.kill(run["pid"], signal.SIGTERM)
     except ProcessLookupError:  # it ended between the check and the signal
@@ -53,16 +56,16 @@ _KEEP = "keep"
 
 
 def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) -> str:
-    """Requeue a stopped or lost run (on ``backend``: None local, 'ray'; by default where it ran) and
+    """Requeue a stopped, lost or failed run (on ``backend``: None local, 'ray'; by default where it ran) and
     make sure the store's scheduler runs; returns a line for the user."""
-    from offpoc_tui.launcher import start_scheduler
+    from offpoc_tui.scheduler import start_scheduler
 
     reap_lost(store)
     row = get_run(store, run_id)
     if row is None:
         raise ControlError(f"no run {run_id}")
     if row["status"] not in RESUMABLE:
-        raise ControlError(f"run {run_id} is {row['status']}; only stopped or lost runs resume")
+        raise ControlError(f"run {run_id} is {row['status']}; only stopped, lost or failed runs resume")
     if row["source"]:
         raise ControlError(f"run {run_id} was imported; there is nothing to resume")
     files = RunFiles.of(store, db_path)
@@ -75,10 +78,10 @@ def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) 
     requeue(store, run_id, row["backend"] if backend == _KEEP else backend)
     start_scheduler(db_path)
     if step is None:
-        return f"resuming run {run_id} from the start (no checkpoint yet; steps already recorded are kept)"
+        return f"resuming run {run_id} from the start (no checkpoint yet: its records are replaced as it trains)"
     if found is None:
         return (
             f"resuming run {run_id} from the start: its checkpoint (step {step:,}) is not in"
-            f" {files.display(files.run_dir(run_id))} (steps already recorded are kept)"
+            f" {files.display(files.run_dir(run_id))} (what it recorded is replaced as it trains again)"
         )
     return f"resuming run {run_id} from its checkpoint at step {step:,} (the worker checks it is this run's)"

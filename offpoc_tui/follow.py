@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -14,13 +15,18 @@ from store.reader import list_runs
 from store.runs import reap_lost
 
 POLL_S = 1.0
+LINE_EVERY_S = 10.0
+"""Piped or in a log (no terminal), a line per run this often, and whenever one's status changes."""
 
 
 def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S) -> dict[int, str]:
-    """Show a bar per run until every run has ended; their final statuses.
+    """Show a bar per run until every run has ended (on a terminal; elsewhere lines: :func:`follow_lines`);
+    their final statuses.
 
     Ctrl-C raises ``KeyboardInterrupt`` to the caller (which detaches; workers keep running).
     """
+    if not console.is_terminal:
+        return follow_lines(db_path, run_ids, console, poll)
     db = open_store(db_path)
     columns = [
         TextColumn("{task.description}"),
@@ -38,7 +44,7 @@ def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = PO
         while True:
             reap_lost(db)
             for run in list_runs(db, run_ids=run_ids):
-                fields = {
+                fields: dict[str, Any] = {
                     "status": run["status"],
                     "sps": number(run["sps"], ".0f"),
                     "ret": number(run["last_return"], ".1f"),
@@ -52,3 +58,31 @@ def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = PO
             if all(status in TERMINAL for status in statuses.values()):
                 return statuses  # also when none of the runs exists any more
             time.sleep(poll)
+
+
+def follow_lines(
+    db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S, every: float = LINE_EVERY_S
+) -> dict[int, str]:
+    """:func:`follow` for a pipe or a log: a line per run every ``every`` seconds and at each change of status,
+    ``#3 td3 Hopper-v4 acoffpoc s0: running 12,000/1,000,000 steps, 214 SPS, return 1,034.2, λ 0.871``."""
+    db = open_store(db_path)
+    statuses: dict[int, str] = {}
+    last = 0.0
+    while True:
+        reap_lost(db)
+        runs = list_runs(db, run_ids=run_ids)
+        changed = any(statuses.get(run["id"]) != run["status"] for run in runs)
+        if changed or time.monotonic() - last >= every:
+            last = time.monotonic()
+            for run in runs:
+                console.print(
+                    f"#{run['id']} {run['algo']} {run['env']} {run['correction']} s{run['seed']}: {run['status']}"
+                    f" {run['steps']:,}/{run['total_steps']:,} steps, {number(run['sps'], ',.0f')} SPS,"
+                    f" return {number(run['last_return'], ',.1f')}, λ {number(run['mean_lambda'], '.3f')}",
+                    markup=False,
+                    highlight=False,
+                )
+        statuses = {run["id"]: run["status"] for run in runs}
+        if all(status in TERMINAL for status in statuses.values()):
+            return statuses
+        time.sleep(poll)

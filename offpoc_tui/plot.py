@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from store.reader import eval_series
+from store.runs import RunRow
 from store.stats import band, smooth
 from store.summary import method_label, method_rank, series_order
 from store.tasks import env_family, env_version, source_of
@@ -40,7 +41,7 @@ class Panel:
     """Each line's seeds: (steps, returns)."""
 
 
-def panels(db: sqlite_utils.Database, runs: list[dict[str, Any]], window: int = 1) -> list[Panel]:
+def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1) -> list[Panel]:
     """The runs' evaluations (one query), smoothed over ``window`` evaluations, by panel and line."""
     curves = eval_series(db, {r["id"]: -1 for r in runs})
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}

@@ -1,6 +1,6 @@
 """Runs on a Ray cluster: one task per run, one writer beside the SQLite file.
 
-The store's scheduler (:mod:`offpoc_tui.launcher`) is the Ray driver. It connects to the
+The store's scheduler (:mod:`offpoc_tui.scheduler`) is the Ray driver. It connects to the
 store's cluster (``offpoc run --backend ray --address ADDR``: ``auto``, an address; none given:
 a running cluster, else a local one started for the runs and shut down with the scheduler),
 starts one :class:`StoreWriter` actor pinned to its own node, the only process that writes the
@@ -22,12 +22,14 @@ retried. The writer imports only ``store`` (no torch): its first call is fast an
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
+from offpoc_tui.ray_leftovers import forget_cluster, note_cluster
 from store import open_store
 from store.files import CHECKPOINT, RunFiles
 from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
@@ -54,7 +56,7 @@ class StoreWriter:
         found = self.files.find_checkpoint(run_id)
         shipped = found.read_bytes() if found is not None and run["checkpoint_step"] is not None else None
         return {
-            "run": {key: run[key] for key in ("id", "config", "checkpoint_step")},
+            "run": {key: run[key] for key in ("id", "config", "checkpoint_step", "steps")},
             "store_name": self.files.store_path.name,
             "store_id": self.files.store_id,
             "checkpoint": shipped,
@@ -80,8 +82,12 @@ class StoreWriter:
 class RayRuns:
     """The scheduler's Ray side: the connection, the writer, and a task per submitted run."""
 
-    def __init__(self, db: sqlite_utils.Database, writer: Any, task: Any, checkpoint_dir: str | None) -> None:
+    def __init__(
+        self, db: sqlite_utils.Database, writer: Any, task: Any, checkpoint_dir: str | None, root: Path
+    ) -> None:
         self.db, self.writer, self.task, self.checkpoint_dir = db, writer, task, checkpoint_dir
+        self.root = root
+        """The store's run-files folder, where a cluster this scheduler started is noted."""
         self.active: dict[int, Any] = {}
 
     @classmethod
@@ -90,9 +96,11 @@ class RayRuns:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         address = get_meta(db, RAY_ADDRESS)
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        root = RunFiles.of(db, db_path).root
+        note_cluster(root)  # a cluster of its own ends with it, even if it is killed (ray_leftovers)
         here = ray.get_runtime_context().get_node_id()
-        actor = ray.remote(StoreWriter).options(  # type: ignore[attr-defined]
+        actor = ray.remote(StoreWriter).options(
             num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         )
         writer = actor.remote(str(db_path))
@@ -100,7 +108,7 @@ class RayRuns:
 
         task = ray.remote(train)
         print(f"ray: connected to {address or 'the default cluster'}; writer on node {here[:8]} ({hostname()})")
-        return cls(db, writer, task, get_meta(db, CHECKPOINT_DIR))
+        return cls(db, writer, task, get_meta(db, CHECKPOINT_DIR), root)
 
     def free(self) -> int:
         """Runs that may be submitted now: the cluster's CPUs less the tasks in flight.
@@ -148,6 +156,7 @@ class RayRuns:
         import ray
 
         ray.shutdown()
+        forget_cluster(self.root)
 
 
 _LIVE = ("running", "queued")

@@ -8,6 +8,7 @@ import re
 import warnings
 from typing import Any
 
+from offpoc_tui.console import visible
 from store import RunSpec
 
 MAX_SEEDS = 1000
@@ -60,6 +61,8 @@ class RunRequest:
     sets: dict[str, str]
     compare: bool
     name: str | None
+    local: bool = True
+    """Trained on this machine (not on a Ray cluster): its device must exist here."""
 
 
 def build_specs(request: RunRequest) -> list[RunSpec]:
@@ -101,6 +104,8 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                 base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
                 config = with_overrides(base, request.sets).resolved()
                 check_correction_starts(config)
+                if request.local:
+                    check_device(config.device)
                 divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
                 label += f"-{config.sampler}" if config.sampler != "uniform" else ""
@@ -120,6 +125,29 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     except (ConfigError, EnvError, TypeError) as error:
         raise UsageError(str(error)) from None
     return specs
+
+
+def check_name(name: str, what: str = "--name") -> None:
+    """A run name is shown on terminals and files: printable text that is not a number (numbers are ids)."""
+    if any("\udc80" <= char <= "\udcff" for char in name):
+        raise UsageError(f"{what} is not valid UTF-8")
+    if not name.strip() or name.isdigit():
+        raise UsageError(f"{what} must be non-empty text that is not a number (numbers are run ids)")
+    if not name.isprintable():
+        raise UsageError(f"{what} holds control characters: {visible(name)}")
+
+
+def check_device(device: str) -> None:
+    """A run on this machine needs its device here: a GPU that is not there fails now, not in the worker."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {device!r}: no CUDA GPU on this machine (torch {torch.__version__})")
+    if kind == "cuda" and (torch.device(device).index or 0) >= torch.cuda.device_count():
+        raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"device {device!r}: MPS is not available on this machine")
 
 
 def check_correction_starts(config: Any) -> None:

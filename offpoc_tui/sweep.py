@@ -33,10 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlite_utils
 
 from agents.config import TrainConfig
-from offpoc_tui.specs import RunRequest, UsageError, build_specs, parse_seeds
+from offpoc_tui.specs import RunRequest, UsageError, build_specs, check_name, parse_seeds
 from store import RunSpec
+from store.db import write
+from store.runs import insert_runs
 
 TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override"}
 MATCH_KEYS = {"algos": "algo", "envs": "env", "corrections": "correction"}
@@ -126,8 +129,9 @@ def load_sweep(path: Path) -> Sweep:
     if unknown:
         raise UsageError(f"{path}: unknown key {sorted(unknown)[0]!r} (a sweep has {', '.join(sorted(TOP_KEYS))})")
     name = sweep.get("name")
-    if not isinstance(name, str) or not name.strip() or name.isdigit():
-        raise UsageError(f"{path}: name must be non-empty text that is not a number, got {name!r}")
+    if not isinstance(name, str):
+        raise UsageError(f"{path}: name must be text, got {name!r}")
+    check_name(name, f"{path}: name")
     algos, envs = [a.lower() for a in _strings(sweep, "algos")], _strings(sweep, "envs")
     seeds = _seeds(sweep.get("seeds", [0]))
     steps = sweep.get("steps")
@@ -197,3 +201,13 @@ def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
         seconds += spec.total_steps / sps
     basis = f"SPS measured in the store for {from_store} of {len(specs)} runs, the rest at Hopper-v4's"
     return seconds / 3600, basis if specs else "nothing to run"
+
+
+def queue_missing(store: sqlite_utils.Database, grid: Sweep, backend: str | None) -> list[int]:
+    """Queue the grid's runs the store lacks; the new ids. What is missing and its insert are one write
+    transaction, so two sweeps of one file at once queue the grid once."""
+    from store.reader import configs
+
+    with write(store):
+        named = [row[0] for row in store.execute("SELECT id FROM runs WHERE name = ?", [grid.name])]
+        return insert_runs(store, missing(configs(store, named).values(), grid.specs), backend)

@@ -10,6 +10,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from offpoc_tui.console import literal, visible
+from store.runs import RunRow
+
 STATUS_STYLE = {
     "queued": "cyan",
     "running": "green",
@@ -37,7 +40,7 @@ def duration(seconds: float | None) -> str:
     return f"{hours} h {rest // 60:02d} min" if hours else f"{rest // 60} min {rest % 60:02d} s"
 
 
-def runs_table(runs: list[dict[str, Any]]) -> Table:
+def runs_table(runs: list[RunRow]) -> Table:
     """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     samplers = any(run.get("sampler", "uniform") != "uniform" for run in runs)
@@ -51,24 +54,24 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
         progress = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
         table.add_row(
             str(run["id"]),
-            run["name"],
-            run["algo"],
-            run["env"],
-            run["correction"],
-            run["divergence"] or "–",
-            *([run.get("sampler", "uniform")] if samplers else []),
+            literal(run["name"]),
+            literal(run["algo"]),
+            literal(run["env"]),
+            literal(run["correction"]),
+            literal(run["divergence"] or "–"),
+            *([literal(run.get("sampler", "uniform"))] if samplers else []),
             str(run["seed"]),
             Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
             f"{run['steps']:,}/{run['total_steps']:,}",
             f"{100 * progress:.0f}%",
             number(run["sps"]),
             number(run["last_return"], ",.1f"),
-            where(run),
+            literal(where(run)),
         )
     return table
 
 
-def where(run: dict[str, Any]) -> str:
+def where(run: RunRow) -> str:
     """Where a run runs: ``pid N`` on this machine, ``ray:HOST/NODE`` on a Ray cluster, ``ray`` before it starts."""
     remote = run.get("backend") == "ray"
     if run["status"] != "running":
@@ -78,7 +81,7 @@ def where(run: dict[str, Any]) -> str:
     return f"pid {run['pid']}" if run["pid"] else "–"
 
 
-def _worker(run: dict[str, Any]) -> str:
+def _worker(run: RunRow) -> str:
     if not run["pid"]:
         return "ray task, not started" if run.get("backend") == "ray" else "–"
     if run.get("backend") == "ray":
@@ -86,7 +89,7 @@ def _worker(run: dict[str, Any]) -> str:
     return f"pid {run['pid']} on {run['host']}"
 
 
-def run_view(run: dict[str, Any]) -> RenderableType:
+def run_view(run: RunRow) -> RenderableType:
     """``offpoc show``: status, timings, summary, config, and the error of a failed run."""
     status = Text(run["status"], style=STATUS_STYLE.get(run["status"], ""))
     facts = Table.grid(padding=(0, 2))
@@ -116,14 +119,17 @@ def run_view(run: dict[str, Any]) -> RenderableType:
     if run.get("source"):
         rows.append(("imported from", run["source"]))
     for key, value in rows:
-        facts.add_row(key, value)
+        facts.add_row(key, literal(value))
     config = Table.grid(padding=(0, 2))
     config.add_column(style="cyan")
     config.add_column()
     for key, value in run["config"].items():
-        config.add_row(key, str(value))
-    title = f"run {run['id']} · {run['name']} · {run['algo']} {run['env']} {run['correction']} seed {run['seed']}"
+        config.add_row(literal(key), literal(value))
+    title = literal(
+        f"run {run['id']} · {run['name']} · {run['algo']} {run['env']} {run['correction']} seed {run['seed']}"
+    )
     parts: list[RenderableType] = [Panel(facts, title=title, title_align="left"), Panel(config, title="config")]
     if run["error"]:
-        parts.append(Panel(Text(run["traceback"] or run["error"]), title=f"error: {run['error']}", style="red"))
+        error = Text("\n".join(visible(line) for line in (run["traceback"] or run["error"]).splitlines()))
+        parts.append(Panel(error, title=literal(f"error: {run['error']}"), style="red"))
     return Group(*parts)

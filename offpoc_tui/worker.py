@@ -1,6 +1,6 @@
 """The training worker: one run in its own process, its records written into the store.
 
-    python -m offpoc_tui.worker --db offpoc.db --run 7      # started by the launcher
+    python -m offpoc_tui.worker --db offpoc.db --run 7      # started by the scheduler
 
 It claims the run (queued → running), trains it (from its own checkpoint when
 the store records one: :mod:`offpoc_tui.checkpoints`), writes through a
@@ -22,12 +22,12 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import sqlite_utils
 
 from agents import (
     CheckpointRecord,
+    CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
     Sink,
@@ -41,8 +41,8 @@ from agents.checkpoint import CheckpointMismatch
 from offpoc_tui.checkpoints import open_trainer
 from store import open_store
 from store.files import RunFiles
-from store.runs import claim, finish, get_run
-from store.writer import RunWriter
+from store.runs import NOT_OWNER_EXIT, NotOwner, RunRow, claim, finish, get_run
+from store.writer import LocalLink, NonFinite, RunWriter
 
 
 class StoreSink(Sink):
@@ -74,9 +74,14 @@ class StoreSink(Sink):
 
     def on_checkpoint(self, record: CheckpointRecord) -> None:
         # Everything up to the checkpoint must be in the store before the checkpoint exists:
-        # a resumed run only repeats what comes after it.
-        # The step goes too: the flush restarts the writer's clock, so with checkpoints less than
-        # a flush interval apart the progress would otherwise never be written.
+        # a resumed run only repeats what comes after it. The flush also checks that this worker
+        # still owns the run (store.runs.NotOwner otherwise): a stale worker writes no checkpoint.
+        self.writer.flush(*(self.counters() or (None, None)))
+
+    def on_checkpoint_saved(self, record: CheckpointSaved) -> None:
+        # Only now, with the file in place, does the store name its step (and the flush writes it at
+        # once: it restarts the writer's clock, so checkpoints less than a flush interval apart would
+        # otherwise never write their progress).
         self.writer.add_checkpoint(record.step)
         self.writer.flush(*(self.counters() or (None, None)))
 
@@ -100,9 +105,12 @@ class StoreBinding:
             self.writer.tick(self.trainer.step, self.trainer.agent.updates)
         return self.stop.is_set() or self.writer.stop_requested
 
-    def build(self, run: dict[str, Any], config: TrainConfig, files: RunFiles) -> Trainer:
+    def build(self, run: RunRow, config: TrainConfig, files: RunFiles) -> Trainer:
         """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`); says where it starts."""
         trainer, start = open_trainer(run, config, files, self.sink, self.should_stop)
+        if run["steps"] > trainer.step:  # records of the trajectory abandoned after the checkpoint
+            self.writer.rewind(trainer.step)
+            start += f" (records past step {trainer.step:,} replaced)"
         what = f"{config.algo} {config.env_id} {config.correction} seed {config.seed}"
         print(f"run {run['id']}: {what}, {start}", flush=True)
         self.trainer = trainer
@@ -115,10 +123,11 @@ def run_worker(db_path: Path, run_id: int) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    if not claim(db, run_id, os.getpid()):
+    owner = claim(db, run_id, os.getpid())
+    if owner is None:
         print(f"run {run_id} is not queued any more; nothing to do", flush=True)
         return 0
-    binding = StoreBinding(RunWriter(db, run_id), stop)
+    binding = StoreBinding(RunWriter(LocalLink(db, owner), run_id), stop)
     try:
         run = get_run(db, run_id)
         assert run is not None
@@ -126,31 +135,43 @@ def run_worker(db_path: Path, run_id: int) -> int:
         trainer = binding.build(run, config, RunFiles.of(db, db_path))
         result = trainer.run()
         binding.writer.flush(result.step, result.updates)
-        finish(db, run_id, result.status)
+        if not finish(db, run_id, result.status, owner=owner):
+            raise NotOwner(f"run {run_id} is no longer this worker's: its end is not recorded")
         print(f"{result.status} at step {result.step} after {result.wall_time:.0f} s", flush=True)
         return 0
-    except CheckpointMismatch as error:  # not a bug: the line says all, no traceback
+    except NotOwner as error:  # someone else's run now (resumed elsewhere, or deleted): write nothing more
         print(error, file=sys.stderr, flush=True)
-        _record_failure(db, binding, run_id, str(error), None)
+        return NOT_OWNER_EXIT
+    except (CheckpointMismatch, NonFinite) as error:  # not a bug: the line says all, no traceback
+        print(error, file=sys.stderr, flush=True)
+        _record_failure(db, binding, run_id, owner, str(error), None)
         return 1
     except Exception as error:
         text = traceback.format_exc()
         print(text, file=sys.stderr, flush=True)
-        _record_failure(db, binding, run_id, f"{type(error).__name__}: {error}", text)
+        _record_failure(db, binding, run_id, owner, f"{type(error).__name__}: {error}", text)
         return 1
 
 
 def _record_failure(
-    db: sqlite_utils.Database, binding: StoreBinding, run_id: int, error: str, text: str | None
+    db: sqlite_utils.Database, binding: StoreBinding, run_id: int, owner: str, error: str, text: str | None
 ) -> None:
-    """Keep what was measured before the failure, then mark the run failed."""
+    """Keep what was measured before the failure, then mark the run failed (if it is still this worker's).
+
+    Each write is tried on its own: when the store itself is the failure (a full disk), the status
+    matters more than the pending records, and a store that cannot take even that leaves the run to be
+    found ``lost`` by the next reader."""
     trainer = binding.trainer
     if trainer is not None:
         try:
             binding.writer.flush(trainer.step, trainer.agent.updates)
-        except sqlite3.Error as flush_error:  # the failure may be the store itself; the status still matters more
+        except (sqlite3.Error, NotOwner) as flush_error:
             print(f"could not write pending records: {flush_error}", file=sys.stderr, flush=True)
-    finish(db, run_id, "failed", error=error.splitlines()[0] if error else "failed", traceback=text)
+    line = error.splitlines()[0] if error else "failed"
+    try:
+        finish(db, run_id, "failed", error=line, traceback=text, owner=owner)
+    except sqlite3.Error as finish_error:
+        print(f"could not record the failure: {finish_error}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,17 +102,41 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     return rows
 
 
+def interval_text(estimate: float, low: float, high: float) -> str:
+    """``0.28 [0.25, 0.32]``: an estimate and its 95% interval, as tables in the docs show them."""
+    return f"{estimate:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def markdown_rows(table: str, data: list[tuple[Any, ...]]) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """The rows of :func:`aggregate_rows` or :func:`improvement_rows` laid out for reading: one row per method,
+    each metric as ``estimate [low, high]``."""
+    if table == "improvement":
+        columns: tuple[str, ...] = ("algo", "method", "source", "baseline", "P(> baseline) [95% CI]", "n_tasks")
+        return columns, [(a, m, s, b, interval_text(p, lo, hi), n) for a, m, s, b, p, lo, hi, n in data]
+    metrics = list(METRICS)
+    by_method: dict[tuple[Any, ...], dict[str, str]] = {}
+    counts: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+    for algo, method, source, metric, estimate, low, high, n_tasks, n_runs in data:
+        by_method.setdefault((algo, method, source), {})[metric] = interval_text(estimate, low, high)
+        counts[(algo, method, source)] = (n_tasks, n_runs)
+    columns = ("algo", "method", "source", *(f"{m} [95% CI]" for m in metrics), "n_tasks", "n_runs")
+    rows = [(*key, *(cells.get(m, "") for m in metrics), *counts[key]) for key, cells in by_method.items()]
+    return columns, rows
+
+
 def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamples: int, note: str = "") -> int:
     """Write the ``aggregate`` or ``improvement`` table in ``fmt`` (csv, json, md, latex); returns its rows.
     ``note``: a line under a Markdown table (where each task's runs were compared)."""
     from store.export import write_rows
     from store.tables import latex_rows
 
-    columns = AGGREGATE_COLUMNS if table == "aggregate" else IMPROVEMENT_COLUMNS
+    columns: tuple[str, ...] = AGGREGATE_COLUMNS if table == "aggregate" else IMPROVEMENT_COLUMNS
     data = aggregate_rows(scores, resamples) if table == "aggregate" else improvement_rows(scores, resamples)
     if fmt == "latex":
         out.write(latex_rows(columns, data))
         return len(data)
+    if fmt == "md":
+        columns, data = markdown_rows(table, data)
     count = write_rows(out, fmt, columns, iter(data))
     if fmt == "md" and note:
         out.write(f"\n{note}\n")

@@ -21,7 +21,7 @@ so a view can say so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ def reach_of_curves(curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[in
     return {run_id: int(steps[-1]) for run_id, (steps, _) in curves.items() if len(steps)}
 
 
-def budget(runs: list[dict[str, Any]], reach: dict[int, int], until: int | None = None) -> Budget:
+def budget(runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int | None = None) -> Budget:
     """The budget of one task's ``runs`` (see the module's docstring); ``until`` asks for one."""
     started = [r for r in runs if r["id"] in reach]
     if until is not None:
@@ -97,9 +97,11 @@ def budget(runs: list[dict[str, Any]], reach: dict[int, int], until: int | None 
     return Budget(step, until is not None, reached, len(started) - reached, len(runs) - len(started))
 
 
-def task_budgets(runs: list[dict[str, Any]], reach: dict[int, int], until: int | None = None) -> dict[Task, Budget]:
+def task_budgets(
+    runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int | None = None
+) -> dict[Task, Budget]:
     """Every task's :func:`budget`."""
-    tasks: dict[Task, list[dict[str, Any]]] = {}
+    tasks: dict[Task, list[Mapping[str, Any]]] = {}
     for run in runs:
         tasks.setdefault(task_of(run), []).append(run)
     return {task: budget(members, reach, until) for task, members in tasks.items()}

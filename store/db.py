@@ -20,7 +20,7 @@ from pathlib import Path
 import sqlite_utils
 
 APP = "offpoc"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another one before giving up (workers write for milliseconds)."""
 
@@ -199,7 +199,13 @@ ALTER TABLE runs ADD COLUMN backend TEXT;
 ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
+# A run's owner: a token its worker draws when it claims the run; every write of the worker checks it,
+# so a worker that lost its run (declared lost and resumed, deleted) stops without writing.
+_V7 = """
+ALTER TABLE runs ADD COLUMN owner TEXT
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")
@@ -234,19 +240,50 @@ def _connect(path: Path) -> sqlite_utils.Database:
     return db
 
 
-def _migrate(db: sqlite_utils.Database, path: Path) -> None:
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    tables = set(db.table_names())
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write, also where the folder is read-only (no ``-shm`` can be made):
+    ``mode=ro`` first, then ``immutable=1`` (no locking: right for a file nobody may write)."""
+    uri = path.resolve().as_uri()
+    for flags in ("mode=ro", "mode=ro&immutable=1"):
+        conn = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            conn.close()
+            continue
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+    raise StoreError(f"cannot open the store {path} (not even read-only)")
+
+
+def _inspect(path: Path) -> int:
+    """The schema version of the existing file at ``path``, read without writing a byte to it.
+
+    Raises :class:`StoreError` for someone else's database, a newer offpoc's store, or a broken file.
+    """
+    try:
+        conn = _connect_read_only(path)
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            app = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone() if "meta" in tables else None
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"cannot use the store {path}: {error}") from None
     if version == 0 and tables:
         raise StoreError(f"{path} is an SQLite database but not an offpoc store (it has tables {sorted(tables)[:3]})")
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} has store schema {version}, newer than this offpoc ({SCHEMA_VERSION}): upgrade offpoc"
         )
-    if version == SCHEMA_VERSION:
-        app = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone() if "meta" in tables else None
-        if app is None or app[0] != APP:
-            raise StoreError(f"{path} is an SQLite database but not an offpoc store")
+    if version and (app is None or app[0] != APP):
+        raise StoreError(f"{path} is an SQLite database but not an offpoc store")
+    return version
+
+
+def _migrate(db: sqlite_utils.Database, path: Path) -> None:
+    if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
         return
     with write(db):
         # Re-read under the write lock: another process may have migrated meanwhile.
@@ -264,21 +301,40 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
 def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_utils.Database:
     """Open (and with ``create``, create) the store at ``path``, migrated to the current schema.
 
-    Raises :class:`StoreError` when the file is missing (and ``create`` is false),
-    not SQLite, another application's database, from a newer offpoc, or not writable.
+    Nothing is written to a file before it is known to be an offpoc store this version reads (or, with
+    ``create``, a new or empty one). A store this process may not write (read-only media, another
+    user's file) opens read-only (:func:`read_only` says so): reading works, writing raises.
+
+    Raises :class:`StoreError` when the file is missing or empty (and ``create`` is false), not
+    SQLite, another application's database, from a newer offpoc, or read-only and in need of an upgrade.
     """
     path = Path(path)
     _check_file(path)
-    if not path.exists():
-        if not create:
+    exists = path.exists()
+    if not create:
+        if not exists:
             raise StoreError(f"no offpoc store at {path} (start a run with `offpoc run`, or pass --db)")
+        if path.stat().st_size == 0:
+            raise StoreError(f"{path} is an empty file, not an offpoc store (`offpoc run` creates one)")
+    if not exists:
         _check_creatable(path)
+    version = _inspect(path) if exists and path.stat().st_size > 0 else 0
+    if exists and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"the store {path} is read-only and has schema {version}: it needs an upgrade first")
+        db = sqlite_utils.Database(_connect_read_only(path), execute_plugins=False)
+        return db
     try:
         db = _connect(path)
         _migrate(db, path)
     except sqlite3.DatabaseError as error:
         raise StoreError(f"cannot use the store {path}: {error}") from None
     return db
+
+
+def read_only(db: sqlite_utils.Database) -> bool:
+    """Whether ``db`` was opened read-only (:func:`open_store` on a file this process may not write)."""
+    return bool(db.execute("PRAGMA query_only").fetchone()[0])
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:
@@ -291,7 +347,8 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     if path.exists():
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise StoreError(f"the store {path} is not writable")
-        open_store(path).close()
+        if path.stat().st_size > 0:
+            _inspect(path)
     else:
         _check_creatable(path)
 

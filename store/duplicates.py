@@ -20,6 +20,7 @@ import sqlite_utils
 
 from store.db import write
 from store.reader import DEFAULT_SAMPLER, list_runs
+from store.runs import RunRow
 from store.tasks import source_of
 
 MIN_CORRELATION = 0.99
@@ -55,7 +56,7 @@ class Duplicate:
 def find_duplicates(db: sqlite_utils.Database, run_ids: list[int] | None = None) -> list[Duplicate]:
     """Near-identical seeds within each (algo, env, correction, divergence, sampler, source) among ``run_ids``
     (default: every run), compared on the steps both evaluated."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[RunRow]] = {}
     for run in list_runs(db, run_ids=run_ids):
         key = (run["algo"], run["env"], run["correction"], run["divergence"], run.get("sampler"), source_of(run))
         groups.setdefault(key, []).append(run)

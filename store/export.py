@@ -89,8 +89,11 @@ def _md_cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def write_rows(out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[tuple[Any, ...]]) -> int:
-    """Write rows in ``fmt``; returns how many."""
+def write_rows(
+    out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[tuple[Any, ...]], objects: tuple[str, ...] = ()
+) -> int:
+    """Write rows in ``fmt``; returns how many. ``objects``: columns holding JSON text (a run's config), written
+    into JSON as the objects they are, not as strings."""
     n = 0
     if fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
@@ -101,7 +104,11 @@ def write_rows(out: IO[str], fmt: str, header: tuple[str, ...], data: Iterator[t
     elif fmt == "json":
         out.write("[")
         for row in data:
-            out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(dict(zip(header, row))))
+            record = dict(zip(header, row))
+            for column in objects:
+                if isinstance(record.get(column), str):
+                    record[column] = json.loads(record[column])
+            out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(record))
             n += 1
         out.write("\n]\n" if n else "]\n")
     elif fmt == "md":

@@ -1,8 +1,8 @@
 """Where a store keeps its runs' files, marked so that no other store ever uses them.
 
 A store ``exp1.db`` keeps each run's checkpoint (``checkpoint.pt``) and worker log
-(``worker.log``) in ``exp1.db-runs/<id>/``, and its launchers' log in
-``exp1.db-runs/launcher.log``. The folder is named after the store file, as SQLite
+(``worker.log``) in ``exp1.db-runs/<id>/``, and its scheduler's log in
+``exp1.db-runs/scheduler.log``. The folder is named after the store file, as SQLite
 names ``exp1.db-wal``: two stores in one folder never share one, and
 ``mv exp1.db* elsewhere/`` moves a store with everything it owns.
 
@@ -36,7 +36,7 @@ from store.db import StoreError, legacy_run_files, store_id
 
 CHECKPOINT = "checkpoint.pt"
 WORKER_LOG = "worker.log"
-LAUNCHER_LOG = "launcher.log"
+SCHEDULER_LOG = "scheduler.log"
 MARK = "store.json"
 SUFFIX = "-runs"
 _CLAIM_TRIES = 10
@@ -90,8 +90,8 @@ class RunFiles:
         return runs_root(self.store_path)
 
     @property
-    def launcher_log(self) -> Path:
-        return self.root / LAUNCHER_LOG
+    def scheduler_log(self) -> Path:
+        return self.root / SCHEDULER_LOG
 
     def run_dir(self, run_id: int) -> Path:
         return self.root / str(run_id)

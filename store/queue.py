@@ -1,7 +1,7 @@
 """The store's queue: its concurrency limit, the runs waiting in it, and stop requests.
 
 Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) records them
-``queued``; one scheduler per store (:mod:`offpoc_tui.launcher`) starts them oldest first, at
+``queued``; one scheduler per store (:mod:`offpoc_tui.scheduler`) starts them oldest first, at
 most :func:`jobs_limit` worker processes on this machine at a time, and stamps its pid on the
 runs it waits to start (so its death shows them ``lost``). Runs on a Ray cluster
 (``backend = 'ray'``) are started by the same scheduler, as many as the cluster has CPUs.

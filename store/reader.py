@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import sqlite_utils
 
 from store.codec import decode_counts, decode_weights
+from store.runs import RunRow
 
 META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sampler", "seed")
 """The run metadata that leads every exported row."""
@@ -34,15 +35,34 @@ SAMPLER_SQL = f"COALESCE(json_extract(config, '$.sampler'), '{DEFAULT_SAMPLER}')
 """A run's replay sampler, from its stored config (runs from before samplers, and imports: uniform)."""
 
 
+SOURCE_SQL = {
+    "offpoc": "runs.origin IS NULL",
+    "published": "runs.origin LIKE 'reference:%'",
+    "zoo": "runs.origin LIKE 'zoo:%'",
+}
+"""Where a run's evaluations come from (:data:`store.tasks.SOURCES`), as a condition on ``runs``."""
+
+
+class RunFilters(TypedDict, total=False):
+    """Which runs a read covers (each None or absent: all); the keyword arguments of :func:`where_runs`."""
+
+    run_ids: list[int] | None
+    algos: list[str] | None
+    envs: list[str] | None
+    corrections: list[str] | None
+    sources: list[str] | None
+
+
 def where_runs(
     run_ids: list[int] | None = None,
     algos: list[str] | None = None,
     envs: list[str] | None = None,
     corrections: list[str] | None = None,
     statuses: list[str] | None = None,
+    sources: list[str] | None = None,
 ) -> tuple[str, list[Any]]:
     """A WHERE clause (possibly empty) over ``runs`` and its parameters."""
-    clauses: list[str] = []
+    clauses: list[str] = [f"({' OR '.join(SOURCE_SQL[s] for s in sources)})"] if sources else []
     params: list[Any] = []
     for column, values in (
         ("id", run_ids),
@@ -57,21 +77,21 @@ def where_runs(
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **filters: Any) -> list[dict[str, Any]]:
+def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **filters: Any) -> list[RunRow]:
     """Runs (every column but the config and traceback, and the config's replay ``sampler``), oldest first."""
     where, params = where_runs(statuses=statuses, **filters)
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
     columns += f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, {SAMPLER_SQL} AS sampler"
-    return _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params))
+    return cast(list[RunRow], _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params)))
 
 
-def run_detail(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
+def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
     """Everything about one run: its row, config (parsed) and a summary of its observations."""
     rows = _dicts(db.execute("SELECT * FROM runs WHERE id = ?", [run_id]))
     if not rows:
         return None
-    run = rows[0]
+    run = cast(RunRow, rows[0])
     run["config"] = json.loads(run["config"])
     counts = {
         table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]

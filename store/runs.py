@@ -3,7 +3,7 @@
 Status moves along::
 
     queued → running → finished | failed | stopped | lost
-    stopped | lost → queued (resume)          queued → stopped (stopped before it started)
+    stopped | lost | failed → queued (resume)          queued → stopped (stopped before it started)
 
 A ``running`` run whose worker process is gone (same host, pid dead) or whose
 heartbeat is older than :data:`LOST_AFTER_S` is ``lost``; so is a ``queued`` run
@@ -15,23 +15,74 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import sqlite_utils
 
-from store.db import DATA_TABLES, write
+from store.db import DATA_TABLES, read_only, write
 from store.files import RunFiles
 
 STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
 TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
 """Statuses in which no process works on the run."""
-RESUMABLE = frozenset({"stopped", "lost"})
+RESUMABLE = frozenset({"stopped", "lost", "failed"})
+"""A failed run resumes too: from its own checkpoint when the failure came from outside (a full disk, a
+lock held too long); a failure in its own code simply fails again, with its traceback."""
 LOST_AFTER_S = 300.0
 """A heartbeat older than this marks a running run lost even when its pid looks alive (pid reuse)."""
+
+
+class RunRow(TypedDict, total=False):
+    """A run as read from the store: the ``runs`` table's columns (:func:`get_run` has them all,
+    :func:`store.reader.list_runs` all but ``config`` and ``traceback``) and what readers add."""
+
+    id: int
+    name: str
+    algo: str
+    env: str
+    correction: str
+    divergence: str | None
+    seed: int
+    config: Any
+    """The resolved config: its JSON text as stored, or parsed (:func:`store.reader.run_detail`)."""
+    status: str
+    total_steps: int
+    steps: int
+    updates: int
+    sps: float | None
+    last_return: float | None
+    best_return: float | None
+    mean_lambda: float | None
+    pid: int | None
+    launcher_pid: int | None
+    host: str | None
+    source: str | None
+    origin: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    heartbeat: float | None
+    wall_time: float | None
+    checkpoint_step: int | None
+    error: str | None
+    traceback: str | None
+    duplicate_of: int | None
+    backend: str | None
+    stop_requested: int
+    owner: str | None
+    sampler: str
+    """The config's replay sampler (list_runs)."""
+    counts: dict[str, int]
+    """Rows recorded per table (run_detail)."""
+    evaluated_steps: list[int | None]
+    """The first and last evaluated step (run_detail)."""
+    files: str
+    """Where the run's files are, for display (show)."""
 
 
 @dataclass(frozen=True)
@@ -74,34 +125,39 @@ def create_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | 
 
     ``backend``: None for a worker process on this machine, ``'ray'`` for a task on a Ray cluster.
     """
+    with write(db):
+        return insert_runs(db, specs, backend)
+
+
+def insert_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | None = None) -> list[int]:
+    """:func:`create_runs` inside the caller's write transaction (what to insert decided in it too)."""
     now = time.time()
     ids = []
-    with write(db):
-        for spec in specs:
-            cursor = db.execute(
-                "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created,"
-                " backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
-                [
-                    spec.name,
-                    spec.algo,
-                    spec.env,
-                    spec.correction,
-                    spec.divergence,
-                    spec.seed,
-                    json.dumps(spec.config),
-                    spec.total_steps,
-                    now,
-                    backend,
-                ],
-            )
-            ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
+    for spec in specs:
+        cursor = db.execute(
+            "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created,"
+            " backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+            [
+                spec.name,
+                spec.algo,
+                spec.env,
+                spec.correction,
+                spec.divergence,
+                spec.seed,
+                json.dumps(spec.config),
+                spec.total_steps,
+                now,
+                backend,
+            ],
+        )
+        ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
     return ids
 
 
-def get_run(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
+def get_run(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
     cursor = db.execute("SELECT * FROM runs WHERE id = ?", [run_id])
     row = cursor.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
+    return None if row is None else cast(RunRow, dict(zip([d[0] for d in cursor.description], row)))
 
 
 def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
@@ -121,23 +177,49 @@ def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
     return ids
 
 
-def claim(db: sqlite_utils.Database, run_id: int, pid: int, host: str | None = None, *, ray_task: bool = False) -> bool:
-    """queued → running for this process (on ``host``, default this machine); False when it is not to run.
+class NotOwner(RuntimeError):
+    """The run is no longer this worker's: resumed by another, or deleted. The worker stops without writing."""
+
+
+NOT_OWNER_EXIT = 3
+"""A worker's exit status when it stopped because its run is no longer its own (the scheduler then settles nothing)."""
+
+
+def claim(
+    db: sqlite_utils.Database, run_id: int, pid: int, host: str | None = None, *, ray_task: bool = False
+) -> str | None:
+    """queued → running for this process (on ``host``, default this machine): the owner token its writes
+    must show (:func:`check_owner`); None when the run is not to run.
 
     ``ray_task``: a Ray task claims a Ray run, also again after Ray retried it (still ``running``),
     unless ``stop`` asked it to stop meanwhile.
     """
     now = time.time()
+    token = secrets.token_hex(8)
     which = "status = 'queued'"
     if ray_task:
         which = "backend = 'ray' AND status IN ('queued', 'running') AND stop_requested = 0"
     with write(db):
         cursor = db.execute(
             "UPDATE runs SET status = 'running', pid = ?, host = ?, started = COALESCE(started, ?), heartbeat = ?,"
-            f" finished = NULL, error = NULL, traceback = NULL WHERE id = ? AND {which}",
-            [pid, host or hostname(), now, now, run_id],
+            f" finished = NULL, error = NULL, traceback = NULL, owner = ? WHERE id = ? AND {which}",
+            [pid, host or hostname(), now, now, token, run_id],
         )
-    return cursor.rowcount == 1
+    return token if cursor.rowcount == 1 else None
+
+
+def check_owner(db: sqlite_utils.Database, run_id: int, owner: str | None) -> None:
+    """Raise :class:`NotOwner` unless ``owner`` (a :func:`claim` token; None: no check) still owns the run.
+
+    Call it inside the write transaction that writes for the run, so nobody takes the run in between.
+    """
+    if owner is None:
+        return
+    row = db.execute("SELECT owner, status FROM runs WHERE id = ?", [run_id]).fetchone()
+    if row is None:
+        raise NotOwner(f"run {run_id} was deleted: this worker stops without writing")
+    if row[0] != owner or row[1] != "running":
+        raise NotOwner(f"run {run_id} is no longer this worker's (status {row[1]}): it stops without writing")
 
 
 def finish(
@@ -148,14 +230,20 @@ def finish(
     error: str | None = None,
     traceback: str | None = None,
     only_from: tuple[str, ...] = ("running",),
+    owner: str | None = None,
+    worker_pid: int | None = None,
 ) -> bool:
-    """Set a terminal status (with the error for ``failed``), if the run is in ``only_from``."""
+    """Set a terminal status (with the error for ``failed``), if the run is in ``only_from`` (and, with
+    ``owner`` or ``worker_pid``, still that worker's)."""
     marks = ", ".join("?" for _ in only_from)
+    checks = {"owner": owner, "pid": worker_pid}
+    mine = "".join(f" AND {column} = ?" for column, value in checks.items() if value is not None)
+    values = [value for value in checks.values() if value is not None]
     with write(db):
         cursor = db.execute(
             f"UPDATE runs SET status = ?, finished = ?, error = COALESCE(?, error), traceback = COALESCE(?, traceback)"
-            f" WHERE id = ? AND status IN ({marks})",
-            [status, time.time(), error, traceback, run_id, *only_from],
+            f" WHERE id = ? AND status IN ({marks}){mine}",
+            [status, time.time(), error, traceback, run_id, *only_from, *values],
         )
     return cursor.rowcount == 1
 
@@ -163,6 +251,8 @@ def finish(
 def reap_lost(db: sqlite_utils.Database) -> list[int]:
     """Mark as lost: running runs without a live worker, queued runs without a live scheduler, and
     Ray runs whose scheduler (the Ray driver, on the store's machine) died, taking its tasks with it."""
+    if read_only(db):  # nobody may record it; readers still see the runs as they were left
+        return []
     here, now = hostname(), time.time()
     lost = []
     for run_id, status, pid, launcher_pid, host, heartbeat, backend in db.execute(
@@ -187,15 +277,27 @@ def requeue(db: sqlite_utils.Database, run_id: int, backend: str | None = None) 
     with write(db):
         db.execute(
             "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL, backend = ?,"
-            " stop_requested = 0 WHERE id = ?",
+            " stop_requested = 0, owner = NULL WHERE id = ?",
             [backend, run_id],
         )
 
 
+class RunBusy(RuntimeError):
+    """A run to delete is running (it may have started since it was listed): nothing was deleted."""
+
+
 def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> None:
-    """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`)."""
+    """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`).
+
+    The status is checked in the deleting transaction: a run that is running by then raises
+    :class:`RunBusy` and nothing is deleted. A worker that claims a run after it was deleted finds no run.
+    """
     files = RunFiles.of(db, db_path)
     with write(db):
+        marks = ", ".join("?" for _ in run_ids)
+        busy = db.execute(f"SELECT id FROM runs WHERE status = 'running' AND id IN ({marks})", run_ids).fetchone()
+        if busy is not None:
+            raise RunBusy(f"run {busy[0]} is running (it started meanwhile): nothing deleted; stop it first")
         for run_id in run_ids:
             for table in DATA_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])

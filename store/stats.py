@@ -49,7 +49,7 @@ def ci95(samples: np.ndarray, axis: int = 0) -> np.ndarray:
         return np.where(n >= 2, t_quantile(n - 1) * sd / np.sqrt(np.maximum(n, 1)), np.nan)
 
 
-def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+def welch_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided p-value of Welch's t-test (unequal variances); NaN with < 2 values a side."""
     from scipy.special import stdtr
 

@@ -18,6 +18,7 @@ import numpy as np
 import sqlite_utils
 
 from store.reader import DEFAULT_SAMPLER, list_runs
+from store.runs import RunRow
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 from store.tasks import SOURCES, env_family, env_matches, source_of
 
@@ -118,16 +119,14 @@ def matching_runs(
     run_ids: list[int] | None = None,
     sources: list[str] | None = None,
     dedupe: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[RunRow]:
     """Runs matching the filters: ``envs`` takes exact ids or families (``Hopper`` matches every
     Hopper version), ``sources`` names from :data:`SOURCES`; ``dedupe`` leaves out runs flagged as
     another's copy (:mod:`store.duplicates`)."""
     return [
         r
-        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids)
-        if (envs is None or env_matches(r["env"], envs))
-        and (sources is None or source_of(r) in sources)
-        and not (dedupe and r.get("duplicate_of") is not None)
+        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids, sources=sources)
+        if (envs is None or env_matches(r["env"], envs)) and not (dedupe and r.get("duplicate_of") is not None)
     ]
 
 
@@ -146,6 +145,7 @@ def summary_rows(
     run_ids: list[int] | None = None,
     until: int | None = None,
     dedupe: bool = False,
+    sources: list[str] | None = None,
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
@@ -156,7 +156,9 @@ def summary_rows(
     """
     from store.budget import reach_of, task_budgets
 
-    runs = matching_runs(db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, dedupe=dedupe)
+    runs = matching_runs(
+        db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, sources=sources, dedupe=dedupe
+    )
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach, until)
     window = FinalWindow.of(last)

@@ -7,7 +7,7 @@ family, so a user's Hopper-v4 runs meet the paper's published Hopper-v2 curves.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 SOURCES = ("offpoc", "published", "zoo")
@@ -30,7 +30,7 @@ def env_matches(env: str, wanted: Iterable[str]) -> bool:
     return any(w == env or w == env_family(env) for w in wanted)
 
 
-def source_of(run: dict[str, Any]) -> str:
+def source_of(run: Mapping[str, Any]) -> str:
     origin = run.get("origin") or ""
     return "published" if origin.startswith("reference:") else "zoo" if origin.startswith("zoo:") else "offpoc"
 
@@ -39,5 +39,5 @@ Task = tuple[str, str]
 """(algo, environment family): what a comparison compares methods on."""
 
 
-def task_of(run: dict[str, Any]) -> Task:
+def task_of(run: Mapping[str, Any]) -> Task:
     return run["algo"], env_family(run["env"])

@@ -16,6 +16,7 @@ commit answers whether ``offpoc stop`` asked the run to stop (:attr:`RunWriter.s
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
@@ -25,6 +26,7 @@ import sqlite_utils
 
 from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_weights
 from store.db import write
+from store.runs import check_owner
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -94,16 +96,44 @@ def opened(db: sqlite_utils.Database, run_id: int) -> Opened:
     return Opened(last_step, row[0] if row else None)
 
 
-def commit(db: sqlite_utils.Database, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
-    """Insert ``rows`` and set ``progress`` on the run in one transaction; whether a stop was requested."""
+def commit(
+    db: sqlite_utils.Database, run_id: int, rows: Rows, progress: dict[str, Any], owner: str | None = None
+) -> bool:
+    """Insert ``rows`` and set ``progress`` on the run in one transaction; whether a stop was requested.
+
+    With ``owner`` (the worker's claim token), raises :class:`~store.runs.NotOwner` and writes nothing
+    when the run is no longer that worker's.
+    """
     assignments = ", ".join(f"{key} = ?" for key in progress)
     with write(db):
+        check_owner(db, run_id, owner)
         for table, pending in rows.items():
             if pending:
                 db.conn.executemany(_INSERT[table], pending)
         db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), run_id])
         row = db.execute("SELECT stop_requested FROM runs WHERE id = ?", [run_id]).fetchone()
     return bool(row and row[0])
+
+
+_PAST = {
+    "evaluations": "step", "episodes": "step", "train": "step", "weights": "first_step", "histograms": "step",
+}  # fmt: skip
+
+
+def rewind(db: sqlite_utils.Database, run_id: int, step: int, owner: str | None = None) -> Opened:
+    """Delete the run's records past ``step`` (a resumed run's trajectory from its checkpoint replaces them)
+    and set its progress back to ``step``; where its writer starts from then."""
+    with write(db):
+        check_owner(db, run_id, owner)
+        for table, column in _PAST.items():
+            db.execute(f"DELETE FROM {table} WHERE run_id = ? AND {column} > ?", [run_id, step])
+        db.execute(
+            "UPDATE runs SET steps = ?, last_return = (SELECT return_mean FROM evaluations WHERE run_id = ?"
+            " ORDER BY step DESC LIMIT 1), best_return = (SELECT MAX(return_mean) FROM evaluations WHERE run_id = ?)"
+            " WHERE id = ?",
+            [step, run_id, run_id, run_id],
+        )
+    return opened(db, run_id)
 
 
 class Link(Protocol):
@@ -114,16 +144,28 @@ class Link(Protocol):
 
 
 class LocalLink:
-    """The store file itself, on this machine."""
+    """The store file itself, on this machine; with ``owner``, every write checks the worker still owns the run."""
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: sqlite_utils.Database, owner: str | None = None) -> None:
         self.db = db
+        self.owner = owner
 
     def open(self, run_id: int) -> Opened:
         return opened(self.db, run_id)
 
     def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
         return commit(self.db, run_id, rows, progress)
+
+
+class NonFinite(ValueError):
+    """A record holds NaN or ±inf (an environment's bad reward, a diverged network): the run ends ``failed``
+    with this one line, never with the record silently dropped (SQLite stores NaN as NULL)."""
+
+
+def _finite(what: str, step: int, *values: float | None, hint: str = "") -> None:
+    for value in values:
+        if value is not None and not math.isfinite(value):
+            raise NonFinite(f"{what} is {value} at step {step:,}{hint}")
 
 
 class RunWriter:
@@ -159,6 +201,8 @@ class RunWriter:
     ) -> None:
         if not self._fresh("evaluations", step):
             return
+        hint = ": the environment returned a non-finite reward, or the policy a non-finite action"
+        _finite("the evaluation return", step, return_mean, *returns, hint=hint)
         self.pending["evaluations"].append(
             (self.run_id, step, wall_time, return_mean, return_std, float(np.mean(lengths)) if lengths else 0.0,
              *encode_episodes(returns, lengths))
@@ -170,6 +214,7 @@ class RunWriter:
         self.progress["wall_time"] = wall_time
 
     def add_episode(self, step: int, episode: int, ret: float, length: int) -> None:
+        _finite(f"training episode {episode:,}'s return", step, ret, hint=": the environment returned it")
         if self._fresh("episodes", step):
             self.pending["episodes"].append((self.run_id, step, episode, ret, length))
 
@@ -183,6 +228,9 @@ class RunWriter:
         alpha: float | None,
         sps: float,
     ) -> None:
+        for what, value in (("the critic loss", critic_loss), ("the actor loss", actor_loss), ("mean Q", q_mean)):
+            _finite(what, step, value, hint=": training diverged")
+        _finite("α", step, alpha, hint=": training diverged")
         if self._fresh("train", step):
             self.pending["train"].append((self.run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps))
         self.progress["sps"] = sps
@@ -206,6 +254,10 @@ class RunWriter:
 
         A quantity on [0, 1] is a weight, stored to 16 bits (see :mod:`store.codec`); any other as float32.
         """
+        if values.size and not np.isfinite(values).all():
+            first = int(np.argwhere(~np.isfinite(values).all(axis=1))[0][0])
+            _finite(quantity.name, int(steps[first]), float(values[first][~np.isfinite(values[first])][0]),
+                    hint=": training diverged")  # fmt: skip
         name = self._describe(quantity)
         unit = (quantity.low, quantity.high) == (0.0, 1.0)
         keep = steps > self.last_step.get(("weights", name), -1)
@@ -225,6 +277,16 @@ class RunWriter:
         name = self._describe(quantity)
         if self._fresh("histograms", step, name):
             self.pending["histograms"].append((self.run_id, name, step, encode_counts(counts)))
+
+    def rewind(self, step: int) -> None:
+        """The run resumes at ``step``: what it recorded past it (the abandoned trajectory) goes, so that
+        nothing is doubled; a link that cannot (a Ray task's) keeps them, and steps already stored are skipped."""
+        rewind_link = getattr(self.link, "rewind", None)
+        if rewind_link is None:
+            return
+        start = rewind_link(self.run_id, step)
+        self.last_step = dict(start.last_step)
+        self.progress["best_return"] = start.best_return
 
     def add_checkpoint(self, step: int) -> None:
         self.progress["checkpoint_step"] = step

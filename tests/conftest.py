@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from store import open_store
-from store.imports import import_curves, reference_curves
+from store.curve_imports import import_curves, reference_curves
 from store.runs import create_runs
 from tests.storefill import FIXED_TIME, fill, fill_learning, fill_study, spec
 

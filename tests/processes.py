@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,14 +19,18 @@ from store.runs import get_run
 SMALL = ["--set", "hidden=64,64", "--set", "start_steps=500", "--set", "eval_episodes=3"]
 
 
-def offpoc(db: Path, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``offpoc ARGS --db DB`` in a real process, run in ``cwd`` (default: the store's folder)."""
+def offpoc(
+    db: Path, *args: str, check: bool = True, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``offpoc ARGS --db DB`` in a real process, run in ``cwd`` (default: the store's folder), with ``env``
+    added to the environment."""
     result = subprocess.run(
         [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)],
         capture_output=True,
         text=True,
         cwd=cwd or db.parent,
         timeout=300,
+        env={**os.environ, **(env or {})},
     )
     if check and result.returncode != 0:
         raise AssertionError(f"offpoc {' '.join(args)} → {result.returncode}\n{result.stdout}\n{result.stderr}")

@@ -58,8 +58,13 @@ def write_checkpoint(path: Path, config: TrainConfig, owner: dict[str, Any] | No
     return path
 
 
-def run(run_id: int, checkpoint_step: int | None) -> dict[str, Any]:
-    return {"id": run_id, "checkpoint_step": checkpoint_step}
+def run(run_id: int, checkpoint_step: int | None, steps: int | None = None) -> dict[str, Any]:
+    """A run row: its recorded checkpoint, and the steps its records reach (default: the checkpoint's)."""
+    return {
+        "id": run_id,
+        "checkpoint_step": checkpoint_step,
+        "steps": steps if steps is not None else checkpoint_step or 0,
+    }
 
 
 def start(files: RunFiles, row: dict[str, Any], config: TrainConfig = CONFIG) -> tuple[Trainer, str]:
@@ -122,9 +127,16 @@ def test_its_own_checkpoint_with_other_settings_is_refused(files: RunFiles) -> N
 def test_a_checkpoint_past_the_stores_records_is_refused(files: RunFiles) -> None:
     """A store restored from an older copy: loading would skip the records in between."""
     write_checkpoint(checkpoint_of(files, 1), CONFIG, files.owner(1))
-    with pytest.raises(CheckpointMismatch, match="is at step 150, past the store's last checkpoint of the run"):
+    with pytest.raises(CheckpointMismatch, match="is at step 150, past what the store recorded of the run"):
         start(files, run(1, 100))
     trainer, _ = start(files, run(1, 200))  # behind what the store recorded: steps are repeated, never skipped
+    assert trainer.step == STEP
+
+
+def test_a_checkpoint_whose_step_the_store_missed_is_its_own(files: RunFiles) -> None:
+    """Killed between the file's rename and the store's note of its step: the records reached it, so it loads."""
+    write_checkpoint(checkpoint_of(files, 1), CONFIG, files.owner(1))
+    trainer, _ = start(files, run(1, 100, steps=STEP))
     assert trainer.step == STEP
 
 

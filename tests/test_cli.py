@@ -115,9 +115,15 @@ def test_ps_json_lists_runs_with_the_contract_keys(filled_store: Path) -> None:
 
 def test_ps_table_and_hint(filled_store: Path) -> None:
     result = invoke("ps", "--db", str(filled_store))
-    assert result.exit_code == 0 and "3 ended (offpoc ps --all)" in result.stdout
+    assert result.exit_code == 0 and "not shown: 3 finished (offpoc ps --all)" in result.stdout
     table = invoke("ps", "--all", "--db", str(filled_store)).stdout
     assert "finished" in table and "acoffpoc" in table and "Hopper-v4" in table
+    db = open_store(filled_store)  # a stopped run can resume: ps shows it, and says what it leaves out
+    db.execute("UPDATE runs SET status = 'stopped' WHERE id = 2")
+    db.conn.commit()
+    db.close()
+    shown = invoke("ps", "--db", str(filled_store)).stdout
+    assert "stopped" in shown and "not shown: 2 finished (offpoc ps --all)" in shown
 
 
 def test_ps_without_a_store(tmp_path: Path) -> None:
@@ -188,7 +194,7 @@ def test_stop_a_queued_run_and_usage(filled_store: Path) -> None:
 
 def test_resume_refuses_finished_runs(filled_store: Path) -> None:
     result = invoke("resume", "2", "--db", str(filled_store))
-    assert result.exit_code == 2 and "only stopped or lost runs resume" in one_line_error(result)
+    assert result.exit_code == 2 and "only stopped, lost or failed runs resume" in one_line_error(result)
 
 
 def test_rm_asks_then_deletes(filled_store: Path) -> None:

@@ -1,4 +1,4 @@
-"""The paper's competitors (spec/competitors.md): densities, RIS-Off-PAC, IPG and ACE, their invariants and runs."""
+"""The paper's competitors (docs/competitors.md): densities, RIS-Off-PAC, IPG and ACE, their invariants and runs."""
 
 from __future__ import annotations
 

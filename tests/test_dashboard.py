@@ -27,7 +27,7 @@ from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.runs_table import RunsTable
 from store import open_store
-from store.imports import import_curves, read_reference
+from store.curve_imports import import_curves, read_reference
 from store.runs import create_runs
 from store.stats import welch_p
 from store.writer import RunWriter

@@ -18,7 +18,7 @@ from offpoc_tui.dashboard.model import Model, Request
 from offpoc_tui.dashboard.plots import short
 from offpoc_tui.dashboard.runs_table import WIDTHS, columns_for
 from store import RunSpec, open_store
-from store.imports import Curve, import_curves
+from store.curve_imports import Curve, import_curves
 from store.reader import list_runs
 from store.runs import create_runs
 from tests.storefill import fill_learning, spec

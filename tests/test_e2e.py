@@ -1,4 +1,4 @@
-"""End to end with real processes: the offpoc CLI, the detached launcher, workers on real MuJoCo, SQLite.
+"""End to end with real processes: the offpoc CLI, the detached scheduler, workers on real MuJoCo, SQLite.
 
 About a minute in all; these are the product's main paths, so they run by default.
 """

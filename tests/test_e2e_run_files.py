@@ -1,4 +1,4 @@
-"""A run never continues another run, end to end: the real CLI, launcher and workers, MuJoCo, SQLite files.
+"""A run never continues another run, end to end: the real CLI, scheduler and workers, MuJoCo, SQLite files.
 
 Each test is a way one run used to continue another, or to leave files behind: stores in one
 folder shared ``offpoc-runs/<id>/``, and a worker resumed whatever ``checkpoint.pt`` it found there.

@@ -134,7 +134,7 @@ def test_malformed_reference_files_are_reported_and_skipped(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     ("path", "message"),
-    [("missing", "is not a folder"), ("empty", "no 'Learning Curves' folder"), ("bare", "no files in")],
+    [("missing", "no file or folder"), ("empty", "no 'Learning Curves' folder"), ("bare", "no files in")],
 )
 def test_reference_path_problems_exit_2(tmp_path: Path, path: str, message: str) -> None:
     (tmp_path / "empty").mkdir()
@@ -233,7 +233,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         conn.execute("INSERT INTO weights VALUES (1, 1, 1, 501, 2, 'lambda', 0.375, ?)", [blob])
         conn.execute("INSERT INTO histograms VALUES (1, 1, 1000, '[1, 1]')")
     db = open_store(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     # Schema 4: the weights and histograms stored are λ's.
     stored = list(weight_rows(db, 1))
     assert [(u, step, names) for u, step, names, _ in stored] == [(1, 501, ("lambda",)), (2, 502, ("lambda",))]

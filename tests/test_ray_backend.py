@@ -88,6 +88,24 @@ def test_runs_on_a_local_cluster_survive_a_killed_worker_and_stop_with_a_checkpo
     assert row["checkpoint_step"] == row["steps"] and (tmp_path / "offpoc.db-runs" / "2" / "checkpoint.pt").exists()
 
 
+def test_a_cluster_offpoc_started_ends_with_its_killed_scheduler_at_the_next_command(
+    tmp_path: Path, ray_env: Path
+) -> None:
+    from offpoc_tui.ray_leftovers import ray_processes as session_ray_processes
+
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "run", "td3", "Hopper-v4", "--steps", "200000", *SHORT, "--backend", "ray")
+    wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 1)["steps"] >= 600, what="running")
+    scheduler = run_row(db, 1)["launcher_pid"]
+    session = os.getsid(scheduler)
+    assert session_ray_processes(session)  # the cluster it started lives in its session
+    os.kill(scheduler, signal.SIGKILL)
+    offpoc(db, "ps")  # the store's next command
+    wait_for(lambda: not session_ray_processes(session), timeout=20, what="the cluster's processes to end")
+    wait_for(lambda: run_row(db, 1)["status"] == "lost", timeout=30, what="lost")
+    assert not (tmp_path / "offpoc.db-runs" / "ray-cluster.json").exists()
+
+
 def test_a_lost_node_moves_the_run_or_loses_it_and_resume_finishes_it(tmp_path: Path, ray_env: Path) -> None:
     from ray.cluster_utils import Cluster
 

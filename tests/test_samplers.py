@@ -1,4 +1,4 @@
-"""Replay samplers (spec/competitors.md, "Replay samplers"): the sum tree, PER, CER, their runs and records."""
+"""Replay samplers (docs/competitors.md, "Replay samplers"): the sum tree, PER, CER, their runs and records."""
 
 from __future__ import annotations
 

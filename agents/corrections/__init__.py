@@ -85,7 +85,7 @@ def _acoffpoc(settings: CorrectionSettings) -> Correction:
 
 register("none", lambda settings: NoCorrection())
 register("acoffpoc", _acoffpoc)
-# The paper's competitors (spec/competitors.md), under the names their published curves import as.
+# The paper's competitors (docs/competitors.md), under the names their published curves import as.
 register("ace", ACE, own_actor_loss=lambda config: config.pg_form == "lr")
 register(
     "geoff-pac",

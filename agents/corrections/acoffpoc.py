@@ -1,4 +1,4 @@
-"""AC-Off-POC similarity weights (Saglam et al., TMLR), as specified in spec/method.md.
+"""AC-Off-POC similarity weights (Saglam et al., TMLR), as docs/method.md states them.
 
 Public math, reusable in any actor-critic code:
 

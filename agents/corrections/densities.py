@@ -1,6 +1,6 @@
 """Densities of the behaviour and current policies at a stored action, and the ratio ρ = π/μ.
 
-Public math (``spec/competitors.md``, "Densities for the ratio"), always at the stored,
+Public math (``docs/competitors.md``, "Densities for the ratio"), always at the stored,
 executed action a_i in normalised action space and in log space:
 
 - DDPG/TD3, a deterministic actor explored with N(0, σ²I): μ_i = N(ā_i, σ²I) around the

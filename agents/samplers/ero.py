@@ -1,4 +1,4 @@
-"""Experience replay optimisation (Zha et al. 2019), as spec/competitors.md ("Replay samplers") states it.
+"""Experience replay optimisation (Zha et al. 2019), as docs/competitors.md ("Replay samplers") states it.
 
 A replay policy φ(f) ∈ (0, 1) (an MLP over each transition's standardised features f = (reward,
 |δ| as of its last replay, age in transitions)) keeps each stored transition with probability φ:

@@ -1,4 +1,4 @@
-"""Prioritised experience replay as sfujim/LAP-PAL's ``PER_TD3`` (spec/competitors.md, "Replay samplers").
+"""Prioritised experience replay as sfujim/LAP-PAL's ``PER_TD3`` (docs/competitors.md, "Replay samplers").
 
 Priorities live in a sum tree (float64) already raised to α; a new transition gets the running
 maximum (from 1.0); after each critic step a replayed transition's priority becomes

@@ -3,7 +3,7 @@
     python -m benchmarks.diagnostics.geoff_floor [--window 16]
 
 Geoff-PAC recomputes each replayed transition's traces over up to ``window`` predecessors under the
-current policy (spec/competitors.md): every update sends B·(window + 1) states through the actor
+current policy (docs/competitors.md): every update sends B·(window + 1) states through the actor
 without gradient, and on actor steps (TD3: every other update) keeps the graph and backpropagates
 through it for M2. This times, on one torch thread with Hopper sizes and batch 256, those two
 passes alone against one whole plain TD3 update, so the overhead no implementation of that

@@ -15,6 +15,7 @@ from offpoc_tui.dashboard.groups import BASELINE, group_key
 from store.aggregate import improvement_interval, interval, iqm
 from store.budget import cut, reach_of_curves, task_budgets
 from store.normalise import NormalisationError, normaliser
+from store.runs import RunRow
 from store.stats import FinalWindow, final_returns
 from store.summary import method_rank
 from store.tasks import env_family, task_of
@@ -23,7 +24,7 @@ RESAMPLES = 500
 
 
 def across_tasks(
-    runs: list[dict[str, Any]],
+    runs: list[RunRow],
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
     window: FinalWindow,
     until: int | None = None,

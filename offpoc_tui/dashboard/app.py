@@ -32,7 +32,7 @@ from offpoc_tui.dashboard.runs_table import RunsTable, sort_value
 from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store
 from store.reader import list_runs
-from store.runs import reap_lost
+from store.runs import RunRow, reap_lost
 from store.stats import BAND_KINDS, FinalWindow
 
 POLL_S = 1.0
@@ -84,8 +84,8 @@ class Dashboard(App[None]):
         self.until = until
         """Compare's final statistic (``offpoc dashboard --last / --last-steps``)."""
         self.sub_title = str(db_path)
-        self.runs: list[dict[str, Any]] = []
-        self.shown_runs: list[dict[str, Any]] = []
+        self.runs: list[RunRow] = []
+        self.shown_runs: list[RunRow] = []
         self.selected: set[int] = set()
         self.predicate: filters.Predicate = filters.parse("")
         self.filter_text = ""

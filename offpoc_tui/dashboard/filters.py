@@ -8,7 +8,7 @@ A bare word must appear in the name, algo, env or correction. Terms combine with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from store.tasks import SOURCES, source_of
@@ -20,7 +20,7 @@ KEYS = {
 EXACT = {"id", "seed", "source"}
 BARE = ("name", "algo", "env", "correction")
 
-Predicate = Callable[[dict[str, Any]], bool]
+Predicate = Callable[[Mapping[str, Any]], bool]
 
 
 class FilterError(ValueError):

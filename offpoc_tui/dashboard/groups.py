@@ -18,6 +18,7 @@ import numpy as np
 from store.aggregate import probability_of_improvement
 from store.budget import Budget, budget, cut, reach_of_curves
 from store.reader import DEFAULT_SAMPLER
+from store.runs import RunRow
 from store.stats import (
     LAST_EVALUATIONS,
     Band,
@@ -40,7 +41,7 @@ IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "impor
 """Config keys that differ between a method and its baseline by design."""
 
 
-def group_key(run: dict[str, Any]) -> GroupKey:
+def group_key(run: RunRow) -> GroupKey:
     sampler = run.get("sampler") or DEFAULT_SAMPLER
     return run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler
 
@@ -66,9 +67,9 @@ def row_label(key: GroupKey, versions: int) -> str:
     return label
 
 
-def group_runs(runs: Iterable[dict[str, Any]]) -> dict[GroupKey, list[dict[str, Any]]]:
+def group_runs(runs: Iterable[RunRow]) -> dict[GroupKey, list[RunRow]]:
     """Runs by group, groups in order of first appearance, seeds in id order."""
-    groups: dict[GroupKey, list[dict[str, Any]]] = {}
+    groups: dict[GroupKey, list[RunRow]] = {}
     for run in runs:
         groups.setdefault(group_key(run), []).append(run)
     return groups
@@ -137,7 +138,7 @@ def config_diff(config: dict[str, Any], baseline: dict[str, Any]) -> str:
 
 
 def compare(
-    groups: dict[GroupKey, list[dict[str, Any]]],
+    groups: dict[GroupKey, list[RunRow]],
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
     configs: dict[int, dict[str, Any]],
     threshold: float | None = None,

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from textual.message import Message
 
 from offpoc_tui.dashboard.model import CompareData, CurvesData, DetailData, Request, WeightsData
+from store.runs import RunRow
 
 
 @dataclass
 class RunsUpdated(Message):
-    runs: list[dict[str, Any]]
+    runs: list[RunRow]
     poll_s: float
     """Seconds the poll took in the thread (SQLite and data work)."""
 

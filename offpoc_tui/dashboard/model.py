@@ -42,7 +42,7 @@ from offpoc_tui.dashboard.groups import (
     versions_shown,
 )
 from store.reader import configs, histograms, quantities, run_detail, train_points
-from store.runs import TERMINAL
+from store.runs import TERMINAL, RunRow
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.tasks import env_family, source_of
 
@@ -112,7 +112,7 @@ class CompareData:
 
 @dataclass(frozen=True)
 class DetailData:
-    run: dict[str, Any] | None
+    run: RunRow | None
     losses: Figure
     q_alpha: Figure
     sps: Figure
@@ -129,13 +129,13 @@ class Model:
     last: tuple[Any, ...] | None = None
     """What the previous answer was built from: the request and its runs' progress."""
 
-    def forget(self, runs: list[dict[str, Any]]) -> None:
+    def forget(self, runs: list[RunRow]) -> None:
         keep = {r["id"] for r in runs}
         self.evals.forget(keep)
         self.weights.forget(keep)
 
     def answer(
-        self, db: sqlite_utils.Database, runs: list[dict[str, Any]], request: Request
+        self, db: sqlite_utils.Database, runs: list[RunRow], request: Request
     ) -> CurvesData | WeightsData | CompareData | DetailData | None:
         """The view's data, or None when nothing it is built from changed since the last answer."""
         by_id = {r["id"]: r for r in runs}
@@ -155,7 +155,7 @@ class Model:
                 curves = {**curves, **self.evals.update(db, every)}
             basis: tuple[Any, ...] = (request, tuple(ids), tuple(every), self.evals.version(every + ids))
         elif request.view in ("weights", "detail"):
-            cursor = by_id.get(request.cursor)
+            cursor = None if request.cursor is None else by_id.get(request.cursor)
             members = [] if cursor is None else subjects(runs, cursor, request)
             basis = (request, tuple((r["id"], r["steps"], r["status"]) for r in members))
         else:
@@ -177,9 +177,9 @@ class Model:
     def weights_data(
         self,
         db: sqlite_utils.Database,
-        runs: list[dict[str, Any]],
-        members: list[dict[str, Any]],
-        cursor: dict[str, Any] | None,
+        runs: list[RunRow],
+        members: list[RunRow],
+        cursor: RunRow | None,
         request: Request,
     ) -> WeightsData:
         if cursor is None:
@@ -202,9 +202,7 @@ class Model:
             ),
         )
 
-    def quantile_figure(
-        self, db: sqlite_utils.Database, subject: str, members: list[dict[str, Any]], shown: Shown
-    ) -> Figure:
+    def quantile_figure(self, db: sqlite_utils.Database, subject: str, members: list[RunRow], shown: Shown) -> Figure:
         per_run = [self.weights.update(db, r["id"], shown.name) for r in members]
         per_run = [q for q in per_run if q.steps]
         if not per_run:
@@ -250,14 +248,14 @@ def no_runs(request: Request) -> str:
     return EMPTY_STORE
 
 
-def curve_members(runs: list[dict[str, Any]], request: Request) -> list[dict[str, Any]]:
+def curve_members(runs: list[RunRow], request: Request) -> list[RunRow]:
     """The runs Curves draws: where any was trained here, those alone unless imported curves are asked for."""
     if request.imported or all(source_of(r) != "offpoc" for r in runs):
         return runs
     return [r for r in runs if source_of(r) == "offpoc"]
 
 
-def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], request: Request, hidden: int = 0) -> Figure:
+def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Request, hidden: int = 0) -> Figure:
     """The runs' return curves (``hidden``: imported curves left out, which the title says)."""
     if not runs:
         return empty("Evaluation return", no_runs(request))
@@ -273,7 +271,7 @@ def curves_figure(runs: list[dict[str, Any]], curves: dict[int, RunCurve], reque
         unit, per = ("s", 1.0) if longest < 120 else ("min", 60.0) if longest < 7200 else ("h", 3600.0)
         xlabel = f"wall time ({unit})"
 
-    def series(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def series(run: RunRow) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, wall time in ``xlabel``'s unit, smoothed returns) of a run that is drawn."""
         steps, wall, returns = curves[run["id"]].arrays()
         return steps, wall / per, smooth(returns, request.smoothing)
@@ -343,14 +341,14 @@ def small_n_note(kind: BandKind, seed_counts: list[int]) -> str:
     return ""
 
 
-def nothing_logged(run: dict[str, Any]) -> str:
+def nothing_logged(run: RunRow) -> str:
     """Why a corrected run shows no logged values: not yet, or never (a correction such as IPG logs none)."""
     if run["status"] in TERMINAL and run["steps"]:
         return f"run {run['id']} ({run['correction']}) recorded no per-update values: its correction logs none"
     return "no values recorded yet"
 
 
-def no_weights(run: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
+def no_weights(run: RunRow, runs: list[RunRow]) -> str | None:
     """Why a run can have no λ at all (None when it can), and which runs have some."""
     if run["source"]:
         why = f"run {run['id']} was imported ({source_of(run)}): curves only, no λ"
@@ -404,23 +402,23 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown
 
 
 # ---- compare ----------------------------------------------------------------------------------
-def compare_keys(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def compare_keys(runs: list[RunRow]) -> list[tuple[str, str]]:
     """(algo, env family) pairs present, in order of first appearance: Hopper-v4 runs meet the published Hopper-v2."""
     return list(dict.fromkeys((r["algo"], env_family(r["env"])) for r in runs))
 
 
-def compare_members(runs: list[dict[str, Any]], key: tuple[str, str] | None) -> list[dict[str, Any]]:
+def compare_members(runs: list[RunRow], key: tuple[str, str] | None) -> list[RunRow]:
     """The runs of one (algo, env family)."""
     return [r for r in runs if (r["algo"], env_family(r["env"])) == key]
 
 
-def compare_key(runs: list[dict[str, Any]], request: Request) -> tuple[str, str] | None:
+def compare_key(runs: list[RunRow], request: Request) -> tuple[str, str] | None:
     """The (algo, env family) asked for, or the first present."""
     keys = compare_keys(runs)
     return request.compare_key if request.compare_key in keys else (keys[0] if keys else None)
 
 
-def subjects(runs: list[dict[str, Any]], cursor: dict[str, Any], request: Request) -> list[dict[str, Any]]:
+def subjects(runs: list[RunRow], cursor: RunRow, request: Request) -> list[RunRow]:
     """Weights and Detail: the run under the cursor, or (Weights, grouped) its whole group."""
     if request.view == "weights" and request.grouped:
         return [r for r in runs if group_key(r) == group_key(cursor)]
@@ -429,7 +427,7 @@ def subjects(runs: list[dict[str, Any]], cursor: dict[str, Any], request: Reques
 
 def compare_rows(
     db: sqlite_utils.Database,
-    members: list[dict[str, Any]],
+    members: list[RunRow],
     curves: dict[int, RunCurve],
     threshold: float | None,
     window: FinalWindow | None = None,
@@ -444,7 +442,7 @@ def compare_rows(
 
 def compare_data(
     db: sqlite_utils.Database,
-    members: list[dict[str, Any]],
+    members: list[RunRow],
     curves: dict[int, RunCurve],
     key: tuple[str, str] | None,
     threshold: float | None,
@@ -497,7 +495,7 @@ def compare_figure(
 
 
 # ---- run detail -------------------------------------------------------------------------------
-def detail_data(db: sqlite_utils.Database, run: dict[str, Any] | None, request: Request) -> DetailData:
+def detail_data(db: sqlite_utils.Database, run: RunRow | None, request: Request) -> DetailData:
     if run is None:
         nothing = empty("Run", no_runs(request) if request.filter_text else "no run under the cursor")
         return DetailData(None, nothing, nothing, nothing)

@@ -127,9 +127,9 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
     elif isinstance(figure, MatrixFigure):
         rows, columns = max(height - 6, 1), max(width - 10, 1)
         cells = _resample(figure.cells, rows, columns)
-        base = np.asarray(figure.colour, dtype=np.float64)
-        rgb = (20 + cells[..., None] * (base - 20)).round().astype(int)
-        plt.matrix_plot([[tuple(px) for px in row] for row in rgb.tolist()])
+        full = np.asarray(figure.colour, dtype=np.float64)
+        pixels = (20 + cells[..., None] * (full - 20)).round().astype(int)
+        plt.matrix_plot([[tuple(px) for px in row] for row in pixels.tolist()])
         # The axes in the figure's units, not cell indices: steps along x, the quantity's range up y.
         plt.xlabel(figure.xlabel)
         plt.ylabel(figure.ylabel)
@@ -171,7 +171,7 @@ class FigurePlot(PlotextPlot):
         # plotext caps a figure at the size of the terminal it detects, 80×24 when its stdout is
         # not one (tests, snapshots, a pipe): the widget, not the terminal, sets the size here.
         # There is no public per-figure switch (plotext.limit_size acts on plotext's own figure).
-        plt._limit_size(False, False)
+        plt._limit_size(False, False)  # type: ignore[attr-defined]
         plt.plotsize(width, height)
         plt.theme(theme)
         draw(plt, figure, width, height)

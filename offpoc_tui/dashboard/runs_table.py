@@ -8,7 +8,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from offpoc_tui.console import visible
 from offpoc_tui.views import STATUS_STYLE, duration, number
+from store.runs import RunRow
 
 COLUMNS = (
     ("sel", "", "left"), ("id", "id", "right"), ("name", "name", "left"), ("algo", "algo", "left"),
@@ -44,13 +46,13 @@ def columns_for(width: int) -> list[str]:
     return [key for key, _, _ in COLUMNS if key in kept]
 
 
-def eta_seconds(run: dict[str, Any]) -> float | None:
+def eta_seconds(run: RunRow) -> float | None:
     if run["status"] != "running" or not run["sps"]:
         return None
     return max(run["total_steps"] - run["steps"], 0) / run["sps"]
 
 
-def sort_value(run: dict[str, Any], column: str) -> Any:
+def sort_value(run: RunRow, column: str) -> Any:
     """A key that sorts missing values last and mixed types safely."""
     if column == "progress":
         value: Any = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
@@ -61,7 +63,7 @@ def sort_value(run: dict[str, Any], column: str) -> Any:
     return (value is None, value if value is not None else 0)
 
 
-def cells(run: dict[str, Any], selected: bool) -> list[Any]:
+def cells(run: RunRow, selected: bool) -> list[Any]:
     progress = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
 
     def right(text: str) -> Text:
@@ -91,13 +93,14 @@ def cells(run: dict[str, Any], selected: bool) -> list[Any]:
 
 
 def fitted(text: str, width: int) -> Text:
-    """``text`` literally (no markup), cut to ``width`` with an ellipsis."""
+    """``text`` literally (no markup, control characters spelled out), cut to ``width`` with an ellipsis."""
+    text = visible(text)
     return Text(text if len(text) <= width else text[: width - 1] + "…")
 
 
-def row_state(run: dict[str, Any], selected: bool) -> tuple[Any, ...]:
+def row_state(run: RunRow, selected: bool) -> tuple[Any, ...]:
     """Everything a row's cells are made of: equal states draw equal rows."""
-    return (selected, *(run[key] for key in STATE_KEYS))
+    return (selected, *(run.get(key) for key in STATE_KEYS))
 
 
 STATE_KEYS = (
@@ -124,12 +127,12 @@ class RunsTable(DataTable[Any]):
         self._cells: dict[int, list[Any]] = {}
         self._drawn: dict[int, tuple[Any, ...]] = {}
         """Per run, the state its row's cells show."""
-        self._pending: dict[int, tuple[dict[str, Any], bool]] = {}
+        self._pending: dict[int, tuple[RunRow, bool]] = {}
         """Off-screen runs whose row is behind: the run and its selection, to draw on arrival."""
         self.last_sync_s = 0.0
         self.keys: list[str] = []
         """The columns shown, in order (:func:`columns_for` the table's width)."""
-        self._runs: list[dict[str, Any]] = []
+        self._runs: list[RunRow] = []
         self._selected: set[int] = set()
         self._keep: int | None = None
 
@@ -164,7 +167,7 @@ class RunsTable(DataTable[Any]):
             return None
         return self.shown[self.cursor_row]
 
-    def sync(self, runs: list[dict[str, Any]], selected: set[int]) -> None:
+    def sync(self, runs: list[RunRow], selected: set[int]) -> None:
         """Show ``runs`` in this order, keeping the cursor on the same run."""
         start = time.perf_counter()
         self._runs, self._selected = runs, selected
@@ -199,11 +202,11 @@ class RunsTable(DataTable[Any]):
         first = int(self.scroll_y)
         return range(max(first - self.MARGIN, 0), first + self.size.height + self.MARGIN)
 
-    def _shown_cells(self, run: dict[str, Any], is_selected: bool) -> list[Any]:
+    def _shown_cells(self, run: RunRow, is_selected: bool) -> list[Any]:
         every = dict(zip((key for key, _, _ in COLUMNS), cells(run, is_selected), strict=True))
         return [every[key] for key in self.keys]
 
-    def _draw(self, run: dict[str, Any], is_selected: bool) -> None:
+    def _draw(self, run: RunRow, is_selected: bool) -> None:
         run_id = run["id"]
         row = self._shown_cells(run, is_selected)
         for key, new, before in zip(self.keys, row, self._cells[run_id], strict=True):

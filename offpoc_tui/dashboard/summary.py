@@ -32,11 +32,16 @@ def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None,
     return table
 
 
-def summary(db: sqlite_utils.Database, window: FinalWindow | None = None, until: int | None = None) -> RenderableType:
+def summary(
+    db: sqlite_utils.Database,
+    window: FinalWindow | None = None,
+    until: int | None = None,
+    sources: list[str] | None = None,
+) -> RenderableType:
     """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's);
     ``until``: the budget every task is compared at (default: each task's, :mod:`store.budget`)."""
     window = window or FinalWindow()
-    runs = list_runs(db)
+    runs = list_runs(db, sources=sources)
     if not runs:
         return Text("no runs in this store yet: start some with `offpoc run`")
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]

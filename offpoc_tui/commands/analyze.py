@@ -12,7 +12,12 @@ import typer
 
 from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db
 
-analyze_app = typer.Typer(help="Analyses of finished runs.", no_args_is_help=True)
+analyze_app = typer.Typer(
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Analyses of finished runs.",
+    no_args_is_help=True,
+)
 
 COLUMNS = ("position", "mean", "ci_low", "ci_high", "n_runs")
 
@@ -29,7 +34,7 @@ def weights(
 ) -> None:
     """Each run's correction weight for every batch-sized window of its replay buffer (oldest first) under its
     final policy, against the window's position: do the weights rise as the data near the final policy?"""
-    from offpoc_tui.cli import _resolve
+    from offpoc_tui.console import resolve_runs
     from offpoc_tui.plot import FORMATS as FIGURE_FORMATS
     from store.export import FORMATS, write_rows
     from store.files import RunFiles
@@ -42,7 +47,7 @@ def weights(
     if output is not None and output.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
         fail(f"cannot tell the format of {output}: name it .png, .svg or .pdf")
     store = open_db(db)
-    ids = _resolve(store, runs)
+    ids = resolve_runs(store, runs)
     if len(ids) < 2:
         fail("the weight analysis averages seeds: give two runs or more (one method, several seeds)")
     details = [run_detail(store, i) for i in ids]
@@ -53,6 +58,11 @@ def weights(
     checkpoints = []
     for detail in details:
         assert detail is not None
+        if detail["status"] not in ("finished", "stopped"):
+            fail(
+                f"run {detail['id']} is {detail['status']}, not finished: the analysis reads a run's final policy and"
+                " buffer (wait for it to finish, or offpoc stop it: a stopped run's checkpoint serves)"
+            )
         path = files.find_checkpoint(detail["id"])
         if path is None or not detail["config"].get("checkpoint_buffer", True):
             fail(f"run {detail['id']} has no checkpoint with its replay buffer (train with checkpoint_buffer=true)")

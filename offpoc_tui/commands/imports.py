@@ -3,7 +3,7 @@
     offpoc import reference "../shared/reference-curves"        # the paper's 1,440 curves
     offpoc import zoo logs/td3/Hopper-v3_1/evaluations.npz       # or a folder of them
 
-Each file becomes one finished run (see :mod:`store.imports`); files that cannot be read
+Each file becomes one finished run (see :mod:`store.curve_imports`); files that cannot be read
 are listed and skipped, and the command then exits with status 1.
 """
 
@@ -16,11 +16,9 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db, out
+from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db, out, stage
 from store import StoreError
-from store.db import check_writable
-from store.duplicates import Duplicate, flag_duplicates
-from store.imports import (
+from store.curve_imports import (
     Curve,
     ImportProblem,
     ImportReport,
@@ -31,8 +29,12 @@ from store.imports import (
     zoo_curves,
     zoo_files,
 )
+from store.db import check_writable
+from store.duplicates import Duplicate, flag_duplicates
 
 import_app = typer.Typer(
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Bring in evaluation curves recorded elsewhere: the paper's published curves, SB3/zoo runs.",
     no_args_is_help=True,
 )
@@ -47,12 +49,17 @@ def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportPr
     except StoreError as error:
         fail(str(error))
     db = open_db(db_path, create=True)
-    columns = [TextColumn(f"importing {what}"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("files")]
-    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
-        task = progress.add_task(what, total=count)
-        report = import_curves(db, curves, advance=lambda: progress.advance(task))
+    if err.is_terminal:
+        columns = [TextColumn(f"importing {what}"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("files")]
+        with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
+            task = progress.add_task(what, total=count)
+            report = import_curves(db, curves, advance=lambda: progress.advance(task))
+    else:  # piped or in a log: a line per stage
+        with stage(f"importing {count:,} files of {what}…"):
+            report = import_curves(db, curves)
     imported = [row[0] for row in db.execute("SELECT id FROM runs WHERE origin IS NOT NULL")]
-    duplicates = flag_duplicates(db, imported)
+    with stage(f"checking {len(imported):,} imported runs for seeds that are copies…"):
+        duplicates = flag_duplicates(db, imported)
     db.close()
     _say(report, db_path)
     warn_duplicates(duplicates)
@@ -89,7 +96,8 @@ def _say(report: ImportReport, db_path: Path) -> None:
 
 @import_app.command()
 def reference(path: PathArgument, db: DbOption = DEFAULT_DB) -> None:
-    """The paper's published curves: the `Learning Curves` folder or its parent."""
+    """The paper's published curves: the `Learning Curves` folder, its parent, or one file in it
+    (Learning Curves/ALGO/ENV/[METHOD_]ALGO_ENV_SEED.npy)."""
     try:
         files = reference_files(path)
     except ImportProblem as problem:
@@ -109,11 +117,11 @@ def zoo(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """rl-baselines3-zoo / Stable-Baselines3 EvalCallback `evaluations.npz` files (one, or all under a folder)."""
+    if seed is not None and not 0 <= seed < 2**63:
+        fail(f"--seed must be in 0 to 2^63 - 1, got {seed}")
     try:
         files = zoo_files(path)
     except ImportProblem as problem:
         fail(str(problem))
-    if seed is not None and seed < 0:
-        fail(f"--seed must be at least 0, got {seed}")
     overrides = {"algo": algo.lower() if algo else None, "env": env, "seed": seed, "correction": correction.lower()}
     _run(db, "evaluations.npz", len(files), zoo_curves(path, files, **overrides))

@@ -86,9 +86,12 @@ class ImportReport:
 
 # ---- the paper's published curves -------------------------------------------------------------
 def reference_root(path: Path) -> Path:
-    """The ``Learning Curves`` folder: ``path`` itself or its child."""
+    """The ``Learning Curves`` folder: ``path`` itself or its child, or, for one file, the folder its
+    ``ALGO/ENV/`` folders are in."""
+    if path.is_file():
+        return path.resolve().parents[2]
     if not path.is_dir():
-        raise ImportProblem(f"{path} is not a folder")
+        raise ImportProblem(f"no file or folder {path}")
     if path.name == REFERENCE_FOLDER:
         return path
     if (path / REFERENCE_FOLDER).is_dir():
@@ -97,7 +100,10 @@ def reference_root(path: Path) -> Path:
 
 
 def reference_files(path: Path) -> list[Path]:
-    """Every file under the published layout's root, sorted (anything misplaced is reported on reading)."""
+    """``path`` itself (one published curve), or every file under the published layout's root, sorted
+    (anything misplaced is reported on reading)."""
+    if path.is_file():
+        return [path.resolve()]
     return sorted(p for p in reference_root(path).rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
@@ -111,7 +117,7 @@ def read_reference(root: Path, file: Path) -> Curve:
         raise ImportProblem(f"{file}: its name says {match['algo']}/{match['env']} but it is in {'/'.join(parts[:2])}")
     returns = _load_npy(file)
     correction, divergence = REFERENCE_METHODS[match["method"] or ""]
-    algo, seed = REFERENCE_ALGOS[match["algo"]], int(match["seed"])
+    algo, seed = REFERENCE_ALGOS[match["algo"]], _seed(file, int(match["seed"]))
     steps = np.arange(len(returns), dtype=np.int64) * REFERENCE_EVAL_EVERY
     config = {
         "imported": "published curves of the AC-Off-POC paper (arXiv:2208.00755)",
@@ -122,6 +128,13 @@ def read_reference(root: Path, file: Path) -> Curve:
     }
     run = RunSpec("reference", algo, match["env"], correction, divergence, seed, int(steps[-1]), config)
     return Curve(run, f"reference:{'/'.join(parts)}", str(file.resolve()), steps, returns)
+
+
+def _seed(file: Path, seed: int) -> int:
+    """A seed a store can hold (SQLite's 64-bit integers)."""
+    if not 0 <= seed < 2**63:
+        raise ImportProblem(f"{file}: seed {seed} is out of range (0 to 2^63 - 1)")
+    return seed
 
 
 def _load_npy(file: Path) -> np.ndarray:
@@ -174,7 +187,7 @@ def read_zoo(
     if not algo or not env:
         raise ImportProblem(f"{file}: cannot tell the algo and env from its folder ({{algo}}/{{env}}_{{n}}/): "
                             "pass --algo and --env")  # fmt: skip
-    seed = seed if seed is not None else (int(folder["exp"]) if folder else 0)
+    seed = _seed(file, seed if seed is not None else (int(folder["exp"]) if folder else 0))
     try:
         with np.load(file, allow_pickle=False) as data:
             arrays = {key: np.asarray(data[key]) for key in ("timesteps", "results", "ep_lengths") if key in data}

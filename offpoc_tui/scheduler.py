@@ -1,6 +1,6 @@
 """The store's scheduler: one detached process per store that starts its queued runs.
 
-    python -m offpoc_tui.launcher --db offpoc.db      # started by every command that queues runs
+    python -m offpoc_tui.scheduler --db offpoc.db      # started by every command that queues runs
 
 Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) starts one with
 :func:`start_scheduler`; a scheduler that finds another holding the store's lock
@@ -14,7 +14,7 @@ died without saying how it ended (killed by a signal → ``lost``, resumable; a 
 death leaves its queued runs, and its Ray runs, ``lost`` (:func:`store.runs.reap_lost`).
 
 It runs in its own session (closing the terminal leaves it and its workers running), inside
-the store's run-files folder, and logs to ``<store>-runs/launcher.log``.
+the store's run-files folder, and logs to ``<store>-runs/scheduler.log``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -30,12 +31,16 @@ from typing import IO, Any
 
 import sqlite_utils
 
+from offpoc_tui.ray_leftovers import reap_leftovers
 from store import open_store
+from store.db import read_only
 from store.files import WORKER_LOG, RunFiles
 from store.queue import adopt, jobs_limit, running_here, waiting
-from store.runs import finish, pid_alive, reap_lost
+from store.runs import NOT_OWNER_EXIT, finish, pid_alive, reap_lost
 
 POLL_S = 0.2
+RETRY_S = 5.0
+"""After a failed write to the store (a full disk), the scheduler waits this long and carries on."""
 LOCK = "scheduler.lock"
 
 
@@ -46,9 +51,10 @@ def start_scheduler(db_path: Path) -> int:
     files = RunFiles.of(db, db_path)
     files.ensure()
     db.close()
-    with files.launcher_log.open("ab") as log:
+    reap_leftovers(files.root)
+    with files.scheduler_log.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "offpoc_tui.launcher", "--db", str(db_path)],
+            [sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(db_path)],
             cwd=files.root,  # whatever a library writes into its working folder stays with the store's files
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -68,6 +74,9 @@ class LocalWorkers:
     def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles) -> None:
         self.db_path, self.db, self.files = db_path, db, files
         self.active: dict[int, subprocess.Popen[bytes]] = {}
+        self.stale: list[subprocess.Popen[bytes]] = []
+        """Workers whose run was queued again while they lived (declared lost, then resumed): waited
+        for, never settled; they stop at their next write (:class:`store.runs.NotOwner`)."""
 
     def start(self, run_id: int) -> None:
         directory = self.files.prepare(run_id)
@@ -83,18 +92,33 @@ class LocalWorkers:
 
     def poll(self) -> None:
         """Settle the workers that exited: a run must not stay running or queued without one."""
+        self.stale = [process for process in self.stale if process.poll() is None]
+        if self.active:
+            marks = ", ".join("?" for _ in self.active)
+            sql = f"SELECT id FROM runs WHERE status = 'queued' AND launcher_pid IS NULL AND id IN ({marks})"
+            for (run_id,) in self.db.execute(sql, list(self.active)).fetchall():
+                if self.active[run_id].poll() is None:  # requeued under a live worker: a new one will take it
+                    self.stale.append(self.active.pop(run_id))
         for run_id, process in list(self.active.items()):
             code = process.poll()
             if code is None:
                 continue
             del self.active[run_id]
-            if code < 0:
-                error = f"worker killed by signal {-code}"
-                finish(self.db, run_id, "lost", error=error, only_from=("running", "queued"))
+            if code == NOT_OWNER_EXIT:  # the run is another worker's now: nothing of it is this one's to settle
+                _say(f"run {run_id}: worker pid {process.pid} left a run that is no longer its own")
+            elif code < 0:
+                self._settle(run_id, process.pid, "lost", f"worker killed by signal {-code}", None)
             elif code != 0:
                 tail = self._log_tail(run_id)
-                last = tail.splitlines()[-1] if tail else f"exit status {code}"
-                finish(self.db, run_id, "failed", error=last, traceback=tail, only_from=("running", "queued"))
+                self._settle(
+                    run_id, process.pid, "failed", tail.splitlines()[-1] if tail else f"exit status {code}", tail
+                )
+
+    def _settle(self, run_id: int, pid: int, status: str, error: str, text: str | None) -> None:
+        """End the run of a worker that died without saying how: if it is running under that worker,
+        or queued still (the worker died before it claimed the run)."""
+        if not finish(self.db, run_id, status, error=error, traceback=text, worker_pid=pid):
+            finish(self.db, run_id, status, error=error, traceback=text, only_from=("queued",))
 
     def others(self) -> int:
         """Live workers on this machine that this scheduler did not start (a previous scheduler's)."""
@@ -106,6 +130,27 @@ class LocalWorkers:
             return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
+    """How many runs wait on this machine with no scheduler to start them (the command that queued them
+    was killed before it could start one); 0 when a scheduler runs or nothing waits."""
+    if read_only(db):
+        return 0
+    queued = [run_id for run_id, backend in waiting(db) if backend is None]
+    if not queued:
+        return 0
+    lock = RunFiles.of(db, db_path).root / LOCK
+    if not lock.parent.is_dir():  # no scheduler ever ran for this store
+        return len(queued)
+    try:
+        with lock.open("a") as handle:
+            if not _lock(handle):
+                return 0
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return 0
+    return len(queued)
 
 
 def _lock(handle: IO[Any]) -> bool:
@@ -125,6 +170,8 @@ def schedule(db_path: Path) -> None:
         if not _lock(lock):
             return
         _say("scheduler started")
+        if reap_leftovers(files.root):
+            _say("ended the Ray processes a killed scheduler left behind")
         reap_lost(db)  # a dead scheduler's queued runs are lost before this one adopts anything
         local, ray = LocalWorkers(db_path, db, files), None
         try:
@@ -145,25 +192,36 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any) -> Any:
     """Poll until nothing is queued, nor running from this scheduler; the Ray runs' driver, if it made one."""
     me = os.getpid()
     while True:
-        local.poll()
-        if ray is not None:
-            ray.poll()
-        adopt(db, me)
-        queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
-        mine = [i for i, backend in queue if backend is None]
-        if mine:
-            free = jobs_limit(db) - len(local.active) - local.others()
-            for run_id in mine[: max(free, 0)]:
-                local.start(run_id)
-        remote = [i for i, backend in queue if backend == "ray"]
-        if remote:
-            if ray is None:
-                ray = _connect(local.db_path, db, remote)
-            for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
-                ray.submit(run_id)
-        if not queue and not local.active and (ray is None or not ray.active):
+        try:
+            done, ray = _serve_once(db, local, ray, me)
+        except sqlite3.OperationalError as error:  # a full disk, a lock held too long: the runs still need us
+            _say(f"a write to the store failed ({error}); trying again in {RETRY_S:.0f} s")
+            time.sleep(RETRY_S)
+            continue
+        if done:
             return ray
         time.sleep(POLL_S)
+
+
+def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: int) -> tuple[bool, Any]:
+    """One poll: settle ended workers, start what fits; (whether nothing is left, the Ray driver)."""
+    local.poll()
+    if ray is not None:
+        ray.poll()
+    adopt(db, me)
+    queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
+    mine = [i for i, backend in queue if backend is None]
+    if mine:
+        free = jobs_limit(db) - len(local.active) - local.others()
+        for run_id in mine[: max(free, 0)]:
+            local.start(run_id)
+    remote = [i for i, backend in queue if backend == "ray"]
+    if remote:
+        if ray is None:
+            ray = _connect(local.db_path, db, remote)
+        for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
+            ray.submit(run_id)
+    return not queue and not local.active and (ray is None or not ray.active), ray
 
 
 def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:
@@ -181,7 +239,7 @@ def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.launcher", description="Run a store's queued runs.")
+    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.scheduler", description="Run a store's queued runs.")
     parser.add_argument("--db", type=Path, required=True)
     args = parser.parse_args(argv)
     schedule(args.db.resolve())

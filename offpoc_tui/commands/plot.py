@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db
+from offpoc_tui.console import DEFAULT_DB, DbOption, check_output, err, fail, open_db, stage
 
 
 def plot(
@@ -37,8 +37,7 @@ def plot(
     suffix = output.suffix.lstrip(".").lower()
     if suffix not in FORMATS:
         fail(f"cannot tell the format of {output}: name it .png, .svg or .pdf")
-    if output.is_dir() or not output.parent.is_dir():
-        fail(f"cannot write {output}: not a file in an existing directory")
+    check_output(output)
     if smooth < 1:
         fail(f"--smooth must be at least 1, got {smooth}")
     unknown = [s for s in source or [] if s not in SOURCES]
@@ -57,12 +56,14 @@ def plot(
         across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source)
         return
 
-    with err.status("reading evaluations…"):
-        runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
+    runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
+    if not runs:
+        fail("no evaluations match these filters (see `offpoc ps --all`)")
+    with stage(f"reading the evaluations of {len(runs):,} runs…"):
         found = panels(store, runs, smooth)
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
-    with err.status(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
+    with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
         save(figure(found, smooth), output)
     lines = sum(len(p.series) for p in found)
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
@@ -86,15 +87,16 @@ def across_tasks(
     from offpoc_tui.plot_aggregate import aggregate_figure, improvement_figure, profile_figure
     from store.aggregate_tables import method_scores
     from store.normalise import NormalisationError
+    from store.reader import RunFilters
 
-    filters = {"algos": algo, "envs": env, "corrections": correction, "sources": source, "dedupe": dedupe}
+    filters: RunFilters = {"algos": algo, "envs": env, "corrections": correction, "sources": source}
     try:
-        scores = method_scores(store, until=until, normalise=normalise, **filters)
+        scores = method_scores(store, until=until, normalise=normalise, dedupe=dedupe, **filters)
     except NormalisationError as error:
         fail(str(error))
     if not scores:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
-    with err.status(f"bootstrapping {len(scores)} methods…"):
+    with stage(f"bootstrapping {len(scores)} methods…"):
         if kind == "aggregate":
             fig = aggregate_figure(scores, bootstrap, normalise != "none")
         elif kind == "profile":

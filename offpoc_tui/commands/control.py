@@ -1,0 +1,136 @@
+"""Commands that control runs: ``stop``, ``resume``, ``rm``, ``duplicates``."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from offpoc_tui.backends import AddressOption, CheckpointDirOption, check_backend, record_backend
+from offpoc_tui.commands.watch import follow_runs
+from offpoc_tui.console import (
+    DEFAULT_DB,
+    DbOption,
+    fail,
+    open_db,
+    out,
+    resolve_one,
+    resolve_runs,
+)
+from offpoc_tui.control import ControlError, request_stop
+from offpoc_tui.control import resume as resume_run
+from store import TERMINAL
+from store.reader import list_runs
+from store.runs import RunBusy, delete_runs, get_run, pid_alive, reap_lost
+
+STOP_WAIT_S = 300.0
+
+
+def stop(
+    runs: Annotated[list[str] | None, typer.Argument(help="Run ids or names.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every queued or running run.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Stop runs gracefully: each checkpoints, then becomes `stopped` (resume continues it)."""
+    if bool(runs) == all_:
+        fail("name the runs to stop, or pass --all")
+    store = open_db(db)
+    reap_lost(store)
+    ids = (
+        [r["id"] for r in list_runs(store, statuses=["queued", "running"])] if all_ else resolve_runs(store, runs or [])
+    )
+    waiting = []
+    for run_id in ids:
+        try:
+            message = request_stop(store, run_id)
+        except ControlError as error:
+            fail(str(error))
+        if message is None:
+            waiting.append(run_id)
+        else:
+            out.print(message)
+    if waiting:
+        _wait_stopped(store, waiting)
+
+
+def _wait_stopped(store: Any, ids: list[int]) -> None:
+    deadline = time.monotonic() + STOP_WAIT_S
+    with out.status(f"checkpointing {len(ids)} run{'s' if len(ids) > 1 else ''}…"):
+        while ids and time.monotonic() < deadline:
+            for run_id in list(ids):
+                run = get_run(store, run_id)
+                remote = run is not None and run["backend"] == "ray"  # its pid is on another node
+                if run is None or run["status"] in TERMINAL or (not remote and not pid_alive(run["pid"])):
+                    reap_lost(store)
+                    run = get_run(store, run_id)
+                    status = run["status"] if run else "deleted"
+                    step = f" at step {run['steps']:,}" if run else ""
+                    out.print(f"run {run_id}: {status}{step}")
+                    ids.remove(run_id)
+            time.sleep(0.2)
+    for run_id in ids:
+        out.print(f"run {run_id}: still stopping (a large checkpoint); see offpoc ps")
+
+
+def resume(
+    run: Annotated[str, typer.Argument(help="Run id (a stopped, lost or failed run).")],
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress until it ends.")] = False,
+    backend: Annotated[str | None, typer.Option(help="local or ray [default: where the run ran before].")] = None,
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Continue a stopped, lost or failed run from its last checkpoint to its configured length."""
+    from offpoc_tui.specs import UsageError
+
+    store = open_db(db)
+    run_id = resolve_one(store, run)
+    try:
+        row = get_run(store, run_id) or {}
+        where = check_backend(backend or row.get("backend") or "local", address, checkpoint_dir)
+        record_backend(store, where, address, checkpoint_dir)
+        out.print(resume_run(db, store, run_id, where))  # reaps lost runs first
+    except (ControlError, UsageError) as error:
+        fail(str(error))
+    store.close()
+    if follow_:
+        follow_runs(db, [run_id])
+
+
+def rm(
+    runs: Annotated[list[str], typer.Argument(help="Run ids or names.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Delete runs, everything they recorded and their files (asks first)."""
+    store = open_db(db)
+    reap_lost(store)
+    ids = resolve_runs(store, runs)
+    busy = [i for i in ids if (get_run(store, i) or {}).get("status") == "running"]
+    if busy:
+        fail(f"run {busy[0]} is running: stop it first (offpoc stop {busy[0]})")
+    if not yes and not typer.confirm(f"delete run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}?"):
+        out.print("nothing deleted")
+        raise typer.Exit(1)
+    try:
+        delete_runs(store, db, ids)
+    except RunBusy as error:
+        fail(str(error), code=1)
+    out.print(f"deleted {len(ids)} run{'s' if len(ids) > 1 else ''}")
+
+
+def duplicates(
+    run: Annotated[list[str] | None, typer.Argument(help="Runs to check, ids or names [default: every run].")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Find seeds that are the same run as another plus noise (near-identical curves), and flag them."""
+    from offpoc_tui.commands.imports import warn_duplicates
+    from store.duplicates import flag_duplicates
+
+    store = open_db(db)
+    ids = resolve_runs(store, run) if run else None
+    found = flag_duplicates(store, ids)
+    warn_duplicates(found)
+    checked = len(ids) if ids is not None else store.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    out.print(f"checked {checked:,} runs: {len(found)} flagged as copies", highlight=False)

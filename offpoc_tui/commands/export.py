@@ -1,0 +1,140 @@
+"""``offpoc export``: the store's tables, and the final-performance and across-task tables, as files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from offpoc_tui.console import (
+    DEFAULT_DB,
+    DbOption,
+    check_output,
+    check_sources,
+    err,
+    fail,
+    open_db,
+    resolve_runs,
+)
+from store.reader import RunFilters
+
+
+def export(
+    table: Annotated[
+        str,
+        typer.Option(
+            help="evaluations, episodes, train, weights, runs; summary (the paper's table), aggregate or improvement"
+            " (across tasks)."
+        ),
+    ] = "evaluations",
+    format_: Annotated[
+        str, typer.Option("--format", "-f", help="csv, json or md (summary, aggregate, improvement: also latex).")
+    ] = "csv",
+    last: Annotated[
+        int | None, typer.Option(help="Final tables: a seed's final return over its last N evaluations [default: 10].")
+    ] = None,
+    last_steps: Annotated[
+        int | None,
+        typer.Option(help="Final tables: over each seed's last N steps instead (differing eval frequencies)."),
+    ] = None,
+    until: Annotated[
+        int | None,
+        typer.Option(help="Final tables: cut every run (trained or imported) at this step, to compare at one budget."),
+    ] = None,
+    normalise: Annotated[
+        str, typer.Option(help="Aggregate, improvement: minmax (random policy 0, TD3 as published 1) or none.")
+    ] = "minmax",
+    bootstrap: Annotated[
+        int, typer.Option(help="Aggregate, improvement: stratified-bootstrap resamples (seeded: results reproduce).")
+    ] = 2000,
+    dedupe: Annotated[
+        bool, typer.Option("--dedupe", help="Final tables: leave out seeds flagged as copies of another.")
+    ] = False,
+    algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
+    ] = None,
+    correction: Annotated[list[str] | None, typer.Option(help="Only these corrections (repeatable).")] = None,
+    run: Annotated[list[str] | None, typer.Option(help="Only these runs, ids or names (repeatable).")] = None,
+    source: Annotated[
+        list[str] | None,
+        typer.Option(help="Only runs from: offpoc (trained here), published (the paper's curves), zoo (repeatable)."),
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Tidy long tables, one row per observation led by its run's metadata; or final returns: the paper's
+    summary, statistics across tasks (aggregate) and the probability of improving on the baseline."""
+    from store.export import FINAL_TABLES, FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
+    from store.normalise import NORMALISATIONS
+    from store.stats import LAST_EVALUATIONS, FinalWindow
+
+    if table not in TABLES:
+        fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+    formats = SUMMARY_FORMATS if table in FINAL_TABLES else FORMATS
+    if format_ not in formats:
+        fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")
+    for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
+        if value is not None and table not in FINAL_TABLES:
+            fail(f"{flag} applies to --table {', '.join(FINAL_TABLES)} only")
+    if dedupe and table not in FINAL_TABLES:
+        fail(f"--dedupe applies to --table {', '.join(FINAL_TABLES)} only")
+    if normalise not in NORMALISATIONS:
+        fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
+    if bootstrap < 1:
+        fail(f"--bootstrap must be at least 1, got {bootstrap}")
+    if last is not None and last_steps is not None:
+        fail("--last counts evaluations and --last-steps steps: pass one of them")
+    if last is not None and last < 1:
+        fail(f"--last must be at least 1, got {last}")
+    if last_steps is not None and last_steps < 1:
+        fail(f"--last-steps must be at least 1, got {last_steps}")
+    if until is not None and until < 0:
+        fail(f"--until must be a step (0 or more), got {until}")
+    if output is not None:
+        check_output(output)
+    check_sources(source)
+    store = open_db(db)
+    run_ids = resolve_runs(store, run) if run else None
+    filters: RunFilters = {"run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source}
+
+    window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
+    if table in ("aggregate", "improvement"):
+        from store.aggregate_tables import method_scores
+        from store.normalise import NormalisationError
+
+        try:
+            scores = method_scores(store, window, until, normalise, dedupe=dedupe, **filters)
+        except NormalisationError as error:
+            fail(str(error))
+
+    def write_to(out: Any) -> int:
+        if table == "summary":
+            from store.summary import summary_rows
+
+            described = window.describe() + (f" up to step {until:,}" if until is not None else "")
+            summary = summary_rows(store, last=window, until=until, dedupe=dedupe, **filters)
+            return write_summary(out, format_, summary, described)
+        if table in ("aggregate", "improvement"):
+            from store.aggregate_tables import final_table, task_budgets_of
+            from store.budget import budgets_note
+
+            budgets = budgets_note(task_budgets_of(store, until, dedupe=dedupe, **filters))
+            note = f"Each task's runs at its budget (seeds short of it left out): {budgets}." if budgets else ""
+            return final_table(out, table, format_, scores, bootstrap, note)
+        return write_rows(out, format_, columns(table), rows(store, table, **filters), objects=("config",))
+
+    if output is None:
+        write_to(sys.stdout)
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    try:
+        with tmp.open("w", newline="") as f:
+            count = write_to(f)
+        tmp.replace(output)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        fail(f"cannot write {output}: {error.strerror or error}", code=1)
+    err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)

@@ -1,0 +1,317 @@
+"""Commands that queue runs: ``run``, ``sweep``, and the settings behind them, ``config`` and ``jobs``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from offpoc_tui.backends import AddressOption, BackendOption, CheckpointDirOption, check_backend, record_backend
+from offpoc_tui.commands.watch import follow_runs
+from offpoc_tui.console import (
+    DEFAULT_DB,
+    DbOption,
+    db_flag,
+    err,
+    fail,
+    id_list,
+    open_db,
+    out,
+    tables_out,
+)
+from offpoc_tui.control import ControlError
+from offpoc_tui.params import count
+from store import StoreError
+from store.db import check_writable
+from store.files import RunFiles
+from store.files import check_usable as check_run_files
+from store.reader import list_runs
+from store.runs import RunRow, create_runs, reap_lost
+
+JobsOption = Annotated[
+    int | None,
+    typer.Option(help="Runs at once on this machine, for the whole store [default: as set, else the CPU cores]."),
+]
+
+
+def run(
+    algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
+    env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
+    correction: Annotated[
+        str, typer.Option(help="none, acoffpoc, or a competitor: ace, geoff-pac, ipg, ris-off-pac.")
+    ] = "none",
+    divergence: Annotated[str | None, typer.Option(help="AC-Off-POC's: jsd, symkl or kl [default: jsd].")] = None,
+    ref_std: Annotated[
+        float | None, typer.Option(help="AC-Off-POC's reference std [default: the exploration std, 0.1].")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="One seed [default: 0].")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Several seeds: 0-4, 1,3,7 or 0-2,10.")] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(parser=count, help="Environment steps per run, e.g. 1M or 1e6 [default: 1,000,000]."),
+    ] = None,
+    eval_freq: Annotated[
+        int | None, typer.Option(parser=count, help="Steps between evaluations [default: 1,000].")
+    ] = None,
+    eval_episodes: Annotated[
+        int | None, typer.Option(parser=count, help="Episodes per evaluation [default: 10].")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(parser=count, help="Transitions per update [default: 256].")] = None,
+    buffer_size: Annotated[
+        int | None, typer.Option(parser=count, help="Replay capacity in transitions [default: 1,000,000].")
+    ] = None,
+    sampler: Annotated[
+        str | None, typer.Option(help="Replay sampler: uniform, cer, per or ero [default: uniform].")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="Any config field, repeatable (offpoc config lists them with their defaults).",
+        ),
+    ] = None,
+    compare: Annotated[bool, typer.Option(help="Also launch the baseline (none), same seeds and settings.")] = False,
+    jobs: JobsOption = None,
+    threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
+    name: Annotated[str | None, typer.Option(help="A name for these runs.")] = None,
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Queue training runs; the store's scheduler runs them in the background (at most --jobs at a time)."""
+    from offpoc_tui.specs import RunRequest, UsageError, build_specs, check_name, parse_seeds, parse_sets
+
+    try:
+        if seed is not None and seeds is not None:
+            raise UsageError("use --seed or --seeds, not both")
+        if seed is not None and seed < 0:
+            raise UsageError(f"--seed must be at least 0, got {seed}")
+        if (jobs is not None and jobs < 1) or threads < 1:
+            raise UsageError(f"--{'threads' if threads < 1 else 'jobs'} must be at least 1")
+        where = check_backend(backend, address, checkpoint_dir)
+        if name is not None:
+            check_name(name)
+        flags = {
+            "total_steps": steps,
+            "eval_freq": eval_freq,
+            "eval_episodes": eval_episodes,
+            "batch_size": batch_size,
+            "buffer_size": buffer_size,
+            "sampler": sampler,
+            "divergence": divergence,
+            "ref_std": ref_std,
+            "threads": threads if threads != 1 else None,
+        }
+        request = RunRequest(
+            algo=algo.lower(),
+            env=env,
+            correction=correction.lower(),
+            seeds=parse_seeds(seeds) if seeds is not None else [seed or 0],
+            flags=flags,
+            sets=parse_sets(set_ or []),
+            compare=compare,
+            name=name,
+            local=where is None,
+        )
+        specs = build_specs(request)
+        check_writable(db)
+        check_run_files(db)
+    except (UsageError, StoreError) as error:
+        fail(str(error))
+
+    store = open_db(db, create=True)
+    configure(store, jobs, where, address, checkpoint_dir)
+    ids = create_runs(store, specs, where)
+    files = RunFiles.of(store, db)
+    stale = files.ensure()
+    if stale is not None:
+        out.print(
+            f"note: {files.display(files.root)} held another store's run files"
+            f" (a store of this name deleted or replaced): set aside as {files.display(stale)}",
+            markup=False,
+            highlight=False,
+        )
+    limit = start_runs(db, store, where)
+    listed = ", ".join(str(i) for i in ids)
+    out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}", markup=False)
+    if follow_:
+        follow_runs(db, ids)
+    else:
+        on = db_flag(db)
+        out.print(
+            f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}  ·  offpoc show {ids[0]}{on}", markup=False
+        )
+
+
+def sweep(
+    file: Annotated[Path, typer.Argument(help="A sweep file (TOML): algos, envs, methods, seeds, steps, set.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many runs and CPU-hours, write nothing.")] = False,
+    jobs: JobsOption = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
+    checkpoint_dir: CheckpointDirOption = None,
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="Resume the sweep's failed, lost and stopped runs instead.")
+    ] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
+    from offpoc_tui.specs import UsageError
+    from offpoc_tui.sweep import cpu_hours, load_sweep, missing, queue_missing
+    from store.reader import configs
+
+    try:
+        if jobs is not None and jobs < 1:
+            raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        where = check_backend(backend, address, checkpoint_dir)
+        grid = load_sweep(file)
+        if not dry_run:
+            check_writable(db)
+            check_run_files(db)
+    except (UsageError, StoreError) as error:
+        fail(str(error))
+    store = open_db(db, create=True) if not dry_run or db.exists() else None
+    named = [] if store is None else [r for r in list_runs(store) if r["name"] == grid.name]
+    if retry:
+        _retry(db, store, grid.name, named)
+        return
+    new = missing(configs(store, [r["id"] for r in named]).values() if store is not None else [], grid.specs)
+    broken = [r["id"] for r in named if r["status"] in ("failed", "lost", "stopped")]
+    hours, basis = cpu_hours(store, new)
+    summary = (
+        f"sweep {grid.name}: {len(grid.specs):,} run{'s' if len(grid.specs) != 1 else ''}, "
+        f"{len(new):,} not yet in {db}; "
+        f"{sum(s.total_steps for s in new):,} env steps, about "
+        + (f"{hours:,.1f} CPU-hours" if hours >= 1 else f"{hours * 60:.0f} CPU-minutes")
+        + f" ({basis})"
+    )
+    unfinished = (
+        f"; {len(broken)} of its runs failed, were lost or stopped (id {id_list(broken)}):"
+        f" `offpoc sweep {file} --retry{db_flag(db)}` resumes them"
+        if broken
+        else ""
+    )
+    if dry_run or not new:
+        out.print(summary + unfinished, highlight=False)
+        if store is not None:
+            store.close()
+        return
+    assert store is not None
+    configure(store, jobs, where, address, checkpoint_dir)
+    ids = queue_missing(store, grid, where)
+    if not ids:
+        out.print(f"sweep {grid.name}: another command queued its missing runs meanwhile", highlight=False)
+        return
+    RunFiles.of(store, db).ensure()
+    limit = start_runs(db, store, where)
+    out.print(summary + unfinished, highlight=False)
+    plural = "s" if len(ids) > 1 else ""
+    out.print(f"queued {len(ids)} run{plural} (id {id_list(ids)}); {limit}", markup=False)
+    if not follow_:
+        on = db_flag(db)
+        out.print(f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}", markup=False)
+    if follow_:
+        follow_runs(db, ids)
+
+
+def _retry(db: Path, store: Any, name: str, runs: list[RunRow]) -> None:
+    """``sweep --retry``: resume the sweep's failed, lost and stopped runs (each from its own checkpoint)."""
+    from offpoc_tui.control import resume
+
+    if store is None:
+        fail(f"no store at {db}: nothing to retry")
+    broken = [r["id"] for r in runs if r["status"] in ("failed", "lost", "stopped")]
+    if not broken:
+        out.print(f"sweep {name}: none of its {len(runs)} runs failed, was lost or stopped; nothing to retry")
+        return
+    for run_id in broken:
+        try:
+            out.print(resume(db, store, run_id), highlight=False)
+        except ControlError as error:
+            err.print(f"run {run_id}: {error}", highlight=False)
+    out.print(f"watch: offpoc follow {id_list(broken)}{db_flag(db)}", highlight=False)
+
+
+def configure(store: Any, jobs: int | None, where: str | None, address: str | None, path: Path | None) -> None:
+    """Before the runs are recorded: the store's limit and its Ray settings, when given."""
+    from store.queue import set_jobs
+
+    if jobs is not None:
+        set_jobs(store, jobs)
+    record_backend(store, where, address, path)
+
+
+def start_runs(db: Path, store: Any, where: str | None) -> str:
+    """Close the store and start its scheduler (if it is not running); a line saying what happens next."""
+    from offpoc_tui.scheduler import start_scheduler
+    from store.queue import jobs_limit
+
+    limit = jobs_limit(store)
+    store.close()
+    start_scheduler(db)
+    if where == "ray":
+        return "the store's scheduler sends them to Ray as tasks (one CPU each)"
+    return f"the store's scheduler runs at most {limit} at a time (offpoc jobs N changes it)"
+
+
+def config(
+    algo: Annotated[
+        str | None, typer.Argument(help="ddpg, td3 or sac: show that algorithm's defaults where they differ.")
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="One object per field, for scripts.")] = False,
+) -> None:
+    """Every run config field --set takes (and sweep files' [set]): its default, type and meaning."""
+    import dataclasses
+
+    from agents.config import ALGORITHMS, TrainConfig, field_docs, field_type
+
+    if algo is not None and algo.lower() not in ALGORITHMS:
+        fail(f"unknown algorithm {algo!r}: choose one of {', '.join(ALGORITHMS)}")
+    base = TrainConfig(algo=algo.lower()) if algo else TrainConfig()
+    defaults = base.resolved() if algo else base
+    docs = field_docs()
+    rows = [
+        (f.name, getattr(defaults, f.name), field_type(f.name), docs.get(f.name, ""))
+        for f in dataclasses.fields(TrainConfig)
+        if f.name not in ("algo", "env_id", "correction")  # the run command's arguments
+    ]
+    if json_:
+        typer.echo(json.dumps([dict(zip(("field", "default", "type", "meaning"), r, strict=True)) for r in rows]))
+        return
+    from rich.table import Table
+
+    shown = f"{algo.lower()}'s defaults" if algo else "defaults (None: the algorithm's; offpoc config ALGO shows them)"
+    table = Table(title=f"Run config fields, {shown}", title_justify="left", box=None, header_style="bold")
+    for column in ("field", "default", "type", "meaning"):
+        table.add_column(column, overflow="fold")
+    for name, value, kind, meaning in rows:
+        shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        table.add_row(name, shown_value, kind, meaning)
+    tables_out().print(table, markup=False, highlight=False)
+
+
+def jobs(
+    limit: Annotated[int | None, typer.Argument(help="The new limit (omit to show it).")] = None,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Show or set how many runs the store's scheduler runs at once on this machine."""
+    from store.queue import jobs_limit, set_jobs
+
+    if limit is not None and limit < 1:
+        fail(f"jobs must be at least 1, got {limit}")
+    store = open_db(db, create=limit is not None)
+    reap_lost(store)
+    if limit is not None:
+        set_jobs(store, limit)
+    counts = Counter(r["status"] for r in list_runs(store, statuses=["queued", "running"]))
+    out.print(
+        f"at most {jobs_limit(store)} run{'s' if jobs_limit(store) > 1 else ''} at a time on this machine;"
+        f" {counts['running']} running, {counts['queued']} queued"
+    )

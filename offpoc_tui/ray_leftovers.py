@@ -1,0 +1,86 @@
+"""A Ray cluster that a scheduler started for its runs ends with it, even when it is killed.
+
+The scheduler runs in a session of its own (:func:`offpoc_tui.scheduler.start_scheduler`), and a
+local cluster that ``ray.init`` starts for it lives in that session. The scheduler notes the
+session in ``<store>-runs/ray-cluster.json`` when it started the cluster, and removes the note when
+it shuts the cluster down. If it was killed instead, Ray's agents (``ray::DashboardAgent``,
+``ray::RuntimeEnvAgent``) outlive it for a minute or more: the store's next command (a new
+scheduler, ``ps``, ``show``, ``follow``) finds the note with its scheduler gone and ends the Ray
+processes of that session, and only those (a worker of that session, still training, is left alone).
+No Ray import here: ``ps`` must start fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+NOTE = "ray-cluster.json"
+_RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/")
+"""What a Ray process's command line holds (an offpoc worker's never does: see :func:`_is_ray`)."""
+
+
+def note_cluster(root: Path) -> None:
+    """Called by a scheduler right after ``ray.init``: note the session if the cluster is its own."""
+    session = os.getsid(0)
+    if any(True for _ in ray_processes(session)):
+        (root / NOTE).write_text(json.dumps({"scheduler": os.getpid(), "session": session}))
+
+
+def forget_cluster(root: Path) -> None:
+    """Called by a scheduler that shut its cluster down."""
+    (root / NOTE).unlink(missing_ok=True)
+
+
+def reap_leftovers(root: Path) -> int:
+    """End the Ray processes a killed scheduler left behind; how many were signalled."""
+    try:
+        note = json.loads((root / NOTE).read_text())
+        scheduler, session = int(note["scheduler"]), int(note["session"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    if _alive(scheduler):
+        return 0
+    ended = 0
+    for pid in ray_processes(session):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            ended += 1
+    forget_cluster(root)
+    return ended
+
+
+def ray_processes(session: int) -> list[int]:
+    """Live Ray processes of the session ``session``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[3]) == session and _is_ray(command):
+            found.append(int(entry.name))
+    return found
+
+
+def _is_ray(command: str) -> bool:
+    return "offpoc_tui." not in command and any(marker in command for marker in _RAY)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
