@@ -18,6 +18,8 @@ import os
 import signal
 from pathlib import Path
 
+from store.runs import pid_alive
+
 NOTE = "ray-cluster.json"
 _RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/")
 """What a Ray process's command line holds (an offpoc worker's never does: see :func:`_is_ray`)."""
@@ -42,7 +44,7 @@ def reap_leftovers(root: Path) -> int:
         scheduler, session = int(note["scheduler"]), int(note["session"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0
-    if _alive(scheduler):
+    if pid_alive(scheduler):
         return 0
     ended = 0
     for pid in ray_processes(session):
@@ -71,16 +73,3 @@ def ray_processes(session: int) -> list[int]:
 
 def _is_ray(command: str) -> bool:
     return "offpoc_tui." not in command and any(marker in command for marker in _RAY)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False

@@ -51,7 +51,6 @@ def start_scheduler(db_path: Path) -> int:
     files = RunFiles.of(db, db_path)
     files.ensure()
     db.close()
-    reap_leftovers(files.root)
     with files.scheduler_log.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(db_path)],

@@ -57,10 +57,10 @@ def plot(
         return
 
     runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
-    if not runs:
-        fail("no evaluations match these filters (see `offpoc ps --all`)")
-    with stage(f"reading the evaluations of {len(runs):,} runs…"):
-        found = panels(store, runs, smooth)
+    found = []
+    if runs:  # no stage line before the error when nothing matches
+        with stage(f"reading the evaluations of {len(runs):,} runs…"):
+            found = panels(store, runs, smooth)
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
     with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
