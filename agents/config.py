@@ -70,6 +70,9 @@ class TrainConfig:
     """RIS-Off-PAC: β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
     ris_apply_to: str = "actor"
     """RIS-Off-PAC: the losses w weights: actor (the method's) or actor+critic."""
+    ris_weighting: str = "importance"
+    """RIS-Off-PAC: how w enters a loss: importance (L = mean_i w_i ℓ_i, the method as written) or
+    normalised (L = Σ w_i ℓ_i / Σ w_i, weighted importance sampling: the baseline's step size)."""
     ipg_nu: float = 1.0
     """IPG: ν, the likelihood-ratio share; ν = 1 (the paper's) is the only one implemented."""
     ipg_state_source: str = "window"
@@ -285,7 +288,8 @@ class TrainConfig:
     def _validate_competitors(self) -> None:
         """The competitors' options (docs/competitors.md), checked whatever the correction."""
         choices = {"acoffpoc_ratio": ("sampled", "stored"),
-                   "ris_apply_to": ("actor", "actor+critic"), "ipg_state_source": ("window", "recent", "replay"),
+                   "ris_apply_to": ("actor", "actor+critic"), "ris_weighting": ("importance", "normalised"),
+                   "ipg_state_source": ("window", "recent", "replay"),
                    "pg_form": ("dpg", "dpg-is", "lr"), "pg_signal": ("td", "q"),
                    "geoff_m2_baseline": ("state", "mean", "none"), "geoff_m2": ("off", "one", "all"),
                    "geoff_traces": ("cached", "fresh")}  # fmt: skip

@@ -129,7 +129,7 @@ def test_ris_and_ace_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for
     a = agent(algo)
     b = own_batch(a)
     for name, options in (("ris-off-pac", {}), ("ris-off-pac", {"ris_apply_to": "actor+critic"}),
-                          ("ipg", {"ipg_state_source": "replay"}), ("ace", {})):  # fmt: skip
+                          ("ris-off-pac", {"ris_weighting": "normalised"}), ("ipg", {"ipg_state_source": "replay"}), ("ace", {})):  # fmt: skip
         plain, corrected = step_both(algo, name, b, **options)
         assert same(params(plain.actor), params(corrected.actor)), name
         assert same(params(plain.critic), params(corrected.critic)), name
@@ -144,6 +144,10 @@ def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
     assert not same(params(plain.actor), params(corrected.actor))
     w = relative_weight(correction("ris-off-pac", algo).log_ratio(b, agent(algo)), 0.2)
     assert float(w.min()) < 0.9 or float(w.max()) > 1.1
+    normalised = correction("ris-off-pac", algo, ris_weighting="normalised").weights(b, agent(algo))
+    assert normalised.normalised and not correction("ris-off-pac", algo).weights(b, agent(algo)).normalised
+    normalised_step = step_both(algo, "ris-off-pac", b, ris_weighting="normalised")[1]
+    assert not same(params(corrected.actor), params(normalised_step.actor))  # Σwℓ/Σw, not mean wℓ
 
 
 def ipg_actor_states(**options: object) -> tuple[list[torch.Tensor], Trainer]:

@@ -51,8 +51,9 @@ class RISOffPAC(BehaviourRatio):
         self.beta = config.ris_beta if config is not None else 0.2
         self.critic_too = config is not None and config.ris_apply_to == "actor+critic"
         self.actor_only = not self.critic_too
+        self.normalised = config is not None and config.ris_weighting == "normalised"
         self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta),)
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
         w = relative_weight(self.log_ratio(batch, agent), self.beta)
-        return Weights(w if self.critic_too else None, w, {RIS_WEIGHT: w}, normalised=False)
+        return Weights(w if self.critic_too else None, w, {RIS_WEIGHT: w}, normalised=self.normalised)
