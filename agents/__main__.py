@@ -23,6 +23,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from agents import corrections
 from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
 from agents.envs import EnvError
 from agents.quantities import Quantity
@@ -77,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents", description=__doc__.split("\n")[0])
     parser.add_argument("algo", choices=ALGORITHMS)
     parser.add_argument("env", help="gymnasium id with a Box action space, e.g. Hopper-v4")
-    parser.add_argument("--correction", default="none", help="none, acoffpoc, ace, geoff-pac, ipg or ris-off-pac")
+    parser.add_argument("--correction", default="none", help=f"one of: {corrections.summaries()}")
     parser.add_argument("--steps", type=int, help="total environment steps (default 1,000,000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig field")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field or option")
     parser.add_argument("--records", type=Path, help="append every record to this JSON-lines file")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (written periodically and on stop)")
     args = parser.parse_args(argv)

@@ -1,8 +1,13 @@
 """The run configuration: one frozen dataclass, the single source of defaults.
 
-Fields left ``None`` take the algorithm's default (spec table) when the config
-is resolved; the resolved config is what gets stored with a run. The CLI's
-``--set key=value`` addresses these field names (see :func:`with_overrides`).
+:class:`TrainConfig` holds what every run has; the chosen correction's and sampler's own
+options live in their option groups (:mod:`agents.options`), declared beside each plug-in and
+found through the catalogue (:mod:`agents.plugins`). Every value has one flat name: a common
+field's name, or an option's ``<prefix>_<field>`` (``ris_beta``). ``--set key=value``, sweep
+files, :meth:`TrainConfig.make` and the stored JSON (:meth:`TrainConfig.to_dict`) all use it.
+
+Fields left ``None`` take the algorithm's default when the config is resolved; the resolved
+config, holding exactly its plug-ins' options, is what gets stored with a run.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import re
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from agents import plugins
 from agents.corrections.divergences import DIVERGENCES
+from agents.options import Options, docstrings
 
 ALGORITHMS: tuple[str, ...] = ("ddpg", "td3", "sac")
 BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
@@ -23,6 +30,9 @@ BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
 
 class ConfigError(ValueError):
     """A config value is missing, malformed or out of range; the message says which."""
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
 
 
 @dataclass(frozen=True)
@@ -55,58 +65,13 @@ class TrainConfig:
     env_id: str = "Hopper-v4"
     """Any gymnasium id with a Box action space."""
     correction: str = "none"
-    """Registered correction name: none, acoffpoc, or a competitor (ace, geoff-pac, ipg, ris-off-pac)."""
+    """A registered correction (`offpoc config` lists them, with their options)."""
     divergence: str = "jsd"
     """AC-Off-POC divergence: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
     ref_std: float | None = None
     """Reference std on the covariance diagonal (deterministic variant); None = exploration_std."""
     correction_start: int | None = None
     """Env step at which the correction starts; None = start_steps (DDPG/TD3), 5 × start_steps (SAC)."""
-    acoffpoc_ratio: str = "sampled"
-    """AC-Off-POC (SAC): where λ_i's clip π/η is evaluated: sampled (a fresh action of the current policy,
-    Theorem 1 and the authors' code) or stored (the stored action, Section 4.2 and Algorithm 1: measured to
-    collapse SAC on HalfCheetah, docs/results.md)."""
-    ris_beta: float = 0.2
-    """RIS-Off-PAC: β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
-    ris_apply_to: str = "actor"
-    """RIS-Off-PAC: the losses w weights: actor (the method's) or actor+critic."""
-    ris_weighting: str = "importance"
-    """RIS-Off-PAC: how w enters a loss: importance (L = mean_i w_i ℓ_i, the method as written) or
-    normalised (L = Σ w_i ℓ_i / Σ w_i, weighted importance sampling: the baseline's step size)."""
-    ipg_nu: float = 1.0
-    """IPG: ν, the likelihood-ratio share; ν = 1 (the paper's) is the only one implemented."""
-    ipg_state_source: str = "window"
-    """IPG: the actor's states: window (B drawn from the newest ipg_window transitions, its on-policy batch),
-    recent (exactly the B newest) or replay (the uniform batch: the baseline)."""
-    ipg_window: int = 5_000
-    """IPG: the newest transitions the actor's states are drawn from (rllab++'s on-policy batch size)."""
-    ace_lambda1: float = 0.0
-    """ACE: λ₁ of the emphatic weighting, in [0, 1]; 0 (the paper's) makes ACE Off-PAC."""
-    pg_form: str = "dpg"
-    """ACE and Geoff-PAC: the actor gradient's form: dpg (the baseline's policy gradient weighted by the
-    emphasis M; it samples no action, so no ratio corrects one: ACE at λ₁ = 0 is the baseline), dpg-is
-    (weighted by ρ̄·M) or lr (the original methods' likelihood-ratio estimator through a Gaussian surrogate)."""
-    pg_signal: str = "td"
-    """ACE and Geoff-PAC with pg_form=lr: the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
-    geoff_lambda1: float = 0.7
-    """Geoff-PAC: λ₁, the weight of the trace F1 in the emphasis M1."""
-    geoff_lambda2: float = 0.6
-    """Geoff-PAC: λ₂, the weight of the trace F2 in M2."""
-    geoff_gamma_hat: float = 0.2
-    """Geoff-PAC: γ̂ of the density ratio C and of M2 (0: no M2, C ≡ 1)."""
-    geoff_m2_baseline: str = "state"
-    """Geoff-PAC: what M2 subtracts from V(s_i) in the term of a predecessor's action: state (V of the state
-    that action was taken in), mean (the batch's leave-one-out mean of V) or none (the method as written).
-    A baseline leaves M2's expectation unchanged; state removes the most variance."""
-    geoff_m2: str = "off"
-    """Geoff-PAC: the M2 term: off (none: measured to stop DDPG and SAC learning, docs/competitors.md; C still
-    learns with γ̂), one (one predecessor per transition, drawn ∝ κ and weighted by Σκ: unbiased) or all
-    (every predecessor in the window)."""
-    geoff_traces: str = "cached"
-    """Geoff-PAC: the predecessors' ρ̄ and C in the traces: cached (as of each slot's last replay, as the
-    original's online traces keep the ratios of their time) or fresh (recomputed under the current policy)."""
-    trace_window: int = 16
-    """ACE (λ₁ > 0) and Geoff-PAC: predecessors of each replayed transition their traces run over."""
     seed: int = 0
     """Seeds torch, numpy and the env; the evaluation env uses seed + 100."""
     total_steps: int = 1_000_000
@@ -116,22 +81,7 @@ class TrainConfig:
     batch_size: int = 256
     """Transitions per update."""
     sampler: str = "uniform"
-    """Replay sampler: uniform, cer (B − 1 uniform and the newest), per (prioritised, LAP-PAL's PER_TD3)
-    or ero (a learned replay policy masks the buffer)."""
-    per_alpha: float = 0.6
-    """PER: priorities are |TD error|^α."""
-    per_beta0: float = 0.4
-    """PER: the importance-weight exponent β at the first batch."""
-    per_beta_increment: float = 2e-7
-    """PER: β's rise per batch, capped at 1."""
-    ero_hidden: int = 64
-    """ERO: the replay policy's hidden width (3 → h → h → 1)."""
-    ero_lr: float = 1e-4
-    """ERO: the replay policy's Adam learning rate."""
-    ero_sample: int = 1024
-    """ERO: transitions drawn uniformly for each REINFORCE step."""
-    ero_every: int = 1
-    """ERO: training episodes between REINFORCE steps and mask redraws."""
+    """A registered replay sampler (`offpoc config` lists them, with their options)."""
     buffer_size: int = 1_000_000
     """Replay capacity in slots (≈ transitions)."""
     eval_freq: int = 1000
@@ -178,11 +128,54 @@ class TrainConfig:
     """torch intra-op threads."""
     device: str = "cpu"
     """torch device for the networks."""
+    options: tuple[Options, ...] = ()
+    """The correction's and the sampler's option groups; :meth:`resolved` adds those left out, at their
+    defaults. Read one with :meth:`option`; set a value by its flat name (:meth:`make`, :meth:`replace`)."""
+
+    @classmethod
+    def make(cls, **values: Any) -> TrainConfig:
+        """A config from flat names: common fields and plug-in options (``ris_beta=0.3``) alike."""
+        common = {k: v for k, v in values.items() if k in _COMMON}
+        grouped: dict[type[Options], dict[str, Any]] = {}
+        for name, value in values.items():
+            if name in _COMMON:
+                continue
+            group = plugins.group_of(name)
+            if group is None:
+                raise ConfigError(unknown_field(name))
+            grouped.setdefault(group, {})[name] = value
+        if common.get("hidden") is not None:
+            common["hidden"] = tuple(common["hidden"])
+        try:
+            options = tuple(group.from_flat(flat) for group, flat in grouped.items())
+        except TypeError as error:
+            raise ConfigError(str(error)) from None
+        return cls(**common, options=options)
+
+    def replace(self, **values: Any) -> TrainConfig:
+        """A copy with flat-named ``values`` changed. Option groups of a correction or sampler replaced here
+        are dropped unless a value of theirs is given."""
+        kept = self.options
+        if "correction" in values or "sampler" in values:
+            owned = plugins.owned_groups(values.get("correction", self.correction), values.get("sampler", self.sampler))
+            kept = tuple(o for o in self.options if type(o) in owned)
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        for group in kept:
+            flat.update(group.flat())
+        return TrainConfig.make(**{**flat, **values})
+
+    def option(self, group: type[OptionsT]) -> OptionsT:
+        """This run's options of ``group`` (its defaults when the config holds none)."""
+        for options in self.options:
+            if type(options) is group:
+                return options
+        return group()
 
     def resolved(self) -> TrainConfig:
         """Validated copy with every algorithm default filled in."""
         if self.algo not in ALGORITHM_DEFAULTS:
             raise ConfigError(f"unknown algorithm {self.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+        self._check_plugin_names()
         d = ALGORITHM_DEFAULTS[self.algo]
         start_steps = d.start_steps if self.start_steps is None else self.start_steps
         config = dataclasses.replace(
@@ -198,49 +191,50 @@ class TrainConfig:
             if self.correction_start is None
             else self.correction_start,
             backend=self._backend(),
+            options=self._options(),
         )
         config._validate()
         return config
 
+    def _options(self) -> tuple[Options, ...]:
+        """Exactly the chosen plug-ins' groups, in their registration order, each checked."""
+        owned = plugins.owned_groups(self.correction, self.sampler)
+        for options in self.options:
+            if type(options) not in owned:
+                defaults = type(options)().flat()
+                given = [name for name, value in options.flat().items() if value != defaults[name]]
+                flat = (given or list(defaults))[0]
+                raise ConfigError(f"{flat} {owner_text(type(options))}: this run's correction is {self.correction}"
+                                  f" and its sampler {self.sampler}")  # fmt: skip
+        resolved = tuple(self.option(group) for group in owned)
+        for options in resolved:
+            try:
+                options.validate()
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+        return resolved
+
     def _backend(self) -> str:
         """The backend ``auto`` stands for: fast unless a network needs what it does not cover,
         or the correction writes its own actor loss."""
-        from agents.corrections import own_actor_loss
-
+        plugin = plugins.get("correction", self.correction)
+        own_actor_loss = plugin is not None and plugin.writes_actor_loss(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.backend == "fast" and self.layer_norm:
             raise ConfigError(
                 "backend fast covers Linear, ReLU and Tanh networks only; layer_norm needs backend=autograd (or auto)"
             )
-        if self.backend == "fast" and own_actor_loss(self.correction, self):
+        if self.backend == "fast" and own_actor_loss:
             raise ConfigError(
                 f"correction {self.correction} writes its own actor loss, which backend fast does not cover:"
                 " use backend=autograd (or auto)"
             )
         if self.backend == "auto":
-            return "autograd" if self.layer_norm or own_actor_loss(self.correction, self) else "fast"
+            return "autograd" if self.layer_norm or own_actor_loss else "fast"
         return self.backend
 
     def _validate(self) -> None:
-        from agents.corrections import names as correction_names
-
-        if self.correction not in correction_names():
-            raise ConfigError(f"unknown correction {self.correction!r}: choose one of {', '.join(correction_names())}")
-        from agents.samplers import names as sampler_names
-
-        if self.sampler not in sampler_names():
-            raise ConfigError(f"unknown sampler {self.sampler!r}: choose one of {', '.join(sampler_names())}")
-        if not 0 <= self.per_alpha <= 1 or not 0 <= self.per_beta0 <= 1 or not 0 <= self.per_beta_increment <= 1:
-            raise ConfigError(
-                f"per_alpha, per_beta0 and per_beta_increment must be in [0, 1], got "
-                f"{self.per_alpha}, {self.per_beta0}, {self.per_beta_increment}"
-            )
-        for name in ("ero_hidden", "ero_sample", "ero_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not (math.isfinite(self.ero_lr) and self.ero_lr > 0):
-            raise ConfigError(f"ero_lr must be a positive number, got {self.ero_lr}")
         if self.divergence not in DIVERGENCES:
             raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
@@ -267,7 +261,7 @@ class TrainConfig:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.tau is not None and self.tau > 1:
             raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
-        self._validate_competitors()
+        self._check_plugins()
         self._validate_ranges()
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden must be positive layer sizes, got {self.hidden}")
@@ -276,65 +270,60 @@ class TrainConfig:
 
     def _validate_ranges(self) -> None:
         """Whole numbers a store can hold (SQLite's 64 bits) and a device offpoc can train on."""
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
+        for name, value in self.to_dict().items():
             values = value if isinstance(value, tuple) else (value,)
             for item in values:
                 if isinstance(item, int) and not isinstance(item, bool) and not -(2**63) <= item < 2**63:
-                    raise ConfigError(f"{field.name} {item} is out of range (at most 2^63 - 1)")
+                    raise ConfigError(f"{name} {item} is out of range (at most 2^63 - 1)")
         if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"device {self.device!r} is not one offpoc trains on: cpu, cuda, cuda:N or mps")
 
-    def _validate_competitors(self) -> None:
-        """The competitors' options (docs/competitors.md), checked whatever the correction."""
-        choices = {"acoffpoc_ratio": ("sampled", "stored"),
-                   "ris_apply_to": ("actor", "actor+critic"), "ris_weighting": ("importance", "normalised"),
-                   "ipg_state_source": ("window", "recent", "replay"),
-                   "pg_form": ("dpg", "dpg-is", "lr"), "pg_signal": ("td", "q"),
-                   "geoff_m2_baseline": ("state", "mean", "none"), "geoff_m2": ("off", "one", "all"),
-                   "geoff_traces": ("cached", "fresh")}  # fmt: skip
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        for name in ("ace_lambda1", "geoff_lambda1", "geoff_lambda2"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if not 0 <= self.geoff_gamma_hat < 1:
-            raise ConfigError(f"geoff_gamma_hat must be in [0, 1), got {self.geoff_gamma_hat}")
-        for name in ("trace_window", "ipg_window"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not 0 < self.ris_beta < 1:
-            raise ConfigError(f"ris_beta must be in (0, 1), got {self.ris_beta}")
-        if self.ipg_nu != 1:
-            raise ConfigError(f"ipg_nu {self.ipg_nu}: only ν = 1 (the paper's IPG) is implemented")
-        competitor = self.correction in ("ace", "ris-off-pac", "geoff-pac")
-        if competitor and self.algo != "sac" and not self.exploration_std > 0:
-            raise ConfigError(f"{self.correction} needs exploration_std > 0 (its behaviour density) for {self.algo}")
+    def _plugins(self) -> tuple[tuple[plugins.Kind, str], ...]:
+        return (("correction", self.correction), ("sampler", self.sampler))
+
+    def _check_plugin_names(self) -> None:
+        for kind, name in self._plugins():
+            if name not in plugins.names(kind):
+                raise ConfigError(f"unknown {kind} {name!r}: choose one of {', '.join(plugins.names(kind))}")
+
+    def _check_plugins(self) -> None:
+        """The chosen plug-ins' checks of the whole config."""
+        for kind, name in self._plugins():
+            plugin = plugins.get(kind, name)
+            if plugin is not None and plugin.check is not None:
+                try:
+                    plugin.check(self)
+                except ValueError as error:
+                    raise ConfigError(str(error)) from None
 
     def differences(self, other: TrainConfig) -> dict[str, tuple[Any, Any]]:
-        """Fields whose values differ, in field order: name → (this config's, ``other``'s)."""
-        return {
-            f.name: (getattr(self, f.name), getattr(other, f.name))
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(other, f.name)
-        }
+        """Values that differ, by flat name in field order: name → (this config's, ``other``'s); an option
+        one of them lacks shows as None there."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        names = list(mine) + [n for n in theirs if n not in mine]
+        return {n: (mine.get(n), theirs.get(n)) for n in names if mine.get(n) != theirs.get(n)}
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of the public fields."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Plain JSON-ready dict by flat names: the common fields, then each option group's."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        for options in self.options:
+            values.update(options.flat())
+        return values
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of :meth:`to_dict` for a stored config (a run's, a checkpoint's); unknown keys are an
-        error, and a field added since it was stored takes its :data:`LEGACY_VALUES` entry."""
+        error. Configs stored before options moved to their plug-ins hold every plug-in's options: those
+        of plug-ins the run did not use are dropped (they had no effect on it). An option added since the
+        config was stored takes its :data:`LEGACY_VALUES` entry."""
         unknown = set(data) - set(field_names())
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
-        values = {**LEGACY_VALUES, **data}
-        if values.get("hidden") is not None:
-            values["hidden"] = tuple(values["hidden"])
-        return cls(**values)
+        correction, sampler = data.get("correction", "none"), data.get("sampler", "uniform")
+        owned = {flat for group in plugins.owned_groups(correction, sampler) for flat in group.flat_names()}
+        legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned}
+        values = {k: v for k, v in {**legacy, **data}.items() if k in _COMMON or k in owned}
+        return cls.make(**values)
 
 
 LEGACY_VALUES: dict[str, Any] = {
@@ -347,31 +336,60 @@ behaviour before the field existed), where that differs from today's default: a 
 lacks one resumes, compares and shows as what it ran, not as today's default."""
 
 
+_COMMON: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
+
+
+def common_names() -> tuple[str, ...]:
+    """The fields every run has, in field order."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
+
+
 def field_names() -> tuple[str, ...]:
-    """Config fields that ``--set`` accepts."""
-    return tuple(f.name for f in dataclasses.fields(TrainConfig))
+    """Every flat name ``--set`` accepts: the common fields, then each registered plug-in's options."""
+    return common_names() + tuple(flat for group in plugins.groups() for flat in group.flat_names())
 
 
 def field_docs() -> dict[str, str]:
-    """Each field's docstring (the string under it in :class:`TrainConfig`), as one line."""
-    import ast
-    import inspect
-
-    body = ast.parse(inspect.getsource(TrainConfig)).body[0]
-    assert isinstance(body, ast.ClassDef)
-    docs: dict[str, str] = {}
-    for field, doc in zip(body.body, body.body[1:], strict=False):
-        if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
-            continue
-        text = doc.value.value if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) else None
-        if isinstance(text, str):
-            docs[field.target.id] = " ".join(text.split())
+    """Each flat name's docstring (the string under its field), as one line."""
+    docs = {k: v for k, v in docstrings(TrainConfig).items() if k in _COMMON}
+    for group in plugins.groups():
+        docs.update(group.docs())
     return docs
+
+
+def owner_text(group: type[Options]) -> str:
+    """``is an option of ris-off-pac`` (or ``of ace and geoff-pac``)."""
+    owners = [p.name for p in plugins.owners(group)]
+    return f"is an option of {' and '.join(owners) if owners else 'no registered plug-in'}"
+
+
+def applies(name: str, correction: str, sampler: str) -> bool:
+    """Whether a run with this correction and sampler takes the field ``name`` (every common field)."""
+    group = plugins.group_of(name)
+    return name in _COMMON or (group is not None and group in plugins.owned_groups(correction, sampler))
+
+
+def unknown_field(name: str) -> str:
+    """The one-line error for a name no field has, with the closest one."""
+    import difflib
+
+    close = difflib.get_close_matches(name, field_names(), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown config field {name!r}{hint}: `offpoc config` lists every field"
+
+
+def _annotation(name: str) -> Any:
+    if name in _COMMON:
+        return typing.get_type_hints(TrainConfig)[name]
+    group = plugins.group_of(name)
+    if group is None:
+        raise ConfigError(unknown_field(name))
+    return group.annotation(name)
 
 
 def field_type(name: str) -> str:
     """A field's type as a user writes its value: ``int``, ``float or default``, ``ints, comma-separated``."""
-    annotation = typing.get_type_hints(TrainConfig)[name]
+    annotation = _annotation(name)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     optional = type(None) in typing.get_args(annotation)
     target = args[0] if optional else annotation
@@ -418,15 +436,10 @@ def _parse(name: str, annotation: Any, text: str) -> Any:
 
 
 def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfig:
-    """Apply ``{"field": "text"}`` overrides (the CLI's ``--set``), parsing each by its field type."""
-    hints = typing.get_type_hints(TrainConfig)
+    """Apply ``{"name": "text"}`` overrides (the CLI's ``--set``), parsing each by its field's type."""
     values: dict[str, Any] = {}
     for name, text in overrides.items():
-        if name not in field_names():
-            import difflib
-
-            close = difflib.get_close_matches(name, field_names(), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown config field {name!r}{hint}: `offpoc config` lists every field")
-        values[name] = _parse(name, hints[name], text)
-    return dataclasses.replace(config, **values)
+        if name == "options" or name not in field_names():
+            raise ConfigError(unknown_field(name))
+        values[name] = _parse(name, _annotation(name), text)
+    return config.replace(**values)

@@ -56,5 +56,5 @@ def random_batch(seed: int = 0, size: int = B) -> Batch:
 
 def make_agent(algo: str, **config: object) -> ActorCritic:
     """A Hopper-sized agent with the algorithm's defaults (``config`` overrides them), seeded."""
-    resolved = TrainConfig(algo=algo, **config).resolved()  # type: ignore[arg-type]
+    resolved = TrainConfig.make(algo=algo, **config).resolved()  # type: ignore[arg-type]
     return make_algorithm(resolved, OBS, ACT, torch.Generator().manual_seed(0))

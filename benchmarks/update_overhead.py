@@ -31,7 +31,7 @@ COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
 
 
 def trained(algo: str, correction: str, options: dict[str, str]) -> Trainer:
-    config = TrainConfig(algo=algo, env_id="Hopper-v4", correction=correction, total_steps=3000, start_steps=1000,
+    config = TrainConfig.make(algo=algo, env_id="Hopper-v4", correction=correction, total_steps=3000, start_steps=1000,
                          correction_start=1000, eval_freq=3000, eval_episodes=1, stats_every=1000)  # fmt: skip
     trainer = Trainer(with_overrides(config, options if correction != "none" else {}))
     trainer.run()

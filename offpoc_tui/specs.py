@@ -74,7 +74,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     correction would start within the run, and that the environment exists and has Box actions
     (it is built once).
     """
-    from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
+    from agents.config import ALGORITHMS, ConfigError, TrainConfig, applies, field_names, with_overrides
     from agents.corrections import names as correction_names
     from agents.envs import EnvError
 
@@ -102,7 +102,11 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
         for seed in request.seeds:
             for correction in corrections:
                 base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
-                config = with_overrides(base, request.sets).resolved()
+                sets = request.sets
+                if correction != request.correction:  # --compare's baseline: the correction's options are not its
+                    sampler = sets.get("sampler", flags.get("sampler", "uniform"))
+                    sets = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
+                config = with_overrides(base, sets).resolved()
                 check_correction_starts(config)
                 if request.local:
                     check_device(config.device)

@@ -10,7 +10,7 @@
     [[methods]]
     correction = "acoffpoc"
     divergence = ["jsd", "kl"]     # a list expands: one method per value (several lists: every combination)
-    [set]                          # any TrainConfig field, every run
+    [set]                          # any config field, every run (a plug-in's option: the runs that take it)
     start_steps = 1000
     [[override]]                   # optional: runs matching every key get these settings last
     match = { envs = ["Humanoid-v4"] }   # algos, envs, corrections
@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from agents.config import TrainConfig
+from agents.config import TrainConfig, applies, field_names, owner_text, unknown_field
+from agents.plugins import group_of
 from offpoc_tui.specs import RunRequest, UsageError, build_specs, check_name, parse_seeds
 from store import RunSpec
 from store.db import write
@@ -141,14 +142,26 @@ def load_sweep(path: Path) -> Sweep:
     if not isinstance(common, dict):
         raise UsageError("[set] must be a table of config fields")
     overrides = _overrides(sweep.get("override"))
+    shared = [*common, *(k for _, extra in overrides for k in extra)]
+    misspelt = [k for k in shared if k not in field_names()]
+    if misspelt:
+        raise UsageError(f"sweep {name}: {unknown_field(misspelt[0])}")
+    used: set[str] = set()
     cells: list[list[RunSpec]] = []
     for algo, env, method in itertools.product(algos, envs, _methods(sweep.get("methods"))):
         correction = method["correction"].lower()
-        settings = {**common, **{k: v for k, v in method.items() if k not in ("correction", "divergence")}}
+        own = {k: v for k, v in method.items() if k not in ("correction", "divergence")}
+        shared_settings = dict(common)
         for match, extra in overrides:
             cell = {"algo": algo, "env": env, "correction": correction}
             if all(cell[MATCH_KEYS[k]] in values for k, values in match.items()):
-                settings.update(extra)
+                shared_settings.update(extra)
+        # [set] and [[override]] reach the runs whose correction and sampler take them; a method's own keys
+        # are its own, checked as given.
+        sampler = str(own.get("sampler", shared_settings.get("sampler", "uniform")))
+        kept = {k: v for k, v in shared_settings.items() if applies(k, correction, sampler)}
+        used |= set(kept)
+        settings = {**kept, **own}
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
         request = RunRequest(
             algo=algo,
@@ -164,6 +177,11 @@ def load_sweep(path: Path) -> Sweep:
             cells.append(build_specs(request))
         except UsageError as error:
             raise UsageError(f"sweep {name}, cell {label}: {error}") from None
+    unused = [k for k in shared if k not in used]
+    if unused and cells:
+        group = group_of(unused[0])
+        owner = owner_text(group) if group is not None else "is a plug-in's option"
+        raise UsageError(f"sweep {name}: {unused[0]} {owner}, and no run of the sweep uses it")
     ordered = [specs[i] for i in range(len(seeds)) for specs in cells]  # seed-major
     return Sweep(name, ordered)
 

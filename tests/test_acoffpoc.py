@@ -191,7 +191,7 @@ def _stochastic(ratio: str):  # type: ignore[no-untyped-def]
     from agents.config import TrainConfig
     from agents.corrections import CorrectionSettings, make_correction
 
-    config = TrainConfig(algo="sac", correction="acoffpoc", acoffpoc_ratio=ratio).resolved()
+    config = TrainConfig.make(algo="sac", correction="acoffpoc", acoffpoc_ratio=ratio).resolved()
     return make_correction("acoffpoc", CorrectionSettings("stochastic", config=config))
 
 
@@ -245,4 +245,4 @@ def test_an_unknown_ratio_point_is_a_config_error() -> None:
     from agents.config import ConfigError, TrainConfig
 
     with pytest.raises(ConfigError, match="acoffpoc_ratio must be one of sampled, stored"):
-        TrainConfig(algo="sac", acoffpoc_ratio="fresh").resolved()
+        TrainConfig.make(algo="sac", correction="acoffpoc", acoffpoc_ratio="fresh").resolved()

@@ -22,7 +22,7 @@ OBS, ACT, B = 5, 2, 32
 
 
 def agent(algo: str, seed: int = 0, **overrides) -> ActorCritic:
-    config = TrainConfig(algo=algo, hidden=(32, 32), **overrides).resolved()
+    config = TrainConfig.make(algo=algo, hidden=(32, 32), **overrides).resolved()
     torch.manual_seed(seed)
     return make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(seed))
 
@@ -262,7 +262,8 @@ def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(div
     b = batch(behaviour=True)
     noise = torch.randn(B, ACT, generator=torch.Generator().manual_seed(5))
     b = b._replace(action=torch.tanh(b.behaviour_mean + b.behaviour_log_std.exp() * noise))
-    stored = TrainConfig(algo="sac", correction="acoffpoc", divergence=divergence, acoffpoc_ratio="stored").resolved()
+    stored = TrainConfig.make(algo="sac", correction="acoffpoc", divergence=divergence, acoffpoc_ratio="stored")
+    stored = stored.resolved()
     lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence, config=stored)).similarity(b, a)
 
     mean, log_std = a.policy_distribution(b.obs)

@@ -24,7 +24,7 @@ WEIGHTS = {
 
 
 def agent(algo: str, backend: str, **overrides: object) -> ActorCritic:
-    config = TrainConfig(algo=algo, hidden=(32, 32), backend=backend, **overrides).resolved()  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, hidden=(32, 32), backend=backend, **overrides).resolved()  # type: ignore[arg-type]
     torch.manual_seed(0)
     return make_algorithm(config, OBS, ACT, torch.Generator().manual_seed(0))
 
@@ -58,7 +58,7 @@ def test_both_backends_train_the_same(algo: str, weighting: str) -> None:
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_a_layer_norm_trains_with_auto_on_autograd_and_the_config_says_so(algo: str) -> None:
-    config = TrainConfig(
+    config = TrainConfig.make(
         algo=algo, env_id="Pendulum-v1", layer_norm=True, hidden=(16, 16), total_steps=300, start_steps=100,
         correction_start=100, eval_freq=300, eval_episodes=1, batch_size=16, correction="acoffpoc",
     ).resolved()  # fmt: skip
@@ -75,9 +75,9 @@ def test_a_layer_norm_trains_with_auto_on_autograd_and_the_config_says_so(algo: 
 
 def test_fast_refuses_a_layer_norm_with_one_line() -> None:
     with pytest.raises(ConfigError, match="backend fast covers Linear, ReLU and Tanh networks only"):
-        TrainConfig(layer_norm=True, backend="fast").resolved()
+        TrainConfig.make(layer_norm=True, backend="fast").resolved()
     with pytest.raises(ConfigError, match="unknown backend 'jax'"):
-        TrainConfig(backend="jax").resolved()
+        TrainConfig.make(backend="jax").resolved()
     result = CliRunner().invoke(app, ["run", "td3", "Pendulum-v1", "--set", "layer_norm=true", "--set", "backend=fast",
                                       "--db", "/nonexistent/never.db"])  # fmt: skip
     assert result.exit_code == 2
@@ -87,5 +87,5 @@ def test_fast_refuses_a_layer_norm_with_one_line() -> None:
 
 def test_the_paper_networks_resolve_to_fast() -> None:
     for algo in ("ddpg", "td3", "sac"):
-        assert TrainConfig(algo=algo).resolved().backend == "fast"
-        assert TrainConfig(algo=algo, backend="autograd").resolved().backend == "autograd"
+        assert TrainConfig.make(algo=algo).resolved().backend == "fast"
+        assert TrainConfig.make(algo=algo, backend="autograd").resolved().backend == "autograd"

@@ -53,12 +53,17 @@ def test_offpoc_config_lists_every_field_with_its_default_type_and_meaning() -> 
     fields = {f["field"]: f for f in json.loads(stdout)}
     assert code == 0 and set(fields) == set(field_names()) - {"algo", "env_id", "correction"}
     assert fields["total_steps"] == {"field": "total_steps", "default": 1_000_000, "type": "int",
-                                     "meaning": "Environment steps to train for."}  # fmt: skip
+                                     "meaning": "Environment steps to train for.",
+                                     "applies_to": "every run"}  # fmt: skip
+    assert fields["pg_form"]["applies_to"] == "ace, geoff-pac" and fields["ris_beta"]["default"] == 0.2
     assert fields["start_steps"]["default"] is None  # the algorithm's
     _, stdout, _ = invoke("config", "--json", "td3")
     assert {f["field"]: f["default"] for f in json.loads(stdout)}["start_steps"] == 25_000
     code, stdout, _ = invoke("config", "sac")
     assert code == 0 and "start_steps" in stdout and "10000" in stdout
+    # the plug-ins, with their options, from the registry
+    listing = {line.split()[0]: line for line in stdout.splitlines() if line.strip()}
+    assert "ris_beta, ris_apply_to, ris_weighting" in listing["ris-off-pac"] and "per_alpha" in listing["per"]
     code, _, stderr = invoke("config", "ppo")
     assert code == 2 and stderr.strip() == "error: unknown algorithm 'ppo': choose one of ddpg, td3, sac"
 

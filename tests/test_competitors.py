@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents import ConfigError, RecordingSink, TrainConfig, Trainer
+from agents import ConfigError, RecordingSink, TrainConfig, Trainer, plugins
 from agents.corrections import CorrectionSettings, make_correction
 from agents.corrections.behaviour import RANDOM_PHASE
 from agents.corrections.densities import (
@@ -53,7 +53,7 @@ def off_batch(a, seed: int = 0) -> Batch:  # type: ignore[no-untyped-def]
 
 
 def correction(name: str, algo: str, **options):  # type: ignore[no-untyped-def]
-    config = TrainConfig(algo=algo, correction=name, hidden=(32, 32), **options).resolved()
+    config = TrainConfig.make(algo=algo, correction=name, hidden=(32, 32), **options).resolved()
     kind = "deterministic" if algo != "sac" else "stochastic"
     return make_correction(name, CorrectionSettings(kind, config=config))
 
@@ -129,7 +129,8 @@ def test_ris_and_ace_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for
     a = agent(algo)
     b = own_batch(a)
     for name, options in (("ris-off-pac", {}), ("ris-off-pac", {"ris_apply_to": "actor+critic"}),
-                          ("ris-off-pac", {"ris_weighting": "normalised"}), ("ipg", {"ipg_state_source": "replay"}), ("ace", {})):  # fmt: skip
+                          ("ris-off-pac", {"ris_weighting": "normalised"}), ("ipg", {"ipg_state_source": "replay"}),
+                          ("ace", {})):  # fmt: skip
         plain, corrected = step_both(algo, name, b, **options)
         assert same(params(plain.actor), params(corrected.actor)), name
         assert same(params(plain.critic), params(corrected.critic)), name
@@ -152,7 +153,7 @@ def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
 
 def ipg_actor_states(**options: object) -> tuple[list[torch.Tensor], Trainer]:
     """The states IPG's actor trained on at every actor step of a short TD3 run."""
-    config = TrainConfig(algo="td3", env_id="Pendulum-v1", correction="ipg", hidden=(32, 32), total_steps=300,
+    config = TrainConfig.make(algo="td3", env_id="Pendulum-v1", correction="ipg", hidden=(32, 32), total_steps=300,
                          start_steps=100, batch_size=16, eval_freq=300, eval_episodes=1, **options)  # type: ignore[arg-type]  # fmt: skip
     trainer = Trainer(config, RecordingSink())
     seen: list[torch.Tensor] = []
@@ -194,8 +195,12 @@ def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
            ({"ipg_window": 0}, "ipg_window"), ({"ipg_state_source": "newest"}, "ipg_state_source"),
            ({"pg_form": "dpgis"}, "pg_form must be one of dpg, dpg-is, lr")]  # fmt: skip
     for options, message in bad:
-        with pytest.raises(ConfigError, match=message):
-            TrainConfig(**options).resolved()  # type: ignore[arg-type]
+        group = plugins.group_of(next(iter(options)))
+        assert group is not None
+        owner = plugins.owners(group)[0].name  # a run that takes the option
+        with pytest.raises(ConfigError, match=message) as error:
+            TrainConfig.make(correction=owner, **options).resolved()
+        assert "is an option of" not in str(error.value)
 
 
 # ---- ACE: ρ̄-weighted policy gradient (dpg), or the likelihood-ratio one (lr) -------------------------
@@ -203,7 +208,7 @@ def test_ipg_refuses_nu_below_one_and_bad_options_are_one_line() -> None:
 def test_ace_at_lambda1_zero_is_the_baseline_and_dpg_is_weights_by_rho_bar(algo: str) -> None:
     """The DPG form samples no action, so no ratio corrects one: ACE at λ₁ = 0 (M ≡ 1) is the baseline,
     bit for bit, on the most off-policy batch; ``dpg-is`` keeps ρ̄ as importance weights, on the fast backend."""
-    assert TrainConfig(algo=algo, correction="ace").resolved().backend == "fast"
+    assert TrainConfig.make(algo=algo, correction="ace").resolved().backend == "fast"
     a = agent(algo)
     b = off_batch(a)
     plain, corrected = step_both(algo, "ace", b)
@@ -227,9 +232,9 @@ def test_ace_at_lambda1_zero_is_the_baseline_and_dpg_is_weights_by_rho_bar(algo:
 
 @pytest.mark.parametrize("algo", ["td3", "sac"])
 def test_ace_lr_is_off_pac_its_critic_is_the_baselines_and_it_trains_with_autograd(algo: str) -> None:
-    assert TrainConfig(algo=algo, correction="ace", pg_form="lr").resolved().backend == "autograd"
+    assert TrainConfig.make(algo=algo, correction="ace", pg_form="lr").resolved().backend == "autograd"
     with pytest.raises(ConfigError, match="writes its own actor loss"):
-        TrainConfig(algo=algo, correction="ace", pg_form="lr", backend="fast").resolved()
+        TrainConfig.make(algo=algo, correction="ace", pg_form="lr", backend="fast").resolved()
     a = agent(algo, backend="autograd")
     b = off_batch(a)
     plain, corrected = step_both(algo, "ace", b, backend="autograd", pg_form="lr")
@@ -280,13 +285,13 @@ FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
     sink = RecordingSink()
-    config = TrainConfig(algo=algo, correction=name, total_steps=2000, correction_start=1000, **FAST)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, correction=name, total_steps=2000, correction_start=1000, **FAST)  # type: ignore[arg-type]
     smoke(config, sink, name)
 
 
 def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
     sink = RecordingSink()
-    config = TrainConfig(algo="sac", correction="ace", ace_lambda1=0.5, total_steps=2000, correction_start=1000,
+    config = TrainConfig.make(algo="sac", correction="ace", ace_lambda1=0.5, total_steps=2000, correction_start=1000,
                          trace_window=4, **FAST)  # type: ignore[arg-type]  # fmt: skip
     smoke(config, sink, "ace-emphatic")
     assert sink.weight_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
@@ -296,7 +301,7 @@ def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
 def test_a_correction_of_the_actor_alone_sits_out_td3s_critic_only_updates(name: str) -> None:
     """TD3 steps its actor every other update; ACE, Geoff-PAC (C included) and RIS-Off-PAC's actor weights
     serve that step alone, so the updates between are the plain ones and cost nothing extra."""
-    config = TrainConfig(algo="td3", correction=name, total_steps=600, start_steps=200, **FAST_SHORT)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo="td3", correction=name, total_steps=600, start_steps=200, **FAST_SHORT)  # type: ignore[arg-type]
     trainer = Trainer(config)
     calls: list[int] = []
     weights = trainer.correction.weights
@@ -305,7 +310,7 @@ def test_a_correction_of_the_actor_alone_sits_out_td3s_critic_only_updates(name:
     assert trainer.agent.updates == 400 and calls == list(range(2, 401, 2))
     if name == "geoff-pac":
         assert trainer.correction.fits == 200  # type: ignore[attr-defined]
-    both = TrainConfig(algo="td3", correction="ris-off-pac", ris_apply_to="actor+critic").resolved()
+    both = TrainConfig.make(algo="td3", correction="ris-off-pac", ris_apply_to="actor+critic").resolved()
     assert not make_correction("ris-off-pac", CorrectionSettings("deterministic", config=both)).actor_only
 
 
@@ -410,7 +415,7 @@ def test_geoff_pac_windows_stop_at_episode_starts_wrap_around_and_overwritten_sl
 
 def geoff_trainer(algo: str = "td3", **options: object) -> Trainer:
     """A Geoff-PAC run of 300 Pendulum steps, its buffer full of windows."""
-    config = TrainConfig(algo=algo, correction="geoff-pac", env_id="Pendulum-v1", hidden=(32, 32), total_steps=300,
+    config = TrainConfig.make(algo=algo, correction="geoff-pac", env_id="Pendulum-v1", hidden=(32, 32), total_steps=300,
                          start_steps=100, batch_size=32, eval_freq=300, eval_episodes=1, **options)  # type: ignore[arg-type]  # fmt: skip
     trainer = Trainer(config)
     trainer.run()
@@ -431,9 +436,7 @@ def unit_density_ratio(geoff) -> None:  # type: ignore[no-untyped-def]
 
 
 def ace_like(trainer: Trainer, lambda1: float):  # type: ignore[no-untyped-def]
-    import dataclasses
-
-    config = dataclasses.replace(trainer.config, correction="ace", ace_lambda1=lambda1)
+    config = trainer.config.replace(correction="ace", ace_lambda1=lambda1)
     ace = make_correction("ace", CorrectionSettings("deterministic", config=config))
     ace.attach(trainer.agent, trainer.buffer)
     return ace
@@ -481,7 +484,7 @@ def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form:
         for member in a.critic.members:  # type: ignore[union-attr]
             member[-1].weight.zero_()
     unit_density_ratio(geoff)
-    ace = ace_like(trainer, trainer.config.geoff_lambda1)
+    ace = ace_like(trainer, trainer.config.to_dict()["geoff_lambda1"])
     next_actor_step(a)
     expected = per_sample_actor_loss(ace, a, b)
     torch.testing.assert_close(per_sample_actor_loss(geoff, a, b), expected)
@@ -493,9 +496,9 @@ def test_geoff_pac_m2_baseline_cancels_m2_when_v_is_the_same_everywhere(pg_form:
 def test_geoff_pac_without_m2_is_a_weight_on_the_baselines_loss_and_trains_fast(algo: str) -> None:
     """The default (dpg, no M2): M1_i as importance weights on the baseline's actor loss (dpg-is: ρ̄_i M1_i),
     the fast backend; the M2 term (or the lr form) is a loss of its own, differentiated by autograd."""
-    assert TrainConfig(algo=algo, correction="geoff-pac").resolved().backend == "fast"
+    assert TrainConfig.make(algo=algo, correction="geoff-pac").resolved().backend == "fast"
     for options in ({"geoff_m2": "one"}, {"pg_form": "lr"}):
-        assert TrainConfig(algo=algo, correction="geoff-pac", **options).resolved().backend == "autograd"  # type: ignore[arg-type]
+        assert TrainConfig.make(algo=algo, correction="geoff-pac", **options).resolved().backend == "autograd"  # type: ignore[arg-type]
     trainer = geoff_trainer(algo)
     geoff, a = trainer.correction, trainer.agent
     assert not geoff.overrides_actor_loss
@@ -567,7 +570,7 @@ def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type:
     path = tmp_path / "run.pt"
     options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=400, start_steps=200, batch_size=32,
                    eval_freq=400, eval_episodes=1, checkpoint_every=0, correction_start=200)  # fmt: skip
-    first = Trainer(TrainConfig(algo="sac", correction="geoff-pac", **options), checkpoint_path=path)  # type: ignore[arg-type]
+    first = Trainer(TrainConfig.make(algo="sac", correction="geoff-pac", **options), checkpoint_path=path)  # type: ignore[arg-type]
     first.run()
     shutil.copy(path, tmp_path / "b.pt")
     resumed = [Trainer.resume(p, RecordingSink(), total_steps=600) for p in (path, tmp_path / "b.pt")]

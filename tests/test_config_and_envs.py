@@ -9,7 +9,7 @@ from agents.config import field_names
 
 
 def test_defaults_resolve_per_algorithm_as_in_the_spec() -> None:
-    ddpg, td3, sac = (TrainConfig(algo=a).resolved() for a in ("ddpg", "td3", "sac"))
+    ddpg, td3, sac = (TrainConfig.make(algo=a).resolved() for a in ("ddpg", "td3", "sac"))
     assert (ddpg.hidden, ddpg.tau, ddpg.actor_lr, ddpg.critic_lr, ddpg.critic_weight_decay) == (
         (400, 300),
         0.001,
@@ -31,7 +31,7 @@ def test_the_cli_field_names_exist() -> None:
 
 def test_overrides_parse_by_field_type() -> None:
     config = with_overrides(
-        TrainConfig(),
+        TrainConfig.make(),
         {
             "total_steps": "1e5",
             "batch_size": "128",
@@ -57,7 +57,7 @@ def test_overrides_parse_by_field_type() -> None:
 )
 def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        with_overrides(TrainConfig(), overrides)
+        with_overrides(TrainConfig.make(), overrides)
 
 
 @pytest.mark.parametrize(
@@ -77,28 +77,62 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
 )
 def test_invalid_configs_are_rejected_with_the_reason(fields: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        TrainConfig(**fields).resolved()
+        TrainConfig.make(**fields).resolved()
 
 
 def test_config_round_trips_through_a_dict() -> None:
-    config = TrainConfig(algo="sac", hidden=(32, 32)).resolved()
+    config = TrainConfig.make(algo="sac", hidden=(32, 32)).resolved()
     assert TrainConfig.from_dict(config.to_dict()).resolved() == config
     with pytest.raises(ConfigError, match="unknown config field"):
         TrainConfig.from_dict({"bogus": 1})
 
 
-def test_a_config_stored_before_a_field_existed_reads_as_what_it_ran() -> None:
-    """Fields added since a run was stored take the value that reproduces how it trained, not today's default."""
-    from agents.config import LEGACY_VALUES
+OLD_STORED = (  # a run's config as stored before the plug-ins owned their options (every option, some missing)
+    '{"algo": "sac", "env_id": "HalfCheetah-v4", "correction": "acoffpoc", "divergence": "jsd", "ref_std": 0.1,'
+    ' "correction_start": 50000, "ris_beta": 0.2, "ris_apply_to": "actor", "ipg_nu": 1.0,'
+    ' "ipg_state_source": "recent", "ace_lambda1": 0.0, "pg_form": "lr", "pg_signal": "td", "geoff_lambda1": 0.7,'
+    ' "geoff_lambda2": 0.6, "geoff_gamma_hat": 0.2, "geoff_m2_baseline": "none", "trace_window": 16, "seed": 0,'
+    ' "total_steps": 100000, "start_steps": 10000, "batch_size": 256, "sampler": "uniform", "per_alpha": 0.6,'
+    ' "per_beta0": 0.4, "per_beta_increment": 2e-07, "ero_hidden": 64, "ero_lr": 0.0001, "ero_sample": 1024,'
+    ' "ero_every": 1, "buffer_size": 1000000, "eval_freq": 5000, "eval_episodes": 10, "exploration_std": 0.1,'
+    ' "gamma": 0.99, "tau": 0.005, "actor_lr": 0.0003, "critic_lr": 0.0003, "critic_weight_decay": 0.0,'
+    ' "hidden": [256, 256], "layer_norm": false, "backend": "fast", "policy_delay": 2, "target_noise": 0.2,'
+    ' "noise_clip": 0.5, "stats_every": 1000, "weights_block": 1000, "histogram_bins": 50,'
+    ' "checkpoint_every": 50000, "checkpoint_buffer": true, "threads": 1, "device": "cpu"}'
+)
 
-    stored = TrainConfig(algo="sac", correction="geoff-pac").resolved().to_dict()
-    for name in LEGACY_VALUES:
-        del stored[name]
-    read = TrainConfig.from_dict(stored)
-    assert (read.acoffpoc_ratio, read.geoff_m2, read.geoff_traces) == ("stored", "all", "fresh")
-    assert all(LEGACY_VALUES[name] != getattr(TrainConfig(), name) for name in LEGACY_VALUES)  # else not needed
-    fresh = TrainConfig(algo="sac", correction="geoff-pac").resolved()
+
+def test_a_config_stored_before_options_moved_reads_as_what_it_ran() -> None:
+    """An old stored config keeps its own plug-in's options (an option added since takes the value it ran
+    with, not today's default) and loses the others', which never touched the run."""
+    import json
+
+    from agents.config import LEGACY_VALUES
+    from agents.corrections.acoffpoc import ACOffPOCOptions
+    from agents.corrections.geoff_pac import GeoffOptions
+
+    read = TrainConfig.from_dict(json.loads(OLD_STORED))
+    assert read.options == (ACOffPOCOptions(ratio="stored"),)  # acoffpoc_ratio came later: it ran "stored"
+    assert "ris_beta" not in read.to_dict() and read.resolved() == read
+    geoff = {**TrainConfig.make(algo="sac", correction="geoff-pac").resolved().to_dict(), "ris_beta": 0.2}
+    del geoff["geoff_m2"], geoff["geoff_traces"]
+    assert TrainConfig.from_dict(geoff).option(GeoffOptions) == GeoffOptions(m2="all", traces="fresh")
+    defaults = {k: v for g in (ACOffPOCOptions, GeoffOptions) for k, v in g().flat().items()}
+    assert all(LEGACY_VALUES[name] != defaults[name] for name in LEGACY_VALUES)  # else not needed
+    fresh = TrainConfig.make(algo="sac", correction="geoff-pac").resolved()
     assert TrainConfig.from_dict(fresh.to_dict()) == fresh  # today's configs are untouched
+
+
+def test_options_belong_to_their_plug_ins() -> None:
+    config = TrainConfig.make(correction="ris-off-pac", ris_beta=0.3).resolved()
+    assert config.to_dict()["ris_beta"] == 0.3 and "per_alpha" not in config.to_dict()
+    with pytest.raises(ConfigError, match="ris_beta is an option of ris-off-pac: this run's correction is ace"):
+        TrainConfig.make(correction="ace", ris_beta=0.3).resolved()
+    with pytest.raises(ConfigError, match="pg_form is an option of ace and geoff-pac"):
+        with_overrides(TrainConfig(), {"pg_form": "lr"}).resolved()
+    # changing the correction keeps the options the new one shares and drops the others
+    ace = TrainConfig.make(correction="geoff-pac", pg_form="lr", geoff_lambda1=0.5).replace(correction="ace")
+    assert ace.resolved().to_dict()["pg_form"] == "lr" and "geoff_lambda1" not in ace.resolved().to_dict()
 
 
 @pytest.mark.parametrize(

@@ -56,10 +56,10 @@ def registered() -> Iterator[None]:
 
 @pytest.mark.parametrize("algo", ["td3", "sac"])
 def test_a_correction_overriding_the_actor_loss_trains_with_autograd(algo: str, registered: None) -> None:
-    config = TrainConfig(algo=algo, correction="test-bc", **SMALL)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, correction="test-bc", **SMALL)  # type: ignore[arg-type]
     assert config.resolved().backend == "autograd"  # auto: the fast path does not cover its loss
     with pytest.raises(ConfigError, match="writes its own actor loss"):
-        TrainConfig(algo=algo, correction="test-bc", backend="fast").resolved()
+        TrainConfig.make(algo=algo, correction="test-bc", backend="fast").resolved()
 
     # One update: exactly the step autograd takes on the plain mean of the new loss.
     a, reference = agent(algo, backend="autograd"), agent(algo, backend="autograd")
@@ -217,7 +217,7 @@ class RewardModel(Correction):
 
 
 def test_extra_fields_are_stored_with_each_transition(registered: None) -> None:
-    trainer = Trainer(TrainConfig(algo="td3", correction="test-aux", backend="fast", **SMALL))  # type: ignore[arg-type]
+    trainer = Trainer(TrainConfig.make(algo="td3", correction="test-aux", backend="fast", **SMALL))  # type: ignore[arg-type]
     trainer.run()
     buffer = trainer.buffer
     starts = buffer.starts_transition[: buffer.filled]
@@ -233,7 +233,7 @@ def test_extra_fields_are_stored_with_each_transition(registered: None) -> None:
 @pytest.mark.parametrize("algo", ["td3", "sac"])
 def test_an_auxiliary_network_trains_logs_and_resumes_exactly(algo: str, registered: None, tmp_path: Path) -> None:
     path = tmp_path / "run.pt"
-    config = TrainConfig(algo=algo, correction="test-aux", checkpoint_every=0, **SMALL)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, correction="test-aux", checkpoint_every=0, **SMALL)  # type: ignore[arg-type]
     first_sink = RecordingSink()
     first = Trainer(config, first_sink, checkpoint_path=path)
     model0 = params(first.correction.model)  # type: ignore[attr-defined]
@@ -273,7 +273,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     db = open_store(tmp_path / "s.db", create=True)
     (run_id,) = create_runs(db, [spec(correction="test-aux")])
     writer = RunWriter(db, run_id)
-    Trainer(TrainConfig(algo="sac", correction="test-aux", **SMALL), StoreSink(writer)).run()  # type: ignore[arg-type]
+    Trainer(TrainConfig.make(algo="sac", correction="test-aux", **SMALL), StoreSink(writer)).run()  # type: ignore[arg-type]
     writer.flush(400, 200)
 
     exported = [dict(zip(columns("weights"), r, strict=True)) for r in rows(db, "weights")]

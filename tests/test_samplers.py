@@ -225,7 +225,7 @@ FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=1000, eval_freq=100
 def test_smoke_two_thousand_steps(algo: str, sampler: str) -> None:
     sink = RecordingSink()
     correction = "acoffpoc" if algo != "ddpg" else "ris-off-pac"  # every sampler beside a correction
-    config = TrainConfig(algo=algo, sampler=sampler, correction=correction, total_steps=2000, **FAST)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, sampler=sampler, correction=correction, total_steps=2000, **FAST)  # type: ignore[arg-type]
     result = Trainer(config, sink).run()
     assert result.status == "finished" and result.updates == 1000
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
@@ -241,7 +241,7 @@ def test_per_resumes_its_priorities_and_beta_exactly(tmp_path: Path) -> None:
     path = tmp_path / "run.pt"
     options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=400, start_steps=200, batch_size=32,
                    eval_freq=400, eval_episodes=1, checkpoint_every=0, sampler="per")  # fmt: skip
-    first = Trainer(TrainConfig(algo="td3", **options), checkpoint_path=path)  # type: ignore[arg-type]
+    first = Trainer(TrainConfig.make(algo="td3", **options), checkpoint_path=path)  # type: ignore[arg-type]
     first.run()
     shutil.copy(path, tmp_path / "b.pt")
     resumed = [Trainer.resume(p, RecordingSink(), total_steps=700) for p in (path, tmp_path / "b.pt")]
@@ -262,7 +262,7 @@ def test_ero_resumes_its_policy_optimiser_and_mask_exactly(tmp_path: Path) -> No
     path = tmp_path / "run.pt"
     options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=600, start_steps=200, batch_size=32,
                    eval_freq=600, eval_episodes=1, checkpoint_every=0, sampler="ero", ero_sample=128)  # fmt: skip
-    first = Trainer(TrainConfig(algo="sac", **options), checkpoint_path=path)  # type: ignore[arg-type]
+    first = Trainer(TrainConfig.make(algo="sac", **options), checkpoint_path=path)  # type: ignore[arg-type]
     first.run()
     before = first.sampler
     assert isinstance(before, ExperienceReplayOptimisation) and before.episodes == 3
@@ -282,13 +282,16 @@ def test_ero_resumes_its_policy_optimiser_and_mask_exactly(tmp_path: Path) -> No
 
 
 def test_bad_sampler_settings_are_one_line() -> None:
-    for options, message in [({"sampler": "ero2"}, "unknown sampler 'ero2'"), ({"per_alpha": 1.5}, "per_alpha"),
-                             ({"per_beta0": -0.1}, "per_beta0"), ({"ero_sample": 0}, "ero_sample"),
-                             ({"ero_lr": -1.0}, "ero_lr")]:  # fmt: skip
+    for options, message in [({"sampler": "ero2"}, "unknown sampler 'ero2'"),
+                             ({"sampler": "per", "per_alpha": 1.5}, "per_alpha must be in"),
+                             ({"sampler": "per", "per_beta0": -0.1}, "per_beta0 must be in"),
+                             ({"sampler": "ero", "ero_sample": 0}, "ero_sample must be at least 1"),
+                             ({"sampler": "ero", "ero_lr": -1.0}, "ero_lr must be a positive"),
+                             ({"per_alpha": 0.5}, "per_alpha is an option of per: this run's")]:  # fmt: skip
         with pytest.raises(ConfigError, match=message):
-            TrainConfig(**options).resolved()  # type: ignore[arg-type]
+            TrainConfig.make(**options).resolved()
     with pytest.raises(ValueError, match="unknown sampler"):
-        make_sampler("nope", TrainConfig())
+        make_sampler("nope", TrainConfig.make())
 
 
 # ---- the store and the CLI ----------------------------------------------------------------------------
@@ -306,6 +309,8 @@ def test_runs_record_their_sampler_and_compare_keeps_it_apart(tmp_path: Path) ->
     store = open_store(db, create=True)
     specs = [spec(correction="none", seed=s) for s in (0, 1)] + [spec(correction="acoffpoc", seed=s) for s in (0, 1)]
     specs += [spec(correction="none", seed=s) for s in (0, 1)]
+    for s in specs:  # as every stored config names its sampler
+        s.config["sampler"] = "uniform"
     for s in specs[4:]:
         s.config["sampler"] = "per"
     specs[2].config["sampler"] = specs[3].config["sampler"] = "per"
@@ -359,8 +364,10 @@ def test_the_dashboards_runs_table_names_a_sampler_other_than_uniform() -> None:
 def test_a_run_with_networks_of_its_own_repeats_exactly_from_its_seed(option: str, value: str) -> None:
     """ERO's replay policy and Geoff-PAC's density ratio start from the run's seed, like the agent."""
     options = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=600, start_steps=300, batch_size=32,
-                   eval_freq=600, eval_episodes=1, ero_sample=64, correction_start=300)  # fmt: skip
-    first, second = (Trainer(TrainConfig(algo="td3", **{option: value}, **options)) for _ in range(2))  # type: ignore[arg-type]
+                   eval_freq=600, eval_episodes=1, correction_start=300)  # fmt: skip
+    if value == "ero":
+        options["ero_sample"] = 64
+    first, second = (Trainer(TrainConfig.make(algo="td3", **{option: value}, **options)) for _ in range(2))
     own = "policy" if option == "sampler" else "c"
     holder = (lambda t: t.sampler) if option == "sampler" else (lambda t: t.correction)
     assert same(params(getattr(holder(first), own)), params(getattr(holder(second), own)))

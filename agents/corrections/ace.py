@@ -33,8 +33,9 @@ The critic, its targets and exploration are the baseline's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -42,11 +43,42 @@ from torch import Tensor
 from agents.corrections.base import Collected, CorrectionSettings, Weights
 from agents.corrections.behaviour import RANDOM_PHASE, RHO_BAR, BehaviourRatio
 from agents.corrections.densities import clipped_ratio
-from agents.corrections.traces import EPISODE_START, STEP, traces, windows
+from agents.corrections.traces import EPISODE_START, STEP, TraceOptions, traces, windows
+from agents.options import Options, choice
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
 
 EMPHASIS = Quantity("ace_m", "M", 0.0, 20.0)
+
+
+@dataclass(frozen=True)
+class PolicyGradientOptions(Options):
+    """How ACE and Geoff-PAC replace the baseline's policy gradient."""
+
+    prefix: ClassVar[str] = "pg"
+
+    form: str = "dpg"
+    """The actor gradient's form: dpg (the baseline's policy gradient weighted by the emphasis M; it
+    samples no action, so no ratio corrects one: ACE at λ₁ = 0 is the baseline), dpg-is (weighted by
+    ρ̄·M) or lr (the original methods' likelihood-ratio estimator through a Gaussian surrogate)."""
+    signal: str = "td"
+    """With pg_form=lr, the learning signal: td (δ = y − V(s)) or q (Q(s, a) − V(s))."""
+
+    def validate(self) -> None:
+        choice(self, "form", ("dpg", "dpg-is", "lr"))
+        choice(self, "signal", ("td", "q"))
+
+
+@dataclass(frozen=True)
+class ACEOptions(Options):
+    prefix: ClassVar[str] = "ace"
+
+    lambda1: float = 0.0
+    """λ₁ of the emphatic weighting, in [0, 1]; 0 (the paper's) makes ACE Off-PAC."""
+
+    def validate(self) -> None:
+        if not 0 <= self.lambda1 <= 1:
+            raise ValueError(f"ace_lambda1 must be in [0, 1], got {self.lambda1}")
 
 
 class ACE(BehaviourRatio):
@@ -57,13 +89,13 @@ class ACE(BehaviourRatio):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.options
-        self.likelihood_ratio = config.pg_form == "lr"
-        self.action_ratio = config.pg_form == "dpg-is"
-        self.td_signal = config.pg_signal == "td"
-        self.gamma = config.gamma
-        self.emphatic = config.ace_lambda1
-        self.window = config.trace_window
+        form = settings.option(PolicyGradientOptions)
+        self.likelihood_ratio = form.form == "lr"
+        self.action_ratio = form.form == "dpg-is"
+        self.td_signal = form.signal == "td"
+        self.gamma = settings.run_config.gamma
+        self.emphatic = settings.option(ACEOptions).lambda1
+        self.window = settings.option(TraceOptions).window
         if self.emphatic:
             self.quantities = (RHO_BAR, EMPHASIS)
         self.rho_bar: Tensor | None = None

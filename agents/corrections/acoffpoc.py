@@ -16,9 +16,10 @@ maximally off-policy, never as λ = 1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from operator import mul
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
 )
+from agents.options import Options, choice
 from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
 
@@ -59,6 +61,20 @@ ACTION_CLAMP = 1.0 - 1e-6
 
 RATIO_AT = ("sampled", "stored")
 """Where the stochastic variant evaluates π/η (``acoffpoc_ratio``), the default first."""
+
+
+@dataclass(frozen=True)
+class ACOffPOCOptions(Options):
+    prefix: ClassVar[str] = "acoffpoc"
+
+    ratio: str = "sampled"
+    """SAC: where λ_i's clip π/η is evaluated: sampled (a fresh action of the current policy,
+    Theorem 1 and the authors' code) or stored (the stored action, Section 4.2 and Algorithm 1: measured to
+    collapse SAC on HalfCheetah, docs/results.md)."""
+
+    def validate(self) -> None:
+        choice(self, "ratio", RATIO_AT)
+
 
 ESS = "lambda_ess"
 """The stochastic variant's per-update effective sample size of its λ_i."""
@@ -268,11 +284,10 @@ class StochasticACOffPOC(Correction):
         super().__init__(settings)
         _check_divergence(settings.divergence)
         self.divergence = settings.divergence
-        config = settings.options
-        if config.acoffpoc_ratio not in RATIO_AT:
-            raise ValueError(f"acoffpoc_ratio must be one of {', '.join(RATIO_AT)}, got {config.acoffpoc_ratio!r}")
-        self.sampled = config.acoffpoc_ratio == "sampled"
-        self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(config.batch_size)))
+        options = settings.option(ACOffPOCOptions)
+        options.validate()
+        self.sampled = options.ratio == "sampled"
+        self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(settings.run_config.batch_size)))
 
     def similarity(self, batch: Batch, policy: Any) -> Tensor:
         """λ_i for the batch under ``policy`` (anything with ``policy_distribution``, and a ``generator``

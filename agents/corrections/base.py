@@ -35,12 +35,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from agents.options import Options
 from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
 
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from agents.algorithms.base import ActorCritic
     from agents.config import TrainConfig
     from agents.replay import ReplayBuffer
+
+OptionsT = TypeVar("OptionsT", bound=Options)
 
 PolicyKind = Literal["deterministic", "stochastic"]
 
@@ -104,13 +107,17 @@ class CorrectionSettings:
     """The run's resolved config, where a correction finds its own options."""
 
     @property
-    def options(self) -> TrainConfig:
+    def run_config(self) -> TrainConfig:
         """The run's config, or the defaults where none was given (a correction built by hand)."""
         if self.config is not None:
             return self.config
         from agents.config import TrainConfig
 
         return TrainConfig()
+
+    def option(self, group: type[OptionsT]) -> OptionsT:
+        """The run's options of ``group``, or its defaults where none was given."""
+        return self.config.option(group) if self.config is not None else group()
 
 
 class Correction:

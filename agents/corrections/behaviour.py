@@ -31,6 +31,12 @@ RHO_BAR = Quantity("rho_bar", "ρ̄", 0.0, 2.0)
 """The clipped density ratio exp(min(log ρ, log 2)) ∈ [0, 2]."""
 
 
+def check_behaviour_noise(config: Any) -> None:
+    """DDPG/TD3 runs of a ratio correction need exploration noise: it is their behaviour density."""
+    if config.algo != "sac" and not config.exploration_std > 0:
+        raise ValueError(f"{config.correction} needs exploration_std > 0 (its behaviour density) for {config.algo}")
+
+
 class BehaviourRatio(Correction):
     """A correction that needs ρ_i: stores the behaviour and the start-phase flag, evaluates log ρ_i."""
 

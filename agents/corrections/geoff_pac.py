@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -51,6 +52,7 @@ from agents.corrections.base import Collected, CorrectionSettings, Weights
 from agents.corrections.behaviour import RHO_BAR
 from agents.corrections.densities import clipped_ratio
 from agents.corrections.traces import traces, windows
+from agents.options import Options, choice
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
 
@@ -59,6 +61,39 @@ M1 = Quantity("geoff_m1", "M1", 0.0, 20.0)
 C_LR, C_HIDDEN, C_TARGET_EVERY, C_NORMALISER = 1e-3, 64, 200, 1e-3
 RHO_CACHE, C_CACHE = "geoff_rho_bar", "geoff_c_bar"
 """Per-slot ρ̄ and c̄ as of the slot's last replay (``geoff_traces=cached``)."""
+
+
+@dataclass(frozen=True)
+class GeoffOptions(Options):
+    prefix: ClassVar[str] = "geoff"
+
+    lambda1: float = 0.7
+    """λ₁, the weight of the trace F1 in the emphasis M1, in [0, 1]."""
+    lambda2: float = 0.6
+    """λ₂, the weight of the trace F2 in M2, in [0, 1]."""
+    gamma_hat: float = 0.2
+    """γ̂ of the density ratio C and of M2, in [0, 1) (0: no M2, C ≡ 1)."""
+    m2_baseline: str = "state"
+    """What M2 subtracts from V(s_i) in the term of a predecessor's action: state (V of the state
+    that action was taken in), mean (the batch's leave-one-out mean of V) or none (the method as written).
+    A baseline leaves M2's expectation unchanged; state removes the most variance."""
+    m2: str = "off"
+    """The M2 term: off (none: measured to stop DDPG and SAC learning, docs/competitors.md; C still
+    learns with γ̂), one (one predecessor per transition, drawn ∝ κ and weighted by Σκ: unbiased) or all
+    (every predecessor in the window)."""
+    traces: str = "cached"
+    """The predecessors' ρ̄ and C in the traces: cached (as of each slot's last replay, as the
+    original's online traces keep the ratios of their time) or fresh (recomputed under the current policy)."""
+
+    def validate(self) -> None:
+        for name in ("lambda1", "lambda2"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"geoff_{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.gamma_hat < 1:
+            raise ValueError(f"geoff_gamma_hat must be in [0, 1), got {self.gamma_hat}")
+        choice(self, "m2_baseline", ("state", "mean", "none"))
+        choice(self, "m2", ("off", "one", "all"))
+        choice(self, "traces", ("cached", "fresh"))
 
 
 class DensityRatio(nn.Module):
@@ -93,13 +128,13 @@ class GeoffPAC(ACE):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.options
-        self.gamma, self.gamma_hat = config.gamma, config.geoff_gamma_hat
-        self.lambda1, self.lambda2 = config.geoff_lambda1, config.geoff_lambda2
-        self.baseline = config.geoff_m2_baseline
-        self.one_predecessor = config.geoff_m2 == "one"
-        self.m2 = config.geoff_m2 != "off" and self.gamma_hat > 0
-        self.cached = config.geoff_traces == "cached"
+        options = settings.option(GeoffOptions)
+        self.gamma, self.gamma_hat = settings.run_config.gamma, options.gamma_hat
+        self.lambda1, self.lambda2 = options.lambda1, options.lambda2
+        self.baseline = options.m2_baseline
+        self.one_predecessor = options.m2 == "one"
+        self.m2 = options.m2 != "off" and self.gamma_hat > 0
+        self.cached = options.traces == "cached"
         self.quantities = GeoffPAC.quantities  # ACE's emphasis (ace_lambda1) is not Geoff-PAC's
         if self.cached:
             self.fields = MappingProxyType({**ACE.fields, RHO_CACHE: 1, C_CACHE: 1})

@@ -16,16 +16,35 @@ The trust-region step is not ported.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from agents.corrections.base import Correction, CorrectionSettings
+from agents.options import Options, choice
 from agents.replay import Batch, ReplayBuffer
 
-IPG_WINDOW = 5_000
-"""Default ``ipg_window``: rllab++'s on-policy batch size."""
+
+@dataclass(frozen=True)
+class IPGOptions(Options):
+    prefix: ClassVar[str] = "ipg"
+
+    nu: float = 1.0
+    """ν, the likelihood-ratio share; ν = 1 (the paper's) is the only one implemented."""
+    state_source: str = "window"
+    """The actor's states: window (B drawn from the newest ipg_window transitions, its on-policy batch),
+    recent (exactly the B newest) or replay (the uniform batch: the baseline)."""
+    window: int = 5_000
+    """The newest transitions the actor's states are drawn from (rllab++'s on-policy batch size)."""
+
+    def validate(self) -> None:
+        if self.nu != 1:
+            raise ValueError(f"ipg_nu {self.nu}: only ν = 1 (the paper's IPG) is implemented")
+        choice(self, "state_source", ("window", "recent", "replay"))
+        if self.window < 1:
+            raise ValueError(f"ipg_window must be at least 1, got {self.window}")
 
 
 class IPG(Correction):
@@ -33,9 +52,9 @@ class IPG(Correction):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.config
-        self.source = config.ipg_state_source if config is not None else "window"
-        self.window = config.ipg_window if config is not None else IPG_WINDOW
+        options = settings.option(IPGOptions)
+        self.source = options.state_source
+        self.window = options.window
         self.replay: ReplayBuffer | None = None
         self.generator: torch.Generator | None = None
 

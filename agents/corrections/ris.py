@@ -9,17 +9,19 @@ L_actor = (1/B) Σ_i w_i ℓ_i with the baseline's ℓ_i; the critic is the base
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from agents.corrections.base import CorrectionSettings, Weights
 from agents.corrections.behaviour import BehaviourRatio
+from agents.options import Options, choice
 from agents.quantities import Quantity
 from agents.replay import Batch
 
-__all__ = ["RISOffPAC", "relative_weight"]
+__all__ = ["RISOffPAC", "RISOptions", "relative_weight"]
 
 
 def relative_weight(log_ratio: Tensor, beta: float = 0.2) -> Tensor:
@@ -39,6 +41,25 @@ def relative_weight(log_ratio: Tensor, beta: float = 0.2) -> Tensor:
 RIS_WEIGHT = "ris_w"
 
 
+@dataclass(frozen=True)
+class RISOptions(Options):
+    prefix: ClassVar[str] = "ris"
+
+    beta: float = 0.2
+    """β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
+    apply_to: str = "actor"
+    """The losses w weights: actor (the method's) or actor+critic."""
+    weighting: str = "importance"
+    """How w enters a loss: importance (L = mean_i w_i ℓ_i, the method as written) or normalised
+    (L = Σ w_i ℓ_i / Σ w_i, weighted importance sampling: the baseline's step size)."""
+
+    def validate(self) -> None:
+        if not 0 < self.beta < 1:
+            raise ValueError(f"ris_beta must be in (0, 1), got {self.beta}")
+        choice(self, "apply_to", ("actor", "actor+critic"))
+        choice(self, "weighting", ("importance", "normalised"))
+
+
 class RISOffPAC(BehaviourRatio):
     """w_i on the actor loss (``ris_apply_to = actor+critic``: the critic's too), as importance weights:
     L = mean_i w_i ℓ_i."""
@@ -47,11 +68,11 @@ class RISOffPAC(BehaviourRatio):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        config = settings.config
-        self.beta = config.ris_beta if config is not None else 0.2
-        self.critic_too = config is not None and config.ris_apply_to == "actor+critic"
+        options = settings.option(RISOptions)
+        self.beta = options.beta
+        self.critic_too = options.apply_to == "actor+critic"
         self.actor_only = not self.critic_too
-        self.normalised = config is not None and config.ris_weighting == "normalised"
+        self.normalised = options.weighting == "normalised"
         self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta),)
 
     def weights(self, batch: Batch, agent: Any) -> Weights:

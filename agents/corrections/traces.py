@@ -9,15 +9,31 @@ an episode, so a window never crosses an episode start, the wrap-around or an ov
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from agents.options import Options
 from agents.replay import ReplayBuffer
 
 STEP, EPISODE_START = "step", "episode_start"
+
+
+@dataclass(frozen=True)
+class TraceOptions(Options):
+    """The window of ACE's (λ₁ > 0) and Geoff-PAC's traces."""
+
+    prefix: ClassVar[str] = "trace"
+
+    window: int = 16
+    """Predecessors of each replayed transition the traces run over (ACE with λ₁ > 0, Geoff-PAC)."""
+
+    def validate(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"trace_window must be at least 1, got {self.window}")
 
 
 def windows(replay: ReplayBuffer, index: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

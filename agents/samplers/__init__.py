@@ -2,7 +2,8 @@
 
 A sampler (:class:`Sampler`) gives each update's slots and importance weights and hears the TD
 errors after the critic step; no algorithm file knows which one runs. Adding one means
-subclassing :class:`Sampler` and calling :func:`register` with a factory ``TrainConfig -> Sampler``.
+subclassing :class:`Sampler`, declaring its options (an :class:`~agents.options.Options` dataclass)
+and calling :func:`register` with a factory ``TrainConfig -> Sampler``, a summary and the options.
 """
 
 from __future__ import annotations
@@ -10,21 +11,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agents import plugins
+from agents.options import Options
 from agents.samplers.base import Sampler
 from agents.samplers.cer import CombinedReplay
-from agents.samplers.ero import ExperienceReplayOptimisation
-from agents.samplers.per import Prioritised, SumTree
+from agents.samplers.ero import EROOptions, ExperienceReplayOptimisation
+from agents.samplers.per import PEROptions, Prioritised, SumTree
 
 SamplerFactory = Callable[[Any], Sampler]
 
 _REGISTRY: dict[str, SamplerFactory] = {}
 
 
-def register(name: str, factory: SamplerFactory) -> None:
-    """Make a sampler available under ``name`` (config, CLI, store)."""
+def register(name: str, factory: SamplerFactory, *, summary: str = "", options: tuple[type[Options], ...] = ()) -> None:
+    """Make a sampler available under ``name`` (config, CLI, store, help); ``options`` as a correction's."""
     if name in _REGISTRY:
         raise ValueError(f"sampler {name!r} is already registered")
+    plugins.add(plugins.PlugIn("sampler", name, summary, options))
     _REGISTRY[name] = factory
+
+
+def summaries() -> str:
+    """``name (summary); ...`` for help texts."""
+    return "; ".join(f"{p.name} ({p.summary})" for p in plugins.plugins("sampler"))
 
 
 def names() -> tuple[str, ...]:
@@ -41,12 +50,22 @@ def make_sampler(name: str, config: Any) -> Sampler:
     return factory(config)
 
 
-register("uniform", lambda config: Sampler())
-register("cer", lambda config: CombinedReplay())
-register("per", lambda config: Prioritised(config.per_alpha, config.per_beta0, config.per_beta_increment))
-register("ero", lambda c: ExperienceReplayOptimisation(c.ero_hidden, c.ero_lr, c.ero_sample, c.ero_every))
+def _per(config: Any) -> Sampler:
+    options = config.option(PEROptions)
+    return Prioritised(options.alpha, options.beta0, options.beta_increment)
+
+
+def _ero(config: Any) -> Sampler:
+    options = config.option(EROOptions)
+    return ExperienceReplayOptimisation(options.hidden, options.lr, options.sample, options.every)
+
+
+register("uniform", lambda config: Sampler(), summary="uniform over the buffer")
+register("cer", lambda config: CombinedReplay(), summary="B − 1 uniform and the newest (Zhang & Sutton)")
+register("per", _per, summary="prioritised by |TD error| (LAP-PAL's PER_TD3)", options=(PEROptions,))
+register("ero", _ero, summary="a learned replay policy masks the buffer (Zha et al.)", options=(EROOptions,))
 
 __all__ = [
     "CombinedReplay", "ExperienceReplayOptimisation", "Prioritised", "Sampler", "SumTree", "make_sampler", "names",
-    "register",
+    "register", "summaries",
 ]  # fmt: skip

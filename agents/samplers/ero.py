@@ -17,13 +17,16 @@ every number here is a recorded config value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from agents.options import Options
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
 from agents.samplers.base import Sampler
@@ -45,6 +48,27 @@ class ReplayPolicy(nn.Module):
 
     def forward(self, features: Tensor) -> Tensor:
         return self.net(features)
+
+
+@dataclass(frozen=True)
+class EROOptions(Options):
+    prefix: ClassVar[str] = "ero"
+
+    hidden: int = 64
+    """The replay policy's hidden width (3 → h → h → 1)."""
+    lr: float = 1e-4
+    """The replay policy's Adam learning rate."""
+    sample: int = 1024
+    """Transitions drawn uniformly for each REINFORCE step."""
+    every: int = 1
+    """Training episodes between REINFORCE steps and mask redraws."""
+
+    def validate(self) -> None:
+        for name in ("hidden", "sample", "every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ero_{name} must be at least 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"ero_lr must be a positive number, got {self.lr}")
 
 
 class ExperienceReplayOptimisation(Sampler):

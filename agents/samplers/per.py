@@ -9,13 +9,16 @@ batch, capped at 1. Everything works on whole batches in NumPy: no per-sample Py
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from agents.options import Options
 from agents.quantities import Quantity
 from agents.replay import Batch
 from agents.samplers.base import Sampler
@@ -79,6 +82,23 @@ class SumTree:
             np.subtract(mass, left, out=mass, where=right)
             node = child + right
         return node - self.leaves
+
+
+@dataclass(frozen=True)
+class PEROptions(Options):
+    prefix: ClassVar[str] = "per"
+
+    alpha: float = 0.6
+    """Priorities are |TD error|^α, α in [0, 1]."""
+    beta0: float = 0.4
+    """The importance-weight exponent β at the first batch, in [0, 1]."""
+    beta_increment: float = 2e-7
+    """β's rise per batch, capped at 1."""
+
+    def validate(self) -> None:
+        for flat, value in self.flat().items():
+            if not (math.isfinite(value) and 0 <= value <= 1):
+                raise ValueError(f"{flat} must be in [0, 1], got {value}")
 
 
 class Prioritised(Sampler):

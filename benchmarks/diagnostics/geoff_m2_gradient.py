@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="state", choices=("state", "mean", "none"))
     parser.add_argument("--steps", type=int, default=6000)
     args = parser.parse_args()
-    config = TrainConfig(algo=args.algo, env_id="Pendulum-v1", correction="geoff-pac", geoff_m2="one",
+    config = TrainConfig.make(algo=args.algo, env_id="Pendulum-v1", correction="geoff-pac", geoff_m2="one",
                          geoff_m2_baseline=args.baseline, total_steps=args.steps, start_steps=1000,
                          eval_freq=args.steps, eval_episodes=1)  # fmt: skip
     trainer = Trainer(config)

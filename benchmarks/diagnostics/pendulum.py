@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a config field")
     args = parser.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
-    config = with_overrides(TrainConfig(algo=args.algo, correction=args.correction, **PENDULUM), overrides)  # type: ignore[arg-type]
+    config = with_overrides(TrainConfig.make(algo=args.algo, correction=args.correction, **PENDULUM), overrides)  # type: ignore[arg-type]
     sink = RecordingSink()
     start = time.perf_counter()
     Trainer(config, sink).run()

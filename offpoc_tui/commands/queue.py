@@ -41,7 +41,7 @@ def run(
     algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
     env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
     correction: Annotated[
-        str, typer.Option(help="none, acoffpoc, or a competitor: ace, geoff-pac, ipg, ris-off-pac.")
+        str, typer.Option(help="A registered correction, e.g. acoffpoc (offpoc config lists them all).")
     ] = "none",
     divergence: Annotated[str | None, typer.Option(help="AC-Off-POC's: jsd, symkl or kl [default: jsd].")] = None,
     ref_std: Annotated[
@@ -64,7 +64,7 @@ def run(
         int | None, typer.Option(parser=count, help="Replay capacity in transitions [default: 1,000,000].")
     ] = None,
     sampler: Annotated[
-        str | None, typer.Option(help="Replay sampler: uniform, cer, per or ero [default: uniform].")
+        str | None, typer.Option(help="A registered replay sampler (offpoc config lists them) [default: uniform].")
     ] = None,
     set_: Annotated[
         list[str] | None,
@@ -267,23 +267,30 @@ def config(
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="One object per field, for scripts.")] = False,
 ) -> None:
-    """Every run config field --set takes (and sweep files' [set]): its default, type and meaning."""
-    import dataclasses
-
-    from agents.config import ALGORITHMS, TrainConfig, field_docs, field_type
+    """Every run config field --set takes (and sweep files' [set]): its default, type and meaning; then
+    each registered correction and sampler with the options it takes."""
+    from agents import plugins
+    from agents.config import ALGORITHMS, TrainConfig, common_names, field_docs, field_type
 
     if algo is not None and algo.lower() not in ALGORITHMS:
         fail(f"unknown algorithm {algo!r}: choose one of {', '.join(ALGORITHMS)}")
     base = TrainConfig(algo=algo.lower()) if algo else TrainConfig()
-    defaults = base.resolved() if algo else base
+    defaults = (base.resolved() if algo else base).to_dict()
     docs = field_docs()
-    rows = [
-        (f.name, getattr(defaults, f.name), field_type(f.name), docs.get(f.name, ""))
-        for f in dataclasses.fields(TrainConfig)
-        if f.name not in ("algo", "env_id", "correction")  # the run command's arguments
-    ]
+    common = [name for name in common_names() if name not in ("algo", "env_id", "correction")]  # run's arguments
+    sections: list[tuple[str, list[str]]] = [("every run", common)]
+    for group in plugins.groups():
+        owners = ", ".join(p.name for p in plugins.owners(group))
+        defaults.update(group().flat())
+        sections.append((owners, list(group.flat_names())))
     if json_:
-        typer.echo(json.dumps([dict(zip(("field", "default", "type", "meaning"), r, strict=True)) for r in rows]))
+        rows = [
+            {"field": name, "default": defaults[name], "type": field_type(name), "meaning": docs.get(name, ""),
+             "applies_to": applies_to}
+            for applies_to, names in sections
+            for name in names
+        ]  # fmt: skip
+        typer.echo(json.dumps(rows))
         return
     from rich.table import Table
 
@@ -291,10 +298,23 @@ def config(
     table = Table(title=f"Run config fields, {shown}", title_justify="left", box=None, header_style="bold")
     for column in ("field", "default", "type", "meaning"):
         table.add_column(column, overflow="fold")
-    for name, value, kind, meaning in rows:
-        shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-        table.add_row(name, shown_value, kind, meaning)
-    tables_out().print(table, markup=False, highlight=False)
+    for applies_to, names in sections:
+        table.add_section()
+        table.add_row(f"{applies_to}:", "", "", "", style="bold")
+        for name in names:
+            value = defaults[name]
+            shown_value = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            table.add_row(name, shown_value, field_type(name), docs.get(name, ""))
+    console = tables_out()
+    console.print(table, markup=False, highlight=False)
+    for kind in ("correction", "sampler"):
+        listing = Table(title=f"{kind.capitalize()}s (--{kind})", title_justify="left", box=None, header_style="bold")
+        for column in ("name", "what it is", "its options"):
+            listing.add_column(column, overflow="fold")
+        for plugin in plugins.plugins(kind):
+            options = ", ".join(f for group in plugin.options for f in group.flat_names()) or "–"
+            listing.add_row(plugin.name, plugin.summary, options)
+        console.print(listing, markup=False, highlight=False)
 
 
 def jobs(

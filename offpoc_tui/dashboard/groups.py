@@ -132,9 +132,18 @@ class Comparison(NamedTuple):
     budget: Budget
 
 
-def config_diff(config: dict[str, Any], baseline: dict[str, Any]) -> str:
-    keys = sorted((set(config) | set(baseline)) - IGNORED_IN_DIFF)
-    return ", ".join(f"{k}={config.get(k)}" for k in keys if config.get(k) != baseline.get(k))
+def config_diff(config: dict[str, Any], baseline: dict[str, Any], varying: frozenset[str] = frozenset()) -> str:
+    """What sets a method's runs apart from its baseline's: the entries both configs have that differ, and
+    of its plug-ins' own options (entries the baseline lacks, implied by the correction) those in
+    ``varying``, the ones that differ between the table's groups of the same correction."""
+    keys = sorted(((set(config) & set(baseline)) | (set(config) & varying)) - IGNORED_IN_DIFF)
+    return ", ".join(f"{k}={config.get(k)}" for k in keys if k in varying or config.get(k) != baseline.get(k))
+
+
+def varying_options(configs: list[dict[str, Any]], baseline: dict[str, Any]) -> frozenset[str]:
+    """The entries the baseline lacks whose values differ between ``configs`` (one correction's groups)."""
+    keys = {k for c in configs for k in c} - set(baseline)
+    return frozenset(k for k in keys if len({repr(c.get(k)) for c in configs}) > 1)
 
 
 def compare(
@@ -179,6 +188,9 @@ def compare(
             p = welch_p(finals[key], finals[base])
             improvement = probability_of_improvement({key[1]: finals[key]}, {key[1]: finals[base]})
         base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
+        config = configs.get(groups[key][0]["id"], {})
+        same_correction = [configs.get(groups[k][0]["id"], {}) for k in keys if k[1:3] == key[1:3]]
+        varying = varying_options(same_correction, base_config)
         curve = band(every[key])
         rows.append(
             CompareRow(
@@ -190,7 +202,7 @@ def compare(
                 p_value=p,
                 improvement=improvement,
                 steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
-                config_diff="" if key == base else config_diff(configs.get(groups[key][0]["id"], {}), base_config),
+                config_diff="" if key == base else config_diff(config, base_config, varying),
                 curve=curve,
                 final_span=final_span(seeds[key], last),
                 short=len(every[key]) - n,

@@ -1,0 +1,99 @@
+"""The plug-in catalogue: each registered correction and sampler, what it is in one line, its options.
+
+:func:`agents.corrections.register` and :func:`agents.samplers.register` fill it; the run config
+(which options a run takes, their checks), ``offpoc config``, ``--help`` and the sweep files read
+it. It imports no plug-in, so :mod:`agents.config` reads it without an import cycle: importing any
+part of ``agents`` runs the package's ``__init__``, which registers the built-in plug-ins first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agents.options import Options
+
+__all__ = ["Kind", "PlugIn", "add", "get", "group_of", "groups", "names", "owned_groups", "owners", "plugins", "remove"]
+
+Kind = Literal["correction", "sampler"]
+
+
+@dataclass(frozen=True)
+class PlugIn:
+    """A registered correction or sampler, as the config and the help see it."""
+
+    kind: Kind
+    name: str
+    summary: str
+    """One line for the help lists."""
+    options: tuple[type[Options], ...] = ()
+    """Its option groups (shared groups included), in the order ``offpoc config`` lists them."""
+    check: Callable[[Any], None] | None = None
+    """A check against the whole resolved run config (a ``TrainConfig``), raising ``ValueError``: for
+    what depends on common fields (a behaviour density needs exploration noise)."""
+    own_actor_loss: bool | Callable[[Any], bool] = False
+    """Corrections: whether it writes its own actor loss (so runs train with autograd), or a function
+    of the run's config where an option decides."""
+
+    def writes_actor_loss(self, config: Any) -> bool:
+        """:attr:`own_actor_loss` for a run with ``config`` (a ``TrainConfig``)."""
+        own = self.own_actor_loss
+        return own(config) if callable(own) else own
+
+
+_CATALOGUE: dict[tuple[Kind, str], PlugIn] = {}
+
+
+def add(plugin: PlugIn) -> None:
+    """Catalogue a plug-in; its groups' flat names must not mean something else already."""
+    if (plugin.kind, plugin.name) in _CATALOGUE:
+        raise ValueError(f"{plugin.kind} {plugin.name!r} is already registered")
+    for group in plugin.options:
+        for flat in group.flat_names():
+            other = group_of(flat)
+            if other is not None and other is not group:
+                raise ValueError(f"option {flat} of {plugin.name} is already {other.__name__}'s")
+    _CATALOGUE[(plugin.kind, plugin.name)] = plugin
+
+
+def remove(kind: Kind, name: str) -> None:
+    """Forget a plug-in (tests and notebooks that register their own)."""
+    _CATALOGUE.pop((kind, name), None)
+
+
+def get(kind: Kind, name: str) -> PlugIn | None:
+    return _CATALOGUE.get((kind, name))
+
+
+def plugins(kind: Kind) -> tuple[PlugIn, ...]:
+    """The plug-ins of a kind, in registration order."""
+    return tuple(p for (k, _), p in _CATALOGUE.items() if k == kind)
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    return tuple(p.name for p in plugins(kind))
+
+
+def groups() -> tuple[type[Options], ...]:
+    """Every option group of a registered plug-in, once each, in registration order."""
+    seen: dict[type[Options], None] = {}
+    for plugin in _CATALOGUE.values():
+        seen.update(dict.fromkeys(plugin.options))
+    return tuple(seen)
+
+
+def group_of(flat: str) -> type[Options] | None:
+    """The group whose field ``flat`` names, if a registered plug-in has one."""
+    return next((g for g in groups() if flat in g.flat_names()), None)
+
+
+def owners(group: type[Options]) -> tuple[PlugIn, ...]:
+    """The plug-ins that take a group's options."""
+    return tuple(p for p in _CATALOGUE.values() if group in p.options)
+
+
+def owned_groups(correction: str, sampler: str) -> tuple[type[Options], ...]:
+    """The option groups a run with this correction and sampler takes, each once."""
+    chosen = (get("correction", correction), get("sampler", sampler))
+    return tuple(dict.fromkeys(g for p in chosen if p is not None for g in p.options))
