@@ -339,6 +339,15 @@ lacks one resumes, compares and shows as what it ran, not as today's default."""
 _COMMON: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
 
 
+def config_defaults() -> dict[str, Any]:
+    """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
+    common = {
+        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in _COMMON} for a in ALGORITHMS
+    }
+    options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
+    return {"algorithms": common, "options": options}
+
+
 def common_names() -> tuple[str, ...]:
     """The fields every run has, in field order."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")

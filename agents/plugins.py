@@ -14,7 +14,20 @@ from typing import Any, Literal
 
 from agents.options import Options
 
-__all__ = ["Kind", "PlugIn", "add", "get", "group_of", "groups", "names", "owned_groups", "owners", "plugins", "remove"]
+__all__ = [
+    "Kind",
+    "PlugIn",
+    "add",
+    "get",
+    "group_of",
+    "groups",
+    "names",
+    "option_owners",
+    "owned_groups",
+    "owners",
+    "plugins",
+    "remove",
+]
 
 Kind = Literal["correction", "sampler"]
 
@@ -91,6 +104,11 @@ def group_of(flat: str) -> type[Options] | None:
 def owners(group: type[Options]) -> tuple[PlugIn, ...]:
     """The plug-ins that take a group's options."""
     return tuple(p for p in _CATALOGUE.values() if group in p.options)
+
+
+def option_owners() -> dict[str, list[str]]:
+    """Each option's flat name → the plug-ins that take it, by name."""
+    return {flat: [p.name for p in owners(group)] for group in groups() for flat in group.flat_names()}
 
 
 def owned_groups(correction: str, sampler: str) -> tuple[type[Options], ...]:

@@ -29,8 +29,8 @@ PANEL_SIZE_IN = (4.2, 3.2)
 DPI = 150
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
-Series = tuple[str, str, str | None, str, str]
-"""(env, correction, divergence, source, sampler): one line in a panel."""
+Series = tuple[str, str, str | None, str, str, str]
+"""(env, correction, divergence, source, sampler, variant): one line in a panel."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,16 @@ def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1) -> li
         if run["id"] not in curves:  # no evaluation yet
             continue
         steps, _, returns = curves[run["id"]]
-        series = (run["env"], run["correction"], run["divergence"], source_of(run), run.get("sampler") or "uniform")
+        sampler = run.get("sampler") or "uniform"
+        series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
         seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
         seeds.append((np.asarray(steps, dtype=np.int64), smooth(np.asarray(returns), window)))
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
 
 
 def _label(algo: str, series: Series, mixed: bool) -> str:
-    env, correction, divergence, source, sampler = series
-    label = method_label(algo, correction, divergence, sampler)
+    env, correction, divergence, source, sampler, variant = series
+    label = method_label(algo, correction, divergence, sampler, variant)
     return f"{label} [{source} {env_version(env)}]" if mixed else label
 
 
@@ -66,8 +67,8 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
     algos = sorted({p.algo for p in panel_list})
     families = sorted({p.family for p in panel_list})
     methods = sorted(
-        {(s[1], s[2], s[4]) for p in panel_list for s in p.series},
-        key=lambda m: (m[2] != "uniform", m[2], method_rank(m[0]), m[1] or ""),
+        {(s[1], s[2], s[4], s[5]) for p in panel_list for s in p.series},
+        key=lambda m: (m[2] != "uniform", m[2], method_rank(m[0]), m[1] or "", m[3]),
     )
     colour = {m: COLOURS[i % len(COLOURS)] for i, m in enumerate(methods)}
     width, height = PANEL_SIZE_IN
@@ -79,12 +80,12 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
         axes = grid[algos.index(panel.algo), families.index(panel.family)]
         axes.set_visible(True)
         mixed = len({(s[0], s[3]) for s in panel.series}) > 1
-        for series in sorted(panel.series, key=lambda s: (*series_order(*s[:4]), s[4] != "uniform", s[4])):
+        for series in sorted(panel.series, key=lambda s: (*series_order(*s[:4]), s[4] != "uniform", s[4], s[5])):
             seeds = panel.series[series]
             curve = band(seeds)
             x, mean, half = curve.steps, curve.mean, curve.half_width
             dashes = "--" if mixed and series[3] != "offpoc" else "-"
-            line_colour = colour[(series[1], series[2], series[4])]
+            line_colour = colour[(series[1], series[2], series[4], series[5])]
             label = f"{_label(panel.algo, series, mixed)} (n={len(seeds)})"
             axes.plot(x, mean, dashes, color=line_colour, linewidth=1.2, label=label)
             ok = ~np.isnan(half)

@@ -22,8 +22,9 @@ METRIC_TITLES = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_g
 
 
 def _label(key: MethodKey) -> str:
-    algo, correction, divergence, sampler, source = key
-    return method_label(algo, correction, divergence, sampler) + ("" if source == "offpoc" else f" [{source}]")
+    algo, correction, divergence, sampler, source, variant = key
+    label = method_label(algo, correction, divergence, sampler, variant)
+    return label + ("" if source == "offpoc" else f" [{source}]")
 
 
 def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:

@@ -224,8 +224,12 @@ def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
 def queue_missing(store: sqlite_utils.Database, grid: Sweep, backend: str | None) -> list[int]:
     """Queue the grid's runs the store lacks; the new ids. What is missing and its insert are one write
     transaction, so two sweeps of one file at once queue the grid once."""
+    from agents.config import config_defaults
+    from agents.plugins import option_owners
     from store.reader import configs
+    from store.variants import record_catalogue
 
     with write(store):
         named = [row[0] for row in store.execute("SELECT id FROM runs WHERE name = ?", [grid.name])]
+        record_catalogue(store, option_owners(), config_defaults())
         return insert_runs(store, missing(configs(store, named).values(), grid.specs), backend)

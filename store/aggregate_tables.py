@@ -28,17 +28,18 @@ AGGREGATE_COLUMNS = ("algo", "method", "source", "metric", "estimate", "ci_low",
 IMPROVEMENT_COLUMNS = ("algo", "method", "source", "baseline", "probability", "ci_low", "ci_high", "n_tasks")
 BASELINE = "none"
 
-MethodKey = tuple[str, str, str | None, str, str]
-"""(algo, correction, divergence, sampler, source)."""
+MethodKey = tuple[str, str, str | None, str, str, str]
+"""(algo, correction, divergence, sampler, source, variant)."""
 MethodScores = dict[MethodKey, dict[str, np.ndarray]]
 
 
 def method_name(key: MethodKey) -> str:
     """``none``, ``acoffpoc``, ``acoffpoc/kl``, ``none+per``: the divergence where not the paper's, a sampler
     other than uniform."""
-    _, correction, divergence, sampler, _ = key
+    _, correction, divergence, sampler, _, variant = key
     name = correction if divergence in (None, DEFAULT_DIVERGENCE) else f"{correction}/{divergence}"
-    return name if sampler == DEFAULT_SAMPLER else f"{name}+{sampler}"
+    name = name if sampler == DEFAULT_SAMPLER else f"{name}+{sampler}"
+    return f"{name} {{{variant}}}" if variant else name
 
 
 def task_budgets_of(db: sqlite_utils.Database, until: int | None = None, **filters: Any) -> dict[Task, Budget]:
@@ -69,10 +70,13 @@ def method_scores(
             continue
         _, returns = final_evaluations(db, run["id"], window, budget.step)
         offset, scale = normaliser(run["env"], normalise)
-        key = (run["algo"], run["correction"], run["divergence"], run.get("sampler") or DEFAULT_SAMPLER, source_of(run))
+        sampler = run.get("sampler") or DEFAULT_SAMPLER
+        key = (run["algo"], run["correction"], run["divergence"], sampler, source_of(run), run.get("variant", ""))
         score = (float(np.mean(returns)) - offset) / scale  # the window's evaluations, as the summary takes them
         found.setdefault(key, {}).setdefault(run["env"], []).append(score)
-    order = sorted(found, key=lambda k: (k[0], k[4], k[3] != DEFAULT_SAMPLER, k[3], method_rank(k[1]), k[2] or ""))
+    order = sorted(
+        found, key=lambda k: (k[0], k[4], k[3] != DEFAULT_SAMPLER, k[3], method_rank(k[1]), k[2] or "", k[5])
+    )
     return {key: {task: np.asarray(v) for task, v in sorted(found[key].items())} for key in order}
 
 
@@ -92,8 +96,10 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     (:data:`IMPROVEMENT_COLUMNS`)."""
     rows = []
     for key, tasks in scores.items():
-        algo, correction, _, sampler, source = key
-        base = (algo, BASELINE, None, sampler, source)
+        algo, correction, _, sampler, source, variant = key
+        base: MethodKey = (algo, BASELINE, None, sampler, source, variant)
+        if base not in scores:  # a variant the baseline was not run in: the baseline's default settings
+            base = (algo, BASELINE, None, sampler, source, "")
         if correction == BASELINE or base not in scores or not set(tasks) & set(scores[base]):
             continue
         probability, low, high = improvement_interval(tasks, scores[base], resamples, seed)

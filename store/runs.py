@@ -73,6 +73,8 @@ class RunRow(TypedDict, total=False):
     traceback: str | None
     duplicate_of: int | None
     backend: str | None
+    variant: str
+    """What sets the run apart from other runs of its method in the set read (:mod:`store.variants`)."""
     stop_requested: int
     owner: str | None
     sampler: str

@@ -21,6 +21,7 @@ from store.reader import DEFAULT_SAMPLER, list_runs
 from store.runs import RunRow
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 from store.tasks import SOURCES, env_family, env_matches, source_of
+from store.variants import label_variants
 
 METHOD_ORDER = ("none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac")
 """The paper's order of methods; any other correction follows, alphabetically."""
@@ -30,13 +31,15 @@ METHOD_NAMES = {
 DEFAULT_DIVERGENCE = "jsd"
 """The paper's divergence: a method label names the divergence only when it is another."""
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
-COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short")
+COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant")
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 
-def method_label(algo: str, correction: str, divergence: str | None, sampler: str = DEFAULT_SAMPLER) -> str:
+def method_label(
+    algo: str, correction: str, divergence: str | None, sampler: str = DEFAULT_SAMPLER, variant: str = ""
+) -> str:
     """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names; a sampler other
-    than uniform follows in brackets (``TD3 [PER]``)."""
+    than uniform follows in brackets (``TD3 [PER]``), a variant in braces (``TD3 {batch_size=64}``)."""
     label = algo.upper()
     if correction != "none":
         label += " + " + METHOD_NAMES.get(correction, correction)
@@ -44,6 +47,8 @@ def method_label(algo: str, correction: str, divergence: str | None, sampler: st
         label += f" ({divergence.upper()})"
     if sampler != DEFAULT_SAMPLER:
         label += f" [{SAMPLER_NAMES.get(sampler, sampler)}]"
+    if variant:
+        label += f" {{{variant}}}"
     return label
 
 
@@ -81,6 +86,8 @@ class SummaryRow:
     n_short: int = 0
     """Seeds with evaluations that have not reached the budget (still training, or ended before it): not in
     the statistics. A row whose seeds are all short has no mean (NaN)."""
+    variant: str = ""
+    """The settings that set these runs apart from other runs of the method (:mod:`store.variants`)."""
 
     @property
     def training(self) -> bool:
@@ -120,14 +127,15 @@ def matching_runs(
     sources: list[str] | None = None,
     dedupe: bool = False,
 ) -> list[RunRow]:
-    """Runs matching the filters: ``envs`` takes exact ids or families (``Hopper`` matches every
-    Hopper version), ``sources`` names from :data:`SOURCES`; ``dedupe`` leaves out runs flagged as
-    another's copy (:mod:`store.duplicates`)."""
-    return [
+    """Runs matching the filters, each with its ``variant``: ``envs`` takes exact ids or families (``Hopper``
+    matches every Hopper version), ``sources`` names from :data:`SOURCES`; ``dedupe`` leaves out runs
+    flagged as another's copy (:mod:`store.duplicates`)."""
+    runs = [
         r
         for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids, sources=sources)
         if (envs is None or env_matches(r["env"], envs)) and not (dedupe and r.get("duplicate_of") is not None)
     ]
+    return label_variants(db, runs)
 
 
 def _summary_order(r: SummaryRow) -> tuple[Any, ...]:
@@ -162,14 +170,15 @@ def summary_rows(
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach, until)
     window = FinalWindow.of(last)
-    groups: dict[tuple[str, str, str, str | None, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
-    short: dict[tuple[str, str, str, str | None, str, str], int] = {}
-    furthest: dict[tuple[str, str, str, str | None, str, str], int] = {}
+    groups: dict[tuple[str, str, str, str | None, str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    short: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
+    furthest: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     for run in runs:
         if run["id"] not in reach:
             continue
         sampler = run.get("sampler") or DEFAULT_SAMPLER
-        key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler)
+        key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler,
+               run.get("variant", ""))  # fmt: skip
         furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
         budget = budgets[(run["algo"], env_family(run["env"]))]
         groups.setdefault(key, [])
@@ -179,7 +188,7 @@ def summary_rows(
             short[key] = short.get(key, 0) + 1
     rows = []
     for key, curves in groups.items():
-        algo, env, correction, divergence, source, sampler = key
+        algo, env, correction, divergence, source, sampler, variant = key
         n, mean, half = final_performance(curves, window)
         family = env_family(env)
         step = budgets[(algo, family)].step
@@ -199,6 +208,7 @@ def summary_rows(
                 sampler,
                 step,
                 short.get(key, 0),
+                variant,
             )
         )
     return sorted(rows, key=_summary_order)

@@ -34,7 +34,7 @@ class Layout:
 
 
 def _row_label(row: SummaryRow, mixed_sources: bool) -> str:
-    label = method_label(row.algo, row.correction, row.divergence, row.sampler)
+    label = method_label(row.algo, row.correction, row.divergence, row.sampler, row.variant)
     return f"{label} [{row.source}]" if mixed_sources else label
 
 

@@ -25,11 +25,12 @@ from offpoc_tui.console import (
 from offpoc_tui.control import ControlError
 from offpoc_tui.params import count
 from store import StoreError
-from store.db import check_writable
+from store.db import check_writable, write
 from store.files import RunFiles
 from store.files import check_usable as check_run_files
 from store.reader import list_runs
 from store.runs import RunRow, create_runs, reap_lost
+from store.variants import record_catalogue
 
 JobsOption = Annotated[
     int | None,
@@ -128,6 +129,11 @@ def run(
     store = open_db(db, create=True)
     configure(store, jobs, where, address, checkpoint_dir)
     ids = create_runs(store, specs, where)
+    from agents.config import config_defaults  # agents is loaded already: build_specs checked the configs
+    from agents.plugins import option_owners
+
+    with write(store):
+        record_catalogue(store, option_owners(), config_defaults())
     files = RunFiles.of(store, db)
     stale = files.ensure()
     if stale is not None:

@@ -45,7 +45,7 @@ def across_tasks(
         except NormalisationError:
             return f"across tasks: no random and reference scores for {run['env']}, so no aggregate"
         key = group_key(run)
-        method = (key[2], key[3], key[4], key[5])  # correction, divergence, source, sampler
+        method = (key[2], key[3], key[4], key[5], key[6])  # correction, divergence, source, sampler, variant
         score = (float(final_returns([(steps, returns)], window)[0]) - offset) / scale
         methods.setdefault(method, {}).setdefault(run["env"], []).append(score)
     tasks = sorted({env for tasks in methods.values() for env in tasks})
@@ -57,8 +57,11 @@ def across_tasks(
         estimate, low, high = interval(iqm, arrays, RESAMPLES)
         name = method[0] if method[1] is None else f"{method[0]}/{method[1]}"
         name += "" if method[2] == "offpoc" else f" {method[2]}"
+        name += f" {{{method[4]}}}" if method[4] else ""
         text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
-        base = methods.get((BASELINE, None, method[2], method[3]))
+        base = methods.get(
+            (BASELINE, None, method[2], method[3], method[4]), methods.get((BASELINE, None, method[2], method[3], ""))
+        )
         if method[0] != BASELINE and base is not None and set(base) & set(scores):
             p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
             text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"

@@ -34,6 +34,7 @@ from store import StoreError, open_store
 from store.reader import list_runs
 from store.runs import RunRow, reap_lost
 from store.stats import BAND_KINDS, FinalWindow
+from store.variants import label_variants
 
 POLL_S = 1.0
 REAP_EVERY_S = 10.0
@@ -150,7 +151,7 @@ class Dashboard(App[None]):
                     reaped = time.monotonic()
                     with contextlib.suppress(sqlite3.OperationalError):  # read-only store: show what is there
                         reap_lost(store)
-                runs = list_runs(store)
+                runs = label_variants(store, list_runs(store))
                 model.forget(runs)
                 self.post_message(RunsUpdated(runs, time.perf_counter() - start))
                 request = self.request

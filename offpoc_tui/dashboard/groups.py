@@ -33,8 +33,8 @@ from store.stats import (
 from store.summary import series_order
 from store.tasks import env_version, source_of
 
-GroupKey = tuple[str, str, str, str | None, str, str]
-"""(algo, env, correction, divergence, source, sampler)."""
+GroupKey = tuple[str, str, str, str | None, str, str, str]
+"""(algo, env, correction, divergence, source, sampler, variant)."""
 
 BASELINE = "none"
 IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "imported"}
@@ -43,13 +43,23 @@ IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "impor
 
 def group_key(run: RunRow) -> GroupKey:
     sampler = run.get("sampler") or DEFAULT_SAMPLER
-    return run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler
+    return (
+        run["algo"],
+        run["env"],
+        run["correction"],
+        run["divergence"],
+        source_of(run),
+        sampler,
+        run.get("variant", ""),
+    )
 
 
 def method(key: GroupKey) -> str:
-    """``none``, ``acoffpoc/jsd``, ``none+per``: the correction, its divergence, a sampler other than uniform."""
+    """``none``, ``acoffpoc/jsd``, ``none+per``, ``none {batch_size=64}``: the correction, its divergence, a
+    sampler other than uniform, a variant."""
     label = key[2] if key[3] is None else f"{key[2]}/{key[3]}"
-    return label if key[5] == DEFAULT_SAMPLER else f"{label}+{key[5]}"
+    label = label if key[5] == DEFAULT_SAMPLER else f"{label}+{key[5]}"
+    return f"{label} {{{key[6]}}}" if key[6] else label
 
 
 def group_label(key: GroupKey, n: int) -> str:
@@ -89,7 +99,7 @@ def versions_shown(rows: list[CompareRow]) -> int:
 
 
 def _ordered(key: GroupKey) -> tuple[Any, ...]:
-    return (*series_order(key[1], key[2], key[3], key[4]), key[5] != DEFAULT_SAMPLER, key[5])
+    return (*series_order(key[1], key[2], key[3], key[4]), key[5] != DEFAULT_SAMPLER, key[5], key[6])
 
 
 @dataclass(frozen=True)
@@ -171,7 +181,7 @@ def compare(
         for key, runs in groups.items()
     }
     keys = sorted(groups, key=_ordered)
-    baselines = {(k[1], k[4], k[5]): k for k in keys if k[2] == BASELINE}
+    baselines = {(k[1], k[4], k[5], k[6]): k for k in keys if k[2] == BASELINE}
     finals = {key: final_returns(seeds[key], last) for key in keys}
     performance = {key: final_performance(seeds[key], last) for key in keys}
     if threshold is None:
@@ -180,7 +190,9 @@ def compare(
     rows = []
     for key in keys:
         n, mean, half = performance[key]
-        base = baselines.get((key[1], key[4], key[5]), baselines.get((key[1], key[4], DEFAULT_SAMPLER)))
+        base = baselines.get((key[1], key[4], key[5], key[6]))  # the baseline run with the same settings,
+        for fallback in ((key[1], key[4], key[5], ""), (key[1], key[4], DEFAULT_SAMPLER, "")):  # else its default's
+            base = base or baselines.get(fallback)
         diff = p = improvement = None
         if base is not None and key != base and len(finals[base]) and n:
             reference = performance[base][1]

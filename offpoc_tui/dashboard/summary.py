@@ -17,6 +17,7 @@ from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_ro
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
 from store.stats import FinalWindow
+from store.variants import label_variants
 
 
 def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None, budget: str = "") -> Table:
@@ -41,7 +42,7 @@ def summary(
     """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's);
     ``until``: the budget every task is compared at (default: each task's, :mod:`store.budget`)."""
     window = window or FinalWindow()
-    runs = list_runs(db, sources=sources)
+    runs = label_variants(db, list_runs(db, sources=sources))
     if not runs:
         return Text("no runs in this store yet: start some with `offpoc run`")
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
