@@ -14,11 +14,11 @@ from agents.sink import (
     CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
+    QuantityBlock,
+    QuantityHistogram,
     RecordingSink,
     Sink,
     TrainStatsRecord,
-    WeightBlock,
-    WeightHistogram,
 )
 from agents.training import Trainer, TrainResult
 
@@ -29,14 +29,14 @@ __all__ = [
     "EnvError",
     "EpisodeRecord",
     "EvalRecord",
+    "QuantityBlock",
+    "QuantityHistogram",
     "RecordingSink",
     "Sink",
     "TrainConfig",
     "TrainResult",
     "TrainStatsRecord",
     "Trainer",
-    "WeightBlock",
-    "WeightHistogram",
     "make_env",
     "with_overrides",
 ]

@@ -27,7 +27,7 @@ from agents import corrections
 from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
 from agents.envs import EnvError
 from agents.quantities import Quantity
-from agents.sink import EvalRecord, Record, Sink, TrainStatsRecord, WeightBlock
+from agents.sink import EvalRecord, QuantityBlock, Record, Sink, TrainStatsRecord
 from agents.training import Trainer
 
 NO_VALUES: dict[str, Any] = {"ret": "–", "sps": "–", "logged": "λ –"}
@@ -61,7 +61,7 @@ class ProgressSink(Sink):
         self.fields["sps"] = f"{record.sps:.0f}"
         self.progress.update(self.task, completed=record.step, **self.fields)
 
-    def on_weights(self, record: WeightBlock) -> None:
+    def on_quantities(self, record: QuantityBlock) -> None:
         self._write(record)
         self.shown = self.shown or record.quantity
         if record.quantity == self.shown:
@@ -70,7 +70,7 @@ class ProgressSink(Sink):
     def on_episode(self, record: Record) -> None:
         self._write(record)
 
-    def on_weight_histogram(self, record: Record) -> None:
+    def on_quantity_histogram(self, record: Record) -> None:
         self._write(record)
 
 

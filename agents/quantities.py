@@ -2,7 +2,7 @@
 
 A quantity is declared once, where it is computed (a correction's or algorithm's
 ``quantities``), and its values travel as ``UpdateStats.logged`` → the recorder →
-``WeightBlock``/``WeightHistogram`` records → the store → the Weights view and
+``QuantityBlock``/``QuantityHistogram`` records → the store → the Weights view and
 ``offpoc export --table weights``: nothing on that path names a quantity.
 
 Each value is a 0-d tensor (one per update: recorded as is) or a (B, 1) tensor (one

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from agents.algorithms.base import UpdateStats
 from agents.quantities import LAMBDA, Quantity
-from agents.sink import TrainStatsRecord, WeightBlock, WeightHistogram
+from agents.sink import QuantityBlock, QuantityHistogram, TrainStatsRecord
 
 TRANSITION_COLUMNS = ("mean", "min", "max", "p10", "p25", "p50", "p75", "p90")
 _QUANTILES = (0.10, 0.25, 0.50, 0.75, 0.90)
@@ -31,7 +31,7 @@ def _order_statistics(n: int, device: str) -> tuple[Tensor, Tensor, Tensor]:
     return lo.long().to(device), hi.long().to(device), (pos - lo).float().to(device)
 
 
-class WeightRecorder:
+class QuantityRecorder:
     """One quantity (λ by default): its value at every update (or a summary of its per-transition
     values) plus a histogram per interval over the quantity's range."""
 
@@ -49,20 +49,20 @@ class WeightRecorder:
         self.steps = np.zeros(block, dtype=np.int64)
         self.size = 0
         self.counts = torch.zeros(bins, dtype=torch.float64, device=device)
-        self._lambdas: Tensor | None = None if per_transition else self.values
+        self._rows: Tensor | None = None if per_transition else self.values
         """Every λ recorded in this block, one row per update: the per-batch λ column itself, or
         (block, B) λ_i. Summaries and histograms are made from them in bulk (see :meth:`_settle`)."""
         self._settled = 0
-        """Rows of ``_lambdas`` already summarised into ``values`` and counted in ``counts``."""
+        """Rows of ``_rows`` already summarised into ``values`` and counted in ``counts``."""
 
-    def add(self, update: int, step: int, weight: Tensor) -> WeightBlock | None:
+    def add(self, update: int, step: int, weight: Tensor) -> QuantityBlock | None:
         """Record one update's weight; returns a full block when one completes."""
         flat = weight.reshape(-1)
         if self.per_transition:
-            if self._lambdas is None or self._lambdas.shape[1] != flat.numel():
+            if self._rows is None or self._rows.shape[1] != flat.numel():
                 self._settle()  # a new batch size: a new buffer, the rows so far summarised and counted
-                self._lambdas = torch.empty(self.block, flat.numel(), device=self.device)
-            self._lambdas[self.size].copy_(flat)
+                self._rows = torch.empty(self.block, flat.numel(), device=self.device)
+            self._rows[self.size].copy_(flat)
         else:
             self.values[self.size].copy_(flat)
         self.updates[self.size] = update
@@ -76,9 +76,9 @@ class WeightRecorder:
         One sort and one ``histc`` for many updates: per update they would cost
         more than the λ_i themselves.
         """
-        if self._lambdas is None or self.size == self._settled:
+        if self._rows is None or self.size == self._settled:
             return
-        pending = self._lambdas[self._settled : self.size]
+        pending = self._rows[self._settled : self.size]
         if self.per_transition:
             # Per row: mean, then min, max and the quantiles from the sorted λ_i.
             w, _ = pending.sort(dim=1)
@@ -92,12 +92,12 @@ class WeightRecorder:
         self.counts += torch.histc(values, bins=self.bins, min=low, max=high)
         self._settled = self.size
 
-    def flush(self) -> WeightBlock | None:
+    def flush(self) -> QuantityBlock | None:
         """The pending rows as a block (None when there are none)."""
         if self.size == 0:
             return None
         self._settle()
-        block = WeightBlock(
+        block = QuantityBlock(
             quantity=self.quantity,
             columns=self.columns,
             updates=self.updates[: self.size].copy(),
@@ -107,7 +107,7 @@ class WeightRecorder:
         self.size = self._settled = 0
         return block
 
-    def histogram(self, step: int) -> WeightHistogram | None:
+    def histogram(self, step: int) -> QuantityHistogram | None:
         """The interval's histogram (None if no weight was recorded), then reset."""
         self._settle()
         counts = self.counts.cpu().numpy().round().astype(np.int64)
@@ -115,7 +115,7 @@ class WeightRecorder:
             return None
         self.counts.zero_()
         edges = np.linspace(self.quantity.low, self.quantity.high, self.bins + 1)
-        return WeightHistogram(step=step, edges=edges, counts=counts, quantity=self.quantity)
+        return QuantityHistogram(step=step, edges=edges, counts=counts, quantity=self.quantity)
 
     def state_dict(self) -> dict[str, Any]:
         self._settle()
@@ -126,24 +126,24 @@ class WeightRecorder:
 
 
 class QuantityRecorders:
-    """A :class:`WeightRecorder` per declared quantity, made when its first value arrives
+    """A :class:`QuantityRecorder` per declared quantity, made when its first value arrives
     (a 0-d value is recorded as is, a (B, 1) one as its summary)."""
 
     def __init__(self, quantities: Iterable[Quantity], block: int, bins: int, device: torch.device) -> None:
         self.declared = {q.name: q for q in quantities}
         self.block, self.bins, self.device = block, bins, device
-        self.recorders: dict[str, WeightRecorder] = {}
+        self.recorders: dict[str, QuantityRecorder] = {}
 
-    def _recorder(self, name: str, per_transition: bool) -> WeightRecorder:
+    def _recorder(self, name: str, per_transition: bool) -> QuantityRecorder:
         recorder = self.recorders.get(name)
         if recorder is None:
             if name not in self.declared:
                 raise ValueError(f"logged quantity {name!r} is not declared (declared: {', '.join(self.declared)})")
-            recorder = WeightRecorder(per_transition, self.block, self.bins, self.device, self.declared[name])
+            recorder = QuantityRecorder(per_transition, self.block, self.bins, self.device, self.declared[name])
             self.recorders[name] = recorder
         return recorder
 
-    def add(self, update: int, step: int, logged: Mapping[str, Tensor]) -> list[WeightBlock]:
+    def add(self, update: int, step: int, logged: Mapping[str, Tensor]) -> list[QuantityBlock]:
         """Record one update's values; returns the blocks that completed."""
         blocks = []
         for name, value in logged.items():
@@ -152,10 +152,10 @@ class QuantityRecorders:
                 blocks.append(block)
         return blocks
 
-    def flush(self) -> list[WeightBlock]:
+    def flush(self) -> list[QuantityBlock]:
         return [b for r in self.recorders.values() if (b := r.flush()) is not None]
 
-    def histograms(self, step: int) -> list[WeightHistogram]:
+    def histograms(self, step: int) -> list[QuantityHistogram]:
         return [h for r in self.recorders.values() if (h := r.histogram(step)) is not None]
 
     def state_dict(self) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class TrainStatsRecord:
 
 
 @dataclass(frozen=True)
-class WeightBlock:
+class QuantityBlock:
     """A logged quantity (λ, or one a correction declares) at every update of a run of consecutive updates.
 
     One value per update: one column named after the quantity (``lambda``). One value
@@ -82,7 +82,7 @@ class WeightBlock:
 
 
 @dataclass(frozen=True)
-class WeightHistogram:
+class QuantityHistogram:
     """Histogram of a logged quantity over one evaluation interval (every value recorded in it)."""
 
     step: int
@@ -118,15 +118,21 @@ class CheckpointSaved:
 
 
 Record = (
-    EvalRecord | EpisodeRecord | TrainStatsRecord | WeightBlock | WeightHistogram | CheckpointRecord | CheckpointSaved
+    EvalRecord
+    | EpisodeRecord
+    | TrainStatsRecord
+    | QuantityBlock
+    | QuantityHistogram
+    | CheckpointRecord
+    | CheckpointSaved
 )
 
 _METHODS: dict[type, str] = {
     EvalRecord: "on_eval",
     EpisodeRecord: "on_episode",
     TrainStatsRecord: "on_train_stats",
-    WeightBlock: "on_weights",
-    WeightHistogram: "on_weight_histogram",
+    QuantityBlock: "on_quantities",
+    QuantityHistogram: "on_quantity_histogram",
     CheckpointRecord: "on_checkpoint",
     CheckpointSaved: "on_checkpoint_saved",
 }
@@ -138,8 +144,8 @@ class Sink:
     def on_eval(self, record: EvalRecord) -> None: ...
     def on_episode(self, record: EpisodeRecord) -> None: ...
     def on_train_stats(self, record: TrainStatsRecord) -> None: ...
-    def on_weights(self, record: WeightBlock) -> None: ...
-    def on_weight_histogram(self, record: WeightHistogram) -> None: ...
+    def on_quantities(self, record: QuantityBlock) -> None: ...
+    def on_quantity_histogram(self, record: QuantityHistogram) -> None: ...
     def on_checkpoint(self, record: CheckpointRecord) -> None: ...
     def on_checkpoint_saved(self, record: CheckpointSaved) -> None: ...
 
@@ -151,8 +157,8 @@ class RecordingSink(Sink):
     evals: list[EvalRecord] = field(default_factory=list)
     episodes: list[EpisodeRecord] = field(default_factory=list)
     stats: list[TrainStatsRecord] = field(default_factory=list)
-    weights: list[WeightBlock] = field(default_factory=list)
-    histograms: list[WeightHistogram] = field(default_factory=list)
+    weights: list[QuantityBlock] = field(default_factory=list)
+    histograms: list[QuantityHistogram] = field(default_factory=list)
 
     def on_eval(self, record: EvalRecord) -> None:
         self.evals.append(record)
@@ -163,10 +169,10 @@ class RecordingSink(Sink):
     def on_train_stats(self, record: TrainStatsRecord) -> None:
         self.stats.append(record)
 
-    def on_weights(self, record: WeightBlock) -> None:
+    def on_quantities(self, record: QuantityBlock) -> None:
         self.weights.append(record)
 
-    def on_weight_histogram(self, record: WeightHistogram) -> None:
+    def on_quantity_histogram(self, record: QuantityHistogram) -> None:
         self.histograms.append(record)
 
     def weight_values(self, quantity: str = LAMBDA.name) -> np.ndarray:

@@ -32,9 +32,9 @@ from agents.sink import (
     CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
+    QuantityBlock,
+    QuantityHistogram,
     Record,
-    WeightBlock,
-    WeightHistogram,
     emit,
 )
 
@@ -139,7 +139,7 @@ class Trainer:
         if record is not None:
             emit(self.sink, record)
 
-    def _emit_all(self, records: list[WeightBlock] | list[WeightHistogram]) -> None:
+    def _emit_all(self, records: list[QuantityBlock] | list[QuantityHistogram]) -> None:
         for record in records:
             emit(self.sink, record)
 

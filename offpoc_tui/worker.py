@@ -30,12 +30,12 @@ from agents import (
     CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
+    QuantityBlock,
+    QuantityHistogram,
     Sink,
     TrainConfig,
     Trainer,
     TrainStatsRecord,
-    WeightBlock,
-    WeightHistogram,
 )
 from agents.checkpoint import CheckpointMismatch
 from offpoc_tui.checkpoints import open_trainer
@@ -66,10 +66,10 @@ class StoreSink(Sink):
             record.step, record.updates, record.critic_loss, record.actor_loss, record.q_mean, record.alpha, record.sps
         )
 
-    def on_weights(self, record: WeightBlock) -> None:
+    def on_quantities(self, record: QuantityBlock) -> None:
         self.writer.add_weights(record.columns, record.updates, record.steps, record.values, record.quantity)
 
-    def on_weight_histogram(self, record: WeightHistogram) -> None:
+    def on_quantity_histogram(self, record: QuantityHistogram) -> None:
         self.writer.add_histogram(record.step, record.counts, record.quantity)
 
     def on_checkpoint(self, record: CheckpointRecord) -> None:

@@ -42,5 +42,5 @@ def test_a_short_run_writes_json_records(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in records if r["type"] == "EvalRecord"]
     assert evals == [0, 100, 200, 300]
-    lams = [v for r in records if r["type"] == "WeightBlock" for row in r["values"] for v in row]
+    lams = [v for r in records if r["type"] == "QuantityBlock" for row in r["values"] for v in row]
     assert len(lams) == 200 and all(0 <= v <= 1 for v in lams)

@@ -1,4 +1,4 @@
-"""WeightRecorder: every batch's weight in blocks, its summary, and one λ histogram per interval."""
+"""QuantityRecorder: every batch's weight in blocks, its summary, and one λ histogram per interval."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from agents.recorder import _QUANTILES, WeightRecorder
-from agents.sink import WeightBlock, WeightHistogram
+from agents.recorder import _QUANTILES, QuantityRecorder
+from agents.sink import QuantityBlock, QuantityHistogram
 
 BINS = 20
 
 
 def _record(per_transition: bool, weights: list[torch.Tensor], block: int, histogram_at: set[int]):
     """Feed ``weights`` one update at a time; histograms after the updates in ``histogram_at``."""
-    recorder = WeightRecorder(per_transition, block=block, bins=BINS, device=torch.device("cpu"))
-    blocks: list[WeightBlock] = []
-    histograms: list[tuple[int, WeightHistogram | None]] = []
+    recorder = QuantityRecorder(per_transition, block=block, bins=BINS, device=torch.device("cpu"))
+    blocks: list[QuantityBlock] = []
+    histograms: list[tuple[int, QuantityHistogram | None]] = []
     for i, w in enumerate(weights, start=1):
         full = recorder.add(update=i, step=10 + i, weight=w)
         if full is not None:
@@ -64,12 +64,12 @@ def test_histograms_count_each_interval_once_across_block_boundaries(per_transit
 
 
 def test_a_histogram_with_nothing_recorded_is_none_and_a_checkpointed_count_carries_over() -> None:
-    recorder = WeightRecorder(False, block=5, bins=BINS, device=torch.device("cpu"))
+    recorder = QuantityRecorder(False, block=5, bins=BINS, device=torch.device("cpu"))
     assert recorder.histogram(step=0) is None
     recorder.add(1, 1, torch.tensor(0.25))
     state = recorder.state_dict()
 
-    resumed = WeightRecorder(False, block=5, bins=BINS, device=torch.device("cpu"))
+    resumed = QuantityRecorder(False, block=5, bins=BINS, device=torch.device("cpu"))
     resumed.load_state_dict(state)
     resumed.add(2, 2, torch.tensor(0.75))
     histogram = resumed.histogram(step=2)
@@ -80,7 +80,7 @@ def test_a_histogram_with_nothing_recorded_is_none_and_a_checkpointed_count_carr
 @pytest.mark.parametrize("n", [1, 2, 7, 256])
 def test_per_transition_summary_matches_torch_quantile(n: int) -> None:
     g = torch.Generator().manual_seed(n)
-    recorder = WeightRecorder(True, block=3, bins=BINS, device=torch.device("cpu"))
+    recorder = QuantityRecorder(True, block=3, bins=BINS, device=torch.device("cpu"))
     weights = [torch.rand(n, 1, generator=g) for _ in range(3)]
     block = None
     for i, w in enumerate(weights):
