@@ -137,6 +137,28 @@ def test_ris_and_ace_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_ris_ratio_at_a_fresh_action_is_on_average_at_least_one(algo: str) -> None:
+    """``ris_ratio=sampled``: log ρ at a ~ π averages KL(π‖μ) ≥ 0, where at the stored action (a ~ μ) it
+    averages −KL(μ‖π) ≤ 0; the draw comes from the agent's generator; the ESS of w is logged."""
+    a, behaviour = agent(algo), agent(algo)
+    with torch.no_grad():  # an earlier policy: the current one's parameters, moved
+        for p in behaviour.actor.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    b = own_batch(behaviour)  # actions drawn from the behaviour μ
+    stored = correction("ris-off-pac", algo)
+    sampled = correction("ris-off-pac", algo, ris_ratio="sampled")
+    assert float(sampled.log_ratio(b, a, sampled=True).mean()) > 0 > float(stored.log_ratio(b, a).mean())
+    g = a.generator.get_state()
+    first = sampled.weights(b, a)
+    a.generator.set_state(g)
+    assert torch.equal(first.actor, sampled.weights(b, a).actor)  # the run's generator, reproducible
+    ess = float(first.logged["ris_ess"])
+    assert 1.0 <= ess <= B
+    own = own_batch(a)  # behaviour = the current policy: w = 1 exactly, wherever ρ is evaluated
+    assert torch.equal(sampled.weights(own, a).actor, torch.ones(B, 1))
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
 def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
     a = agent(algo)
     b = off_batch(a)
@@ -331,7 +353,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
         "ace-emphatic": {"rho_bar", "ace_m"},
         "geoff-pac": {"rho_bar", "geoff_c", "geoff_m1"},
         "ipg": set(),
-        "ris-off-pac": {"ris_w"},
+        "ris-off-pac": {"ris_w", "ris_ess"},
     }
     assert logged == expected[name]
     for block in sink.weights:  # M1 is unbounded: its range is the histogram's only

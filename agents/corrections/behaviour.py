@@ -61,21 +61,26 @@ class BehaviourRatio(Correction):
         mean, log_std = output
         return squashed_log_prob(batch.action, mean, log_std)
 
-    def log_ratio(self, batch: Batch, agent: Any, output: Any = None) -> Tensor:
+    def log_ratio(self, batch: Batch, agent: Any, output: Any = None, sampled: bool = False) -> Tensor:
         """log ρ_i under the current policy, (B, 1), without gradient (``output``: the actor's on
-        ``batch.obs``, when already computed)."""
+        ``batch.obs``, when already computed). ``sampled``: at a fresh action of the current policy (its
+        Gaussian, drawn with ``agent.generator``) instead of the stored one."""
         assert batch.behaviour_mean is not None and batch.behaviour_log_std is not None
         d = batch.action.shape[-1]
         with torch.no_grad():
             if self.policy_kind == "deterministic":
                 current = agent.greedy_action(batch.obs) if output is None else output.detach()
-                explored = deterministic_log_ratio(batch.action, batch.behaviour_mean, current, self.std)
-                log_pi = deterministic_log_prob(batch.action, current, self.std)
+                action = batch.action
+                if sampled:
+                    action = current + self.std * torch.randn(current.shape, generator=agent.generator)
+                explored = deterministic_log_ratio(action, batch.behaviour_mean, current, self.std)
+                log_pi = deterministic_log_prob(action, current, self.std)
             else:
                 mean, log_std = agent.policy_distribution(batch.obs) if output is None else (t.detach() for t in output)
-                explored = stochastic_log_ratio(
-                    batch.action, batch.behaviour_mean, batch.behaviour_log_std, mean, log_std
-                )
-                log_pi = squashed_log_prob(batch.action, mean, log_std, jacobian=True)
+                action = batch.action
+                if sampled:
+                    action = torch.tanh(mean + log_std.exp() * torch.randn(mean.shape, generator=agent.generator))
+                explored = stochastic_log_ratio(action, batch.behaviour_mean, batch.behaviour_log_std, mean, log_std)
+                log_pi = squashed_log_prob(action, mean, log_std, jacobian=True)
             uniform = log_pi - uniform_log_density(d)
             return torch.where(batch.extra[RANDOM_PHASE] > 0.5, uniform, explored)

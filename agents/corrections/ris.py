@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from agents.corrections.acoffpoc import effective_sample_size
 from agents.corrections.base import CorrectionSettings, Weights
 from agents.corrections.behaviour import BehaviourRatio
 from agents.options import Options, choice
@@ -39,6 +40,8 @@ def relative_weight(log_ratio: Tensor, beta: float = 0.2) -> Tensor:
 
 
 RIS_WEIGHT = "ris_w"
+RIS_ESS = "ris_ess"
+"""Per update, (Σw)²/Σw²: how many of the batch's transitions the actor's step rests on."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class RISOptions(Options):
     """β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
     apply_to: str = "actor"
     """The losses w weights: actor (the method's) or actor+critic."""
+    ratio: str = "stored"
+    """Where ρ = π/μ is evaluated: stored (the stored action: an importance weight, the method as written)
+    or sampled (a fresh action of the current policy, as AC-Off-POC's authors evaluate their ratio; not an
+    importance weight: ρ ≥ 1 on average, so w rises towards 1/β as the behaviour drifts away)."""
     weighting: str = "importance"
     """How w enters a loss: importance (L = mean_i w_i ℓ_i, the method as written) or normalised
     (L = Σ w_i ℓ_i / Σ w_i, weighted importance sampling: the baseline's step size)."""
@@ -58,6 +65,7 @@ class RISOptions(Options):
             raise ValueError(f"ris_beta must be in (0, 1), got {self.beta}")
         choice(self, "apply_to", ("actor", "actor+critic"))
         choice(self, "weighting", ("importance", "normalised"))
+        choice(self, "ratio", ("stored", "sampled"))
 
 
 class RISOffPAC(BehaviourRatio):
@@ -73,8 +81,11 @@ class RISOffPAC(BehaviourRatio):
         self.critic_too = options.apply_to == "actor+critic"
         self.actor_only = not self.critic_too
         self.normalised = options.weighting == "normalised"
-        self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta),)
+        self.sampled = options.ratio == "sampled"
+        batch = float(settings.run_config.batch_size)
+        self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta), Quantity(RIS_ESS, "ESS(w)", 0.0, batch))
 
     def weights(self, batch: Batch, agent: Any) -> Weights:
-        w = relative_weight(self.log_ratio(batch, agent), self.beta)
-        return Weights(w if self.critic_too else None, w, {RIS_WEIGHT: w}, normalised=self.normalised)
+        w = relative_weight(self.log_ratio(batch, agent, sampled=self.sampled), self.beta)
+        logged = {RIS_WEIGHT: w, RIS_ESS: effective_sample_size(w)}
+        return Weights(w if self.critic_too else None, w, logged, normalised=self.normalised)
