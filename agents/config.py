@@ -330,6 +330,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "acoffpoc_ratio": "stored",
     "geoff_m2": "all",
     "geoff_traces": "fresh",
+    "ris_ratio": "stored",
 }
 """Fields added after runs were stored, with the value that reproduces how such a run trained (the
 behaviour before the field existed), where that differs from today's default: a stored config that

@@ -63,7 +63,9 @@ def test_offpoc_config_lists_every_field_with_its_default_type_and_meaning() -> 
     assert code == 0 and "start_steps" in stdout and "10000" in stdout
     # the plug-ins, with their options, from the registry
     listing = {line.split()[0]: line for line in stdout.splitlines() if line.strip()}
-    assert "ris_beta, ris_apply_to, ris_weighting" in listing["ris-off-pac"] and "per_alpha" in listing["per"]
+    assert (
+        "ris_beta, ris_apply_to, ris_ratio, ris_weighting" in listing["ris-off-pac"] and "per_alpha" in listing["per"]
+    )
     code, _, stderr = invoke("config", "ppo")
     assert code == 2 and stderr.strip() == "error: unknown algorithm 'ppo': choose one of ddpg, td3, sac"
 

@@ -128,9 +128,10 @@ def step_both(algo: str, name: str, b: Batch, backend: str = "fast", **options):
 def test_ris_and_ace_with_unit_ratios_and_ipg_on_replay_are_the_baseline_bit_for_bit(algo: str) -> None:
     a = agent(algo)
     b = own_batch(a)
-    for name, options in (("ris-off-pac", {}), ("ris-off-pac", {"ris_apply_to": "actor+critic"}),
-                          ("ris-off-pac", {"ris_weighting": "normalised"}), ("ipg", {"ipg_state_source": "replay"}),
-                          ("ace", {})):  # fmt: skip
+    stored = {"ris_ratio": "stored"}  # sampled draws from the agent's generator: w = 1 tested on its own
+    for name, options in (("ris-off-pac", stored), ("ris-off-pac", {**stored, "ris_apply_to": "actor+critic"}),
+                          ("ris-off-pac", {**stored, "ris_weighting": "normalised"}),
+                          ("ipg", {"ipg_state_source": "replay"}), ("ace", {})):  # fmt: skip
         plain, corrected = step_both(algo, name, b, **options)
         assert same(params(plain.actor), params(corrected.actor)), name
         assert same(params(plain.critic), params(corrected.critic)), name
@@ -145,13 +146,14 @@ def test_ris_ratio_at_a_fresh_action_is_on_average_at_least_one(algo: str) -> No
         for p in behaviour.actor.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     b = own_batch(behaviour)  # actions drawn from the behaviour μ
-    stored = correction("ris-off-pac", algo)
-    sampled = correction("ris-off-pac", algo, ris_ratio="sampled")
+    stored = correction("ris-off-pac", algo, ris_ratio="stored")
+    sampled = correction("ris-off-pac", algo)  # the default
     assert float(sampled.log_ratio(b, a, sampled=True).mean()) > 0 > float(stored.log_ratio(b, a).mean())
     g = a.generator.get_state()
     first = sampled.weights(b, a)
     a.generator.set_state(g)
     assert torch.equal(first.actor, sampled.weights(b, a).actor)  # the run's generator, reproducible
+    assert first.critic is None  # the actor's loss alone
     ess = float(first.logged["ris_ess"])
     assert 1.0 <= ess <= B
     own = own_batch(a)  # behaviour = the current policy: w = 1 exactly, wherever ρ is evaluated
@@ -162,14 +164,14 @@ def test_ris_ratio_at_a_fresh_action_is_on_average_at_least_one(algo: str) -> No
 def test_ris_weights_the_actor_loss_only_and_by_w(algo: str) -> None:
     a = agent(algo)
     b = off_batch(a)
-    plain, corrected = step_both(algo, "ris-off-pac", b)
+    plain, corrected = step_both(algo, "ris-off-pac", b, ris_ratio="stored")  # sampled: its draw moves TD3's noise
     assert same(params(plain.critic), params(corrected.critic))  # the critic is the baseline's
     assert not same(params(plain.actor), params(corrected.actor))
     w = relative_weight(correction("ris-off-pac", algo).log_ratio(b, agent(algo)), 0.2)
     assert float(w.min()) < 0.9 or float(w.max()) > 1.1
     normalised = correction("ris-off-pac", algo, ris_weighting="normalised").weights(b, agent(algo))
     assert normalised.normalised and not correction("ris-off-pac", algo).weights(b, agent(algo)).normalised
-    normalised_step = step_both(algo, "ris-off-pac", b, ris_weighting="normalised")[1]
+    normalised_step = step_both(algo, "ris-off-pac", b, ris_weighting="normalised", ris_ratio="stored")[1]
     assert not same(params(corrected.actor), params(normalised_step.actor))  # Σwℓ/Σw, not mean wℓ
 
 

@@ -110,6 +110,7 @@ def test_a_config_stored_before_options_moved_reads_as_what_it_ran() -> None:
     from agents.config import LEGACY_VALUES
     from agents.corrections.acoffpoc import ACOffPOCOptions
     from agents.corrections.geoff_pac import GeoffOptions
+    from agents.corrections.ris import RISOptions
 
     read = TrainConfig.from_dict(json.loads(OLD_STORED))
     assert read.options == (ACOffPOCOptions(ratio="stored"),)  # acoffpoc_ratio came later: it ran "stored"
@@ -117,7 +118,7 @@ def test_a_config_stored_before_options_moved_reads_as_what_it_ran() -> None:
     geoff = {**TrainConfig.make(algo="sac", correction="geoff-pac").resolved().to_dict(), "ris_beta": 0.2}
     del geoff["geoff_m2"], geoff["geoff_traces"]
     assert TrainConfig.from_dict(geoff).option(GeoffOptions) == GeoffOptions(m2="all", traces="fresh")
-    defaults = {k: v for g in (ACOffPOCOptions, GeoffOptions) for k, v in g().flat().items()}
+    defaults = {k: v for g in (ACOffPOCOptions, GeoffOptions, RISOptions) for k, v in g().flat().items()}
     assert all(LEGACY_VALUES[name] != defaults[name] for name in LEGACY_VALUES)  # else not needed
     fresh = TrainConfig.make(algo="sac", correction="geoff-pac").resolved()
     assert TrainConfig.from_dict(fresh.to_dict()) == fresh  # today's configs are untouched

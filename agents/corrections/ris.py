@@ -52,10 +52,11 @@ class RISOptions(Options):
     """β of the relative importance weight w = ρ/(βρ + 1 − β) ∈ [0, 1/β], in (0, 1)."""
     apply_to: str = "actor"
     """The losses w weights: actor (the method's) or actor+critic."""
-    ratio: str = "stored"
-    """Where ρ = π/μ is evaluated: stored (the stored action: an importance weight, the method as written)
-    or sampled (a fresh action of the current policy, as AC-Off-POC's authors evaluate their ratio; not an
-    importance weight: ρ ≥ 1 on average, so w rises towards 1/β as the behaviour drifts away)."""
+    ratio: str = "sampled"
+    """Where ρ = π/μ is evaluated: sampled (a fresh action of the current policy, as the paper evaluates
+    its own ratio, Theorem 1 and the authors' code; w then rises towards 1/β as the behaviour drifts away:
+    measured to learn like the published curves, docs/results.md) or stored (the stored action: the
+    textbook importance weight, which is near 0 for an earlier policy's transitions: measured far below)."""
     weighting: str = "importance"
     """How w enters a loss: importance (L = mean_i w_i ℓ_i, the method as written) or normalised
     (L = Σ w_i ℓ_i / Σ w_i, weighted importance sampling: the baseline's step size)."""
