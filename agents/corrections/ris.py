@@ -3,7 +3,9 @@
 w_i = ρ_i / (β ρ_i + 1 − β) ∈ [0, 1/β], detached, multiplies each transition's actor loss:
 L_actor = (1/B) Σ_i w_i ℓ_i with the baseline's ℓ_i; the critic is the baseline's
 (option ``apply_to = actor+critic`` weights it too). ρ_i is the density ratio of
-:mod:`agents.corrections.densities` at the stored action.
+:mod:`agents.corrections.densities`, by default at a fresh action of the current policy, as the paper
+evaluates its own ratio (``ratio = stored``: at the stored action, the textbook importance weight;
+docs/results.md measures both).
 """
 
 from __future__ import annotations
