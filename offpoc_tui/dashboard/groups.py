@@ -31,7 +31,8 @@ from store.stats import (
     welch_p,
 )
 from store.summary import series_order
-from store.tasks import env_version, source_of
+from store.tasks import env_version
+from store.variants import method_of
 
 GroupKey = tuple[str, str, str, str | None, str, str, str]
 """(algo, env, correction, divergence, source, sampler, variant)."""
@@ -42,16 +43,7 @@ IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "impor
 
 
 def group_key(run: RunRow) -> GroupKey:
-    sampler = run.get("sampler") or DEFAULT_SAMPLER
-    return (
-        run["algo"],
-        run["env"],
-        run["correction"],
-        run["divergence"],
-        source_of(run),
-        sampler,
-        run.get("variant", ""),
-    )
+    return (*method_of(run), run.get("variant", ""))
 
 
 def method(key: GroupKey) -> str:
