@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             sink = ProgressSink(progress, task, None)
             # Built before any file is opened: an unusable env writes nothing.
             trainer = Trainer(config, sink, checkpoint_path=args.checkpoint, should_stop=stop)
+            if args.checkpoint is not None:
+                args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
             sink.out = args.records.open("a") if args.records else None
             # Ctrl-C asks the loop to stop between steps (it checkpoints with --checkpoint).
             previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -116,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvError) as error:
         print(f"error: {error}", file=sys.stderr)  # one line, never wrapped
         return 2
+    except OSError as error:  # a checkpoint or records file that cannot be written
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     Console().print(f"{result.status} at step {result.step:,} after {result.wall_time:.0f} s")
     return 0
 

@@ -116,7 +116,9 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
         "buffer": trainer.buffer.state_dict() if trainer.config.checkpoint_buffer else None,
         "sampler": trainer.sampler.state_dict(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # The file's own folder only, never the folders above it: an app that keeps checkpoints in a folder it
+    # marks as its own (offpoc's run files) sees a save fail, not an unmarked folder made in its place.
+    path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as file:
@@ -241,7 +243,9 @@ def load(
     env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
     env_rng.bit_generator.state = env_state
     trainer.env.np_random = env_rng
-    trainer.reset_rng = boundary
+    trainer.reset_rng = dict(
+        env_state
+    )  # the state this reset starts from: a checkpoint before the first step replays it
     trainer.obs, _ = trainer.env.reset()
     own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
     correction = trainer.correction

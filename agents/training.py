@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
+from gymnasium.utils import seeding
 
 from agents.algorithms import make_algorithm
 from agents.config import ConfigError, TrainConfig
@@ -129,9 +130,10 @@ class Trainer:
         self.last_eval_step = -1
         self.checkpoint_step = -1
         """The step of the last checkpoint this trainer wrote."""
-        self.reset_rng: dict[str, Any] | None = None
+        self.reset_rng: dict[str, Any] = dict(seeding.np_random(c.seed)[0].bit_generator.state)
         """The training env's RNG state just before its last reset: a checkpoint at an episode boundary
-        replays that reset, so a resumed run starts the next episode exactly as an uninterrupted one."""
+        replays that reset, so a resumed run starts the next episode exactly as an uninterrupted one. The
+        first reset is seeded: its state is the one ``reset(seed=...)`` gives the env before it draws."""
         self.obs, _ = self.env.reset(seed=c.seed)
 
     # ---- reporting -------------------------------------------------------------------

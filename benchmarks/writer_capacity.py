@@ -7,7 +7,7 @@ Each batch is what a TD3 + AC-Off-POC run at 200 steps/s ships after one second:
 values (16-bit, as stored), a training episode, every fifth batch an evaluation of 10 episodes,
 and the run's progress and heartbeat. Every producer sends its runs' batches one at a time and
 waits for each reply (the workers' back-pressure). The peer, in the same run: the same batches
-committed by one process straight into SQLite (:func:`store.writer.commit`), the writer's floor.
+committed by one process straight into SQLite (:func:`store.links.commit`), the writer's floor.
 Runs ship one batch a second, so batches per second is the number of runs one head serves.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 
 from store import open_store
 from store.codec import encode_episodes, encode_weights
+from store.links import Rows, commit
 from store.runs import RunSpec, create_runs
-from store.writer import Rows, commit
 
 STEPS_PER_BATCH = 200
 

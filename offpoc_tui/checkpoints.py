@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ LEGACY_LOG = "worker-before-schema-3.log"
 def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any) -> tuple[Trainer, str]:
     """The run's trainer, fresh or restored from its own checkpoint, and a line saying which."""
     run_id = run["id"]
-    path = files.run_dir(run_id) / CHECKPOINT
+    path = files.check_run_dir(run_id) / CHECKPOINT  # a symlink there is refused: never read or written through
     for stale in path.parent.glob(f"{CHECKPOINT}*.tmp"):  # a save cut short (a kill, a full disk): never read
         stale.unlink(missing_ok=True)
     owner = files.owner(run_id)
@@ -52,9 +53,7 @@ def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, s
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
         missing = f"no checkpoint in {files.display(path.parent)} (the store recorded one at step {recorded:,})"
         return trainer, f"from the start: {missing}"
-    check = functools.partial(
-        _check_own, files=files, run_id=run_id, config=config, recorded=recorded, reached=run["steps"]
-    )
+    check = own_checkpoint(run, config, files)
     trainer = Trainer.resume(
         source, sink, should_stop, total_steps=config.total_steps, check=check, owner=owner, checkpoint_path=path
     )
@@ -62,6 +61,20 @@ def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, s
         files.prepare(run_id)
         _adopt(source, path)
     return trainer, f"from {files.display(source)} at step {trainer.step:,}"
+
+
+def own_checkpoint(run: RunRow, config: TrainConfig, files: RunFiles) -> Callable[[CheckpointInfo], None]:
+    """The check a file must pass to be loaded as ``run``'s checkpoint (``Trainer.resume``'s ``check``): it
+    raises :class:`~agents.checkpoint.CheckpointMismatch` for a file that is not the run's own."""
+    recorded = run["checkpoint_step"]
+    return functools.partial(
+        _check_own,
+        files=files,
+        run_id=run["id"],
+        config=config,
+        recorded=recorded if recorded is not None else run["steps"],
+        reached=run["steps"],
+    )
 
 
 def _check_own(

@@ -69,8 +69,14 @@ def stage(text: str) -> Iterator[None]:
         yield
 
 
-def check_output(path: Path) -> None:
-    """Fail (one line, exit 2) unless a file can be written at ``path``: tried, not guessed."""
+def check_output(path: Path, db: Path) -> None:
+    """Fail (one line, exit 2) unless a file can be written at ``path``: tried, not guessed; and never over the
+    store ``db``, its WAL or its run files (an export written there would destroy what it reads)."""
+    from store.files import part_of_store
+
+    part = part_of_store(path, db)
+    if part is not None:
+        fail(f"cannot write {path}: it is {part}; write the output elsewhere")
     if path.is_dir() or not path.parent.is_dir():
         fail(f"cannot write {path}: not a file in an existing directory")
     probe = path.with_name(path.name + ".tmp")

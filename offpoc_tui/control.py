@@ -71,10 +71,10 @@ def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) 
     files = RunFiles.of(store, db_path)
     try:
         files.ensure()  # before the run is requeued: a folder that is not offpoc's stops it here
+        found = files.find_checkpoint(run_id)  # and a run folder that is a symlink
     except StoreError as error:
         raise ControlError(str(error)) from None
     step = row["checkpoint_step"]
-    found = files.find_checkpoint(run_id)
     requeue(store, run_id, row["backend"] if backend == _KEEP else backend)
     start_scheduler(db_path)
     if step is None:

@@ -7,16 +7,18 @@ starts one :class:`StoreWriter` actor pinned to its own node, the only process t
 file (SQLite's WAL needs every writer on one host), and submits one :func:`train` task per run
 (one CPU; a GPU when the run's ``device`` is CUDA).
 
-A task trains like a local worker (:class:`offpoc_tui.worker.StoreBinding`), its
+A task lives as a local worker does (:func:`offpoc_tui.lifecycle.live`, the same function), its
 :class:`~store.writer.RunWriter` shipping plain rows to the writer at most once a second and
 waiting for the reply (one batch in flight); the reply says whether ``offpoc stop`` asked the
-run to stop. Checkpoints are written on the task's node and shipped to the head
+run to stop. Every call carries the owner token the task's claim drew, checked as a local
+worker's writes are. Checkpoints are written on the task's node and shipped to the head
 (``<store>-runs/<id>/checkpoint.pt``) at the next step, or written straight under
 ``--checkpoint-dir`` on shared storage. A worker or node lost mid-run makes Ray run the task
-again (:data:`MAX_RETRIES`), from the last checkpoint, and the writer drops steps already stored,
-so every evaluation is stored once and the per-update weights have no gap; once the retries are
-spent the run is ``lost`` (resumable). A Python exception is ``failed`` with its traceback, not
-retried. The writer imports only ``store`` (no torch): its first call is fast and it stays small.
+again (:data:`MAX_RETRIES`): it claims the run anew (the earlier task, if it lives on, writes
+nothing more), resumes from the last checkpoint and replaces what was recorded past it, so
+every evaluation is stored once, from one trajectory; once the retries are spent the run is
+``lost`` (resumable). A Python exception is ``failed`` with its traceback, not retried. The
+writer imports only ``store`` (no torch): its first call is fast and it stays small.
 """
 
 from __future__ import annotations
@@ -31,31 +33,46 @@ import sqlite_utils
 
 from offpoc_tui.ray_leftovers import forget_cluster, note_cluster
 from store import open_store
+from store.db import StoreError, StoreFile
 from store.files import CHECKPOINT, RunFiles
+from store.links import LocalLink, Opened, Rows, opened
 from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
-from store.runs import claim, finish, get_run, hostname
-from store.writer import Opened, Rows, commit, opened
+from store.runs import check_owner, claim, finish, get_run, hostname
 
 MAX_RETRIES = int(os.environ.get("OFFPOC_RAY_MAX_RETRIES", "3"))
 """Times Ray runs a task again after its worker process or node died."""
 
 
 class StoreWriter:
-    """The one writer of the store, on the node that holds the file (a Ray actor)."""
+    """The one writer of the store, on the node that holds the file (a Ray actor).
+
+    A task's calls carry the owner token its :meth:`start` drew; each write checks it (as a local
+    worker's :class:`~store.links.LocalLink` does, which does the writing here), so a task Ray ran
+    again takes the run from the earlier one, and the earlier one writes nothing more.
+    """
 
     def __init__(self, db_path: str) -> None:
         self.db = open_store(db_path)
+        self.where = StoreFile.of(db_path)
         self.files = RunFiles.of(self.db, db_path)
+
+    def _link(self, owner: str) -> LocalLink:
+        return LocalLink(self.db, owner, self.where)
 
     def start(self, run_id: int, pid: int, where: str) -> dict[str, Any] | None:
         """Claim the run for a task (again, after a retry); what the task needs, or None when it is not to run."""
-        if not claim(self.db, run_id, pid, where, ray_task=True):
+        owner = claim(self.db, run_id, pid, where, ray_task=True)
+        if owner is None:
             return None
         run = get_run(self.db, run_id)
         assert run is not None
-        found = self.files.find_checkpoint(run_id)
+        try:
+            found = self.files.find_checkpoint(run_id)
+        except StoreError as error:  # the run's folder is not this store's (a symlink): the task fails with it
+            return {"owner": owner, "refused": str(error)}
         shipped = found.read_bytes() if found is not None and run["checkpoint_step"] is not None else None
         return {
+            "owner": owner,
             "run": {key: run[key] for key in ("id", "config", "checkpoint_step", "steps")},
             "store_name": self.files.store_path.name,
             "store_id": self.files.store_id,
@@ -65,18 +82,24 @@ class StoreWriter:
     def open(self, run_id: int) -> Opened:
         return opened(self.db, run_id)
 
-    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
-        return commit(self.db, run_id, rows, progress)
+    def commit(self, run_id: int, owner: str, rows: Rows, progress: dict[str, Any]) -> bool:
+        return self._link(owner).commit(run_id, rows, progress)
 
-    def put_checkpoint(self, run_id: int, data: bytes) -> None:
-        """A checkpoint from a task's node, kept where a local run keeps its own."""
+    def rewind(self, run_id: int, owner: str, step: int) -> Opened:
+        return self._link(owner).rewind(run_id, step)
+
+    def put_checkpoint(self, run_id: int, owner: str, data: bytes) -> None:
+        """A checkpoint from a task's node, kept where a local run keeps its own (if the task still owns the run:
+        this actor takes its calls one at a time, so no claim comes between the check and the file)."""
+        self.where.check()
+        check_owner(self.db, run_id, owner)
         directory = self.files.prepare(run_id)
         tmp = directory / (CHECKPOINT + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, directory / CHECKPOINT)
 
-    def end(self, run_id: int, status: str, error: str | None = None, text: str | None = None) -> bool:
-        return finish(self.db, run_id, status, error=error, traceback=text, only_from=("running", "queued"))
+    def end(self, run_id: int, owner: str, status: str, error: str | None = None, text: str | None = None) -> bool:
+        return self._link(owner).end(run_id, status, error, text)
 
 
 class RayRuns:

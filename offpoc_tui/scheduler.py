@@ -11,7 +11,9 @@ count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.ray_backen
 as the cluster has CPUs. It stamps its pid on the runs it waits to start, settles a worker that
 died without saying how it ended (killed by a signal → ``lost``, resumable; a non-zero exit →
 ``failed`` with the tail of its log), and exits when nothing is queued or running. Its own
-death leaves its queued runs, and its Ray runs, ``lost`` (:func:`store.runs.reap_lost`).
+death leaves its queued runs, and its Ray runs, ``lost`` (:func:`store.runs.reap_lost`). It leaves
+early when the store is no longer at its path (moved, replaced or deleted: it checks every poll) or
+another scheduler holds the lock of a run-files folder made again, handing its queued runs back.
 
 It runs in its own session (closing the terminal leaves it and its workers running), inside
 the store's run-files folder, and logs to ``<store>-runs/scheduler.log``.
@@ -33,9 +35,9 @@ import sqlite_utils
 
 from offpoc_tui.ray_leftovers import reap_leftovers
 from store import open_store
-from store.db import read_only
+from store.db import StoreError, StoreFile, read_only
 from store.files import WORKER_LOG, RunFiles
-from store.queue import adopt, jobs_limit, running_here, waiting
+from store.queue import adopt, jobs_limit, release, running_here, waiting
 from store.runs import NOT_OWNER_EXIT, finish, pid_alive, reap_lost
 
 POLL_S = 0.2
@@ -70,15 +72,20 @@ def _say(line: str) -> None:
 class LocalWorkers:
     """Worker processes this scheduler started, one per run (:mod:`offpoc_tui.worker`)."""
 
-    def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles) -> None:
-        self.db_path, self.db, self.files = db_path, db, files
+    def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles, where: StoreFile) -> None:
+        self.db_path, self.db, self.files, self.where = db_path, db, files, where
         self.active: dict[int, subprocess.Popen[bytes]] = {}
         self.stale: list[subprocess.Popen[bytes]] = []
         """Workers whose run was queued again while they lived (declared lost, then resumed): waited
         for, never settled; they stop at their next write (:class:`store.runs.NotOwner`)."""
 
     def start(self, run_id: int) -> None:
-        directory = self.files.prepare(run_id)
+        try:
+            directory = self.files.prepare(run_id)
+        except StoreError as error:  # its folder is not this store's (a symlink): the run fails, the others go on
+            _say(f"run {run_id}: {error}")
+            finish(self.db, run_id, "failed", error=str(error), only_from=("queued",))
+            return
         with (directory / WORKER_LOG).open("ab") as log:
             self.active[run_id] = subprocess.Popen(
                 [sys.executable, "-m", "offpoc_tui.worker", "--db", str(self.db_path), "--run", str(run_id)],
@@ -160,41 +167,110 @@ def _lock(handle: IO[Any]) -> bool:
     return True
 
 
-def schedule(db_path: Path) -> None:
-    """Start the store's queued runs until none is queued or running; at once if another scheduler runs."""
-    db = open_store(db_path)
-    files = RunFiles.of(db, db_path)
-    files.ensure()
-    with (files.root / LOCK).open("a") as lock:
-        if not _lock(lock):
-            return
-        _say("scheduler started")
-        if reap_leftovers(files.root):
-            _say("ended the Ray processes a killed scheduler left behind")
-        reap_lost(db)  # a dead scheduler's queued runs are lost before this one adopts anything
-        local, ray = LocalWorkers(db_path, db, files), None
+class Lock:
+    """The store's scheduler lock, ``<store>-runs/scheduler.lock``: held while this scheduler serves the store.
+
+    The lock is on the file; if the run-files folder is deleted and made again, another scheduler could
+    lock the new file, so :meth:`still_held` looks at the path again each poll and locks what is there now.
+    """
+
+    def __init__(self, files: RunFiles) -> None:
+        self.files = files
+        self.handle: IO[Any] | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.files.root / LOCK
+
+    def take(self) -> bool:
+        """Lock the file at the path now; whether this process holds it."""
+        self.release()
+        self.files.ensure()
+        handle = self.path.open("a")
+        if not _lock(handle):
+            handle.close()
+            return False
+        self.handle = handle
+        return True
+
+    def still_held(self) -> bool:
+        """Whether this process holds the lock of the file at the path (taken again if the file is new)."""
+        if self.handle is None:
+            return False
         try:
-            while True:
-                ray = _serve(db, local, ray)
-                # Unlock, then look again: a command that queued runs while this one was leaving
-                # started a scheduler that found the lock taken; then this one carries on.
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                if not waiting(db) or not _lock(lock):
-                    break
-        finally:
-            if ray is not None:
-                ray.close()
-        _say("scheduler done: nothing queued or running")
+            found = self.path.stat()
+        except OSError:
+            found = None
+        mine = os.fstat(self.handle.fileno())
+        if found is not None and (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino):
+            return True
+        return self.take()
+
+    def release(self) -> None:
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+            self.handle = None
 
 
-def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any) -> Any:
+class Leave(Exception):
+    """The scheduler must stop serving the store: the line says why."""
+
+
+def schedule(db_path: Path) -> None:
+    """Start the store's queued runs until none is queued or running; at once if another scheduler runs.
+
+    It leaves early, with a line in its log, when the store is no longer at its path (moved, replaced or
+    deleted: :class:`~store.db.StoreFile`) or another scheduler holds the lock of a run-files folder made
+    again; the queued runs it answered for are then handed back to whichever scheduler comes next."""
+    db = open_store(db_path)
+    where = StoreFile.of(db_path)
+    files = RunFiles.of(db, db_path)
+    lock = Lock(files)
+    if not lock.take():
+        return
+    _say("scheduler started")
+    if reap_leftovers(files.root):
+        _say("ended the Ray processes a killed scheduler left behind")
+    reap_lost(db)  # a dead scheduler's queued runs are lost before this one adopts anything
+    local, ray = LocalWorkers(db_path, db, files, where), None
+    try:
+        while True:
+            ray = _serve(db, local, ray, lock)
+            # Unlock, then look again: a command that queued runs while this one was leaving
+            # started a scheduler that found the lock taken; then this one carries on.
+            lock.release()
+            if not waiting(db) or not lock.take():
+                break
+    except Leave as reason:
+        _say(f"scheduler leaves: {reason}")
+        try:
+            release(db, os.getpid())
+        except sqlite3.Error as error:  # its queued runs then show lost: resumable
+            _say(f"could not hand back its queued runs: {error}")
+        return
+    finally:
+        lock.release()
+        if ray is not None:
+            ray.close()
+    _say("scheduler done: nothing queued or running")
+
+
+def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, lock: Lock) -> Any:
     """Poll until nothing is queued, nor running from this scheduler; the Ray runs' driver, if it made one."""
     me = os.getpid()
     while True:
+        if not local.where.here():
+            raise Leave(f"the store is no longer at {local.where.path} (moved, replaced or deleted)")
+        try:
+            if not lock.still_held():
+                raise Leave(f"another scheduler holds {lock.path} (the run-files folder was made again)")
+        except StoreError as error:
+            raise Leave(str(error)) from None
         try:
             done, ray = _serve_once(db, local, ray, me)
-        except sqlite3.OperationalError as error:  # a full disk, a lock held too long: the runs still need us
-            _say(f"a write to the store failed ({error}); trying again in {RETRY_S:.0f} s")
+        except (sqlite3.OperationalError, OSError) as error:  # a full disk, a lock held too long: the runs need us
+            _say(f"a write to the store or its files failed ({error}); trying again in {RETRY_S:.0f} s")
             time.sleep(RETRY_S)
             continue
         if done:

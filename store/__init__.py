@@ -8,7 +8,8 @@ Persistence only: imports no torch and no UI. Workers write through
     db = open_store("offpoc.db")          # raises StoreError for a corrupt or foreign file
 """
 
-from store.db import SCHEMA_VERSION, StoreError, open_store, write
+from store.db import StoreError, open_store, write
 from store.runs import STATUSES, TERMINAL, RunSpec
+from store.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "TERMINAL", "RunSpec", "StoreError", "open_store", "write"]

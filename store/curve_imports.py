@@ -50,7 +50,10 @@ ZOO_FILE = "evaluations.npz"
 _ZOO_RUN_FOLDER = re.compile(r"^(?P<env>.+-v\d+)_(?P<exp>\d+)$")
 """rl-baselines3-zoo writes ``logs/{algo}/{env}_{experiment}/evaluations.npz``."""
 _CHUNK = 64
-"""Files per write transaction (each file stays atomic: it is parsed whole before any write)."""
+"""Files per write transaction at most (each file stays atomic: it is parsed whole before any write)."""
+_CHUNK_ROWS = 50_000
+"""Evaluations per write transaction at most (a file with more is a transaction of its own): workers writing
+to the store meanwhile wait a fraction of a second for the lock, not the whole import."""
 
 
 class ImportProblem(ValueError):
@@ -238,14 +241,19 @@ def import_curves(
     """Write each curve as a finished run (or extend an imported run it already holds); ``advance`` per file."""
     report = ImportReport()
     chunk: list[Curve] = []
+    rows = 0
     for item in curves:
         if isinstance(item, ImportProblem):
             report.problems.append(str(item))
         else:
+            if chunk and rows + len(item.steps) > _CHUNK_ROWS:
+                _write_chunk(db, chunk, report)
+                chunk, rows = [], 0
             chunk.append(item)
-        if len(chunk) >= _CHUNK:
+            rows += len(item.steps)
+        if len(chunk) >= _CHUNK or rows >= _CHUNK_ROWS:
             _write_chunk(db, chunk, report)
-            chunk.clear()
+            chunk, rows = [], 0
         if advance is not None:
             advance()
     if chunk:

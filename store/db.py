@@ -3,8 +3,8 @@
 A store is an SQLite file whose ``meta`` table says ``app = offpoc`` and holds
 ``store_id``, a random identity given once, when the store (or its upgrade to
 schema 3) is created: run files and checkpoints carry it (see :mod:`store.files`).
-Its schema version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` brings an
-older file up to :data:`SCHEMA_VERSION` in one transaction. Every problem with the
+Its schema version lives in ``PRAGMA user_version``; :data:`store.schema.MIGRATIONS` brings
+an older file up to :data:`~store.schema.SCHEMA_VERSION` in one transaction. Every problem with the
 file (not SQLite, someone else's database, a newer offpoc) is a
 :class:`StoreError` whose message is one line.
 """
@@ -12,204 +12,36 @@ file (not SQLite, someone else's database, a newer offpoc) is a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlite_utils
 
+from store.schema import MIGRATIONS, SCHEMA_VERSION
+
 APP = "offpoc"
-SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 60.0
-"""How long a writer waits for another one before giving up (workers write for milliseconds)."""
+"""How long one write waits for another process's transaction (workers write for milliseconds; a worker then
+tries again, :data:`store.links.BUSY_RETRY_S`). ``$OFFPOC_BUSY_TIMEOUT_S`` sets it, in seconds."""
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
-_V1 = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT NOT NULL,
-    algo TEXT NOT NULL,
-    env TEXT NOT NULL,
-    correction TEXT NOT NULL,
-    divergence TEXT,
-    seed INTEGER NOT NULL,
-    config TEXT NOT NULL,
-    status TEXT NOT NULL,
-    total_steps INTEGER NOT NULL,
-    steps INTEGER NOT NULL DEFAULT 0,
-    updates INTEGER NOT NULL DEFAULT 0,
-    sps REAL,
-    last_return REAL,
-    best_return REAL,
-    mean_lambda REAL,
-    pid INTEGER,
-    launcher_pid INTEGER,
-    host TEXT,
-    source TEXT,
-    created REAL NOT NULL,
-    started REAL,
-    finished REAL,
-    heartbeat REAL,
-    wall_time REAL,
-    checkpoint_step INTEGER,
-    error TEXT,
-    traceback TEXT
-);
-CREATE INDEX runs_status ON runs (status);
-CREATE TABLE evaluations (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    wall_time REAL NOT NULL,
-    return_mean REAL NOT NULL,
-    return_std REAL NOT NULL,
-    length_mean REAL NOT NULL,
-    returns TEXT NOT NULL,
-    lengths TEXT NOT NULL,
-    UNIQUE (run_id, step)
-);
-CREATE TABLE episodes (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    episode INTEGER NOT NULL,
-    return REAL NOT NULL,
-    length INTEGER NOT NULL,
-    UNIQUE (run_id, step)
-);
-CREATE TABLE train (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    updates INTEGER NOT NULL,
-    critic_loss REAL,
-    actor_loss REAL,
-    q_mean REAL,
-    alpha REAL,
-    sps REAL NOT NULL,
-    UNIQUE (run_id, step)
-);
-CREATE TABLE weights (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    first_update INTEGER NOT NULL,
-    first_step INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    columns TEXT NOT NULL,
-    mean REAL NOT NULL,
-    data BLOB NOT NULL,
-    UNIQUE (run_id, first_step)
-);
-CREATE TABLE histograms (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    counts TEXT NOT NULL,
-    UNIQUE (run_id, step)
-);
-"""
-
-# Imported runs: ``origin`` names what a run was imported as (unique, so importing twice adds
-# nothing; NULL for trained runs), and evaluations may lack what a published curve does not
-# record (wall time, spread across episodes, episode length): those columns become nullable,
-# which SQLite only allows by rebuilding the table.
-_V2 = """
-ALTER TABLE runs ADD COLUMN origin TEXT;
-CREATE UNIQUE INDEX runs_origin ON runs (origin);
-CREATE TABLE evaluations_v2 (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    wall_time REAL,
-    return_mean REAL NOT NULL,
-    return_std REAL,
-    length_mean REAL,
-    returns TEXT NOT NULL,
-    lengths TEXT NOT NULL,
-    UNIQUE (run_id, step)
-);
-INSERT INTO evaluations_v2 SELECT id, run_id, step, wall_time, return_mean, return_std, length_mean, returns, lengths
-    FROM evaluations;
-DROP TABLE evaluations;
-ALTER TABLE evaluations_v2 RENAME TO evaluations
-"""
-
-# The store's identity, which its run files and checkpoints carry: a copy of the file shares it,
-# a store deleted and recreated under the same name does not.
-_V3 = """
-INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))
-"""
-
-# Logged quantities besides λ (a correction declares its own): weights and histograms gain the
-# quantity's name (existing rows are λ's) and histograms its range; ``quantities`` keeps each
-# run's labels. The unique keys grow by the name, which SQLite only allows by rebuilding.
-_V4 = """
-CREATE TABLE quantities (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    label TEXT NOT NULL,
-    low REAL NOT NULL,
-    high REAL NOT NULL,
-    UNIQUE (run_id, name)
-);
-INSERT OR IGNORE INTO quantities (run_id, name, label, low, high)
-    SELECT run_id, 'lambda', 'λ', 0.0, 1.0 FROM (SELECT run_id FROM weights UNION SELECT run_id FROM histograms);
-CREATE TABLE weights_v4 (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    quantity TEXT NOT NULL,
-    first_update INTEGER NOT NULL,
-    first_step INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    columns TEXT NOT NULL,
-    mean REAL NOT NULL,
-    data BLOB NOT NULL,
-    UNIQUE (run_id, quantity, first_step)
-);
-INSERT INTO weights_v4 SELECT id, run_id, 'lambda', first_update, first_step, count, columns, mean, data FROM weights;
-DROP TABLE weights;
-ALTER TABLE weights_v4 RENAME TO weights;
-CREATE TABLE histograms_v4 (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    quantity TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    counts TEXT NOT NULL,
-    UNIQUE (run_id, quantity, step)
-);
-INSERT INTO histograms_v4 SELECT id, run_id, 'lambda', step, counts FROM histograms;
-DROP TABLE histograms;
-ALTER TABLE histograms_v4 RENAME TO histograms
-"""
-
-# Seeds found to be the same run plus noise (store.duplicates): the run they copy.
-_V5 = """
-ALTER TABLE runs ADD COLUMN duplicate_of INTEGER
-"""
-
-# Where a run runs: ``backend`` NULL on this machine (the store's scheduler starts a worker
-# process), 'ray' as a task on a Ray cluster; ``stop_requested`` is how ``stop`` reaches a worker
-# it cannot signal (a Ray task on another node): the writer answers its next batch with it.
-_V6 = """
-ALTER TABLE runs ADD COLUMN backend TEXT;
-ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0
-"""
-
-# A run's owner: a token its worker draws when it claims the run; every write of the worker checks it,
-# so a worker that lost its run (declared lost and resumed, deleted) stops without writing.
-_V7 = """
-ALTER TABLE runs ADD COLUMN owner TEXT
-"""
-
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
-"""Version → the SQL that brings version − 1 to it (0 = an empty file)."""
-
-DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")
-"""Tables holding a run's observations, keyed by run_id."""
+def busy_timeout() -> float:
+    """:data:`BUSY_TIMEOUT_S`, or ``$OFFPOC_BUSY_TIMEOUT_S`` where it is set."""
+    text = os.environ.get("OFFPOC_BUSY_TIMEOUT_S")
+    if text is None:
+        return BUSY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise StoreError(f"OFFPOC_BUSY_TIMEOUT_S must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 LEGACY_RUN_FILES = "legacy_run_files"
@@ -224,16 +56,23 @@ class StoreError(Exception):
 
 
 def _check_file(path: Path) -> None:
+    """Refuse a folder or an empty file at ``path``, by its metadata alone.
+
+    Never ``open()`` the store file here (nor anywhere in a process that may hold a connection to it):
+    closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included,
+    and another process's last connection then believes it is alone and deletes the WAL (SQLite's "How
+    To Corrupt An SQLite Database File", section 2.2). Whether the file is SQLite is asked of SQLite
+    (:func:`_inspect`).
+    """
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not an offpoc store")
-    with contextlib.suppress(FileNotFoundError), path.open("rb") as f:
-        head = f.read(len(_SQLITE_MAGIC))
-        if head and head != _SQLITE_MAGIC:
-            raise StoreError(f"{path} is not an SQLite database (corrupt, or some other file)")
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_size == 0:
+            raise StoreError(f"{path} is an empty file, not an offpoc store (remove it, or pass another --db)")
 
 
 def _connect(path: Path) -> sqlite_utils.Database:
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    conn = sqlite3.connect(str(path), timeout=busy_timeout(), check_same_thread=False)
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.enable_wal()
     db.execute("PRAGMA synchronous=NORMAL")
@@ -245,7 +84,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     ``mode=ro`` first, then ``immutable=1`` (no locking: right for a file nobody may write)."""
     uri = path.resolve().as_uri()
     for flags in ("mode=ro", "mode=ro&immutable=1"):
-        conn = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        conn = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=busy_timeout(), check_same_thread=False)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.OperationalError:
@@ -270,6 +109,8 @@ def _inspect(path: Path) -> int:
         finally:
             conn.close()
     except sqlite3.DatabaseError as error:
+        if "not a database" in str(error):
+            raise StoreError(f"{path} is not an SQLite database (corrupt, or some other file)") from None
         raise StoreError(f"cannot use the store {path}: {error}") from None
     if version == 0 and tables:
         raise StoreError(f"{path} is an SQLite database but not an offpoc store (it has tables {sorted(tables)[:3]})")
@@ -301,25 +142,23 @@ def _migrate(db: sqlite_utils.Database, path: Path) -> None:
 def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_utils.Database:
     """Open (and with ``create``, create) the store at ``path``, migrated to the current schema.
 
-    Nothing is written to a file before it is known to be an offpoc store this version reads (or, with
-    ``create``, a new or empty one). A store this process may not write (read-only media, another
-    user's file) opens read-only (:func:`read_only` says so): reading works, writing raises.
+    Nothing is written to a file before it is known to be an offpoc store this version reads. A new
+    store appears at ``path`` whole (:func:`_create`), so an empty file there is never a store being
+    made: it is refused. A store this process may not write (read-only media, another user's file)
+    opens read-only (:func:`read_only` says so): reading works, writing raises.
 
-    Raises :class:`StoreError` when the file is missing or empty (and ``create`` is false), not
+    Raises :class:`StoreError` when the file is missing (and ``create`` is false) or empty, not
     SQLite, another application's database, from a newer offpoc, or read-only and in need of an upgrade.
     """
     path = Path(path)
     _check_file(path)
-    exists = path.exists()
-    if not create:
-        if not exists:
+    if not path.exists():
+        if not create:
             raise StoreError(f"no offpoc store at {path} (start a run with `offpoc run`, or pass --db)")
-        if path.stat().st_size == 0:
-            raise StoreError(f"{path} is an empty file, not an offpoc store (`offpoc run` creates one)")
-    if not exists:
         _check_creatable(path)
-    version = _inspect(path) if exists and path.stat().st_size > 0 else 0
-    if exists and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        _create(path)
+    version = _inspect(path)
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         if version != SCHEMA_VERSION:
             raise StoreError(f"the store {path} is read-only and has schema {version}: it needs an upgrade first")
         db = sqlite_utils.Database(_connect_read_only(path), execute_plugins=False)
@@ -330,6 +169,94 @@ def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_uti
     except sqlite3.DatabaseError as error:
         raise StoreError(f"cannot use the store {path}: {error}") from None
     return db
+
+
+def _create(path: Path) -> None:
+    """Make a new store at ``path`` in one step: built under a hidden name beside it, then linked into place.
+
+    ``os.link`` fails where a file exists, so of two processes creating one store the second opens the
+    first's, and nobody ever sees a half-made file at ``path``. Where the filesystem has no hard links,
+    a rename that checks first (a race only between two creators) does instead.
+    """
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.creating")
+    try:
+        db = _connect(tmp)
+        try:
+            _migrate(db, tmp)
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()  # the only connection to it: SQLite folds its WAL in and removes it
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: that one is used
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise StoreError(f"cannot create the store {path}: {error.strerror or error}") from None
+            if not path.exists():
+                os.rename(tmp, path)
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"cannot create the store {path}: {error}") from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+class StoreMoved(StoreError):
+    """The store file a process opened is no longer at its path (moved, replaced or deleted meanwhile)."""
+
+
+@dataclass(frozen=True)
+class StoreFile:
+    """The store file a process opened, as the filesystem knows it: its path and the file there then.
+
+    A process that keeps files beside a store (a worker's checkpoints, the scheduler's workers) asks
+    :meth:`check` before it uses the path again: its connection follows the file it opened wherever
+    it goes, the path may name another store by then, or nothing. One ``stat``, no ``open``.
+    """
+
+    path: Path
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> StoreFile:
+        """The file at ``path`` now (call it right after :func:`open_store`)."""
+        path = Path(path).resolve()
+        found = path.stat()
+        return cls(path, found.st_dev, found.st_ino)
+
+    def here(self) -> bool:
+        """Whether the file at the path is still the one opened."""
+        try:
+            found = self.path.stat()
+        except OSError:
+            return False
+        return (found.st_dev, found.st_ino) == (self.device, self.inode)
+
+    def check(self) -> None:
+        """Raise :class:`StoreMoved` unless :meth:`here`."""
+        if not self.here():
+            what = "another file" if self.path.exists() else "nothing"
+            raise StoreMoved(
+                f"the store is no longer at {self.path} (moved, replaced or deleted: {what} is there now);"
+                " nothing more is written beside it"
+            )
+
+
+def read_store_id(path: str | os.PathLike[str]) -> str | None:
+    """The identity of the store now at ``path``, read through SQLite (read-only); None when there is none."""
+    try:
+        conn = _connect_read_only(Path(path))
+    except (StoreError, sqlite3.Error):
+        return None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
 
 
 def read_only(db: sqlite_utils.Database) -> bool:
@@ -347,8 +274,7 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     if path.exists():
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise StoreError(f"the store {path} is not writable")
-        if path.stat().st_size > 0:
-            _inspect(path)
+        _inspect(path)
     else:
         _check_creatable(path)
 

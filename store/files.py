@@ -10,8 +10,12 @@ The folder holds ``store.json``, the identity of the store it belongs to
 (:func:`store.db.store_id`). Before a store writes there, :meth:`RunFiles.ensure`
 reads that mark: a folder marked by another store (this one's namesake, deleted
 and recreated, or a store file overwritten by a copy of another) is set aside as
-``exp1.db-runs.stale-<its id>``, never used and never deleted; an unmarked folder
-with files in it is not offpoc's, and the store refuses to touch it.
+``exp1.db-runs.stale-<its id>``, never used and never deleted, but only by the store
+that is at the path now (a process of the deleted namesake refuses instead); an
+unmarked folder with files in it is not offpoc's, and the store refuses to touch it.
+A folder deleted while runs train is made again, marked, at the next checkpoint.
+Each run's folder is a real folder of this store: a symlink there is refused, never
+followed into another store's files.
 
 A store from before schema 3 kept its runs' files in ``offpoc-runs/<id>/``, a folder
 every store in the directory shared: :meth:`RunFiles.legacy_run_dir` names it for
@@ -32,7 +36,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store.db import StoreError, legacy_run_files, store_id
+from store.db import StoreError, legacy_run_files, read_store_id, store_id
 
 CHECKPOINT = "checkpoint.pt"
 WORKER_LOG = "worker.log"
@@ -47,6 +51,33 @@ def runs_root(db_path: str | os.PathLike[str]) -> Path:
     """The run-files folder of the store at ``db_path``: ``<store file>-runs/`` beside it."""
     path = Path(db_path).resolve()
     return path.with_name(path.name + SUFFIX)
+
+
+STORE_PARTS = {"": "the store", "-wal": "the store's write-ahead log", "-shm": "the store's shared-memory index",
+               "-journal": "the store's journal"}  # fmt: skip
+"""The files SQLite keeps a store in, by the suffix on the store's name."""
+
+
+def part_of_store(path: str | os.PathLike[str], db_path: str | os.PathLike[str]) -> str | None:
+    """What of the store at ``db_path`` the file ``path`` is (the store, its WAL, a file in its run files,
+    through a symlink or a hard link too); None when it is none of it. Looks at names and ``stat`` only."""
+    store = Path(db_path).resolve()
+    target = Path(path).resolve()
+    for suffix, what in STORE_PARTS.items():
+        part = store.with_name(store.name + suffix)
+        if target == part or _same_file(target, part):
+            return what
+    root = runs_root(store)
+    if target == root or root in target.parents:
+        return f"in the store's run files ({root.name})"
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def check_usable(db_path: str | os.PathLike[str]) -> None:
@@ -101,8 +132,10 @@ class RunFiles:
         return None if self.legacy_dir is None else self.legacy_dir / str(run_id)
 
     def find_checkpoint(self, run_id: int) -> Path | None:
-        """The run's checkpoint file: in its own folder, else (older stores) in the shared one; None if neither."""
-        for directory in (self.run_dir(run_id), self.legacy_run_dir(run_id)):
+        """The run's checkpoint file: in its own folder, else (older stores) in the shared one; None if neither.
+
+        Raises :class:`StoreError` where the run's folder is a symlink (:meth:`check_run_dir`)."""
+        for directory in (self.check_run_dir(run_id), self.legacy_run_dir(run_id)):
             if directory is not None and (directory / CHECKPOINT).exists():
                 return directory / CHECKPOINT
         return None
@@ -143,6 +176,7 @@ class RunFiles:
             if mark == self.store_id:
                 return set_aside
             if mark is not None:
+                self._check_at_path(mark)
                 set_aside = self._set_aside(mark) or set_aside
             elif self.root.is_dir() and not any(self.root.iterdir()):
                 self.root.rmdir()  # empty: recreated below, marked
@@ -151,6 +185,16 @@ class RunFiles:
             else:
                 self._create()
         raise StoreError(f"could not claim {self.root} for the store (other processes kept changing it)")
+
+    def _check_at_path(self, mark: str) -> None:
+        """Before setting aside a folder marked ``mark``: this store must be the one at the path now, else the
+        folder is the new store's (this process's store was deleted, and another made in its place)."""
+        here = read_store_id(self.store_path)
+        if here != self.store_id:
+            raise StoreError(
+                f"{self.store_path} is not this store any more (store {self.store_id[:8]}; the file there is"
+                f" {'store ' + here[:8] if here else 'not a store'}): its folder {self.root.name} is left alone"
+            )
 
     def _create(self) -> None:
         """The folder and its mark at once: a folder without a mark is never seen half made."""
@@ -181,14 +225,30 @@ class RunFiles:
             return target
 
     # ---- per run ---------------------------------------------------------------------
-    def prepare(self, run_id: int) -> Path:
-        """The run's folder, created in this store's own folder."""
-        self.ensure()
+    def check_run_dir(self, run_id: int) -> Path:
+        """The run's folder, where nothing but a real folder (or nothing yet) may be; :class:`StoreError` if
+        a symlink or a file is there: a run never writes through it into another store's files."""
         directory = self.run_dir(run_id)
+        if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+            raise StoreError(
+                f"{self.display(directory)} is not a folder of this store (a symlink, or a file): move it away,"
+                f" then resume run {run_id}"
+            )
+        return directory
+
+    def prepare(self, run_id: int) -> Path:
+        """The run's folder, created in this store's own folder (which is made again, marked, if it went)."""
+        self.ensure()
+        directory = self.check_run_dir(run_id)
         directory.mkdir(exist_ok=True)
         return directory
 
     def remove(self, run_id: int) -> None:
-        """Delete a run's folder, if the folder it is in is this store's."""
-        if self.owned():
-            shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+        """Delete a run's folder, if the folder it is in is this store's (a symlink there: the link only)."""
+        if not self.owned():
+            return
+        directory = self.run_dir(run_id)
+        if directory.is_symlink() or directory.is_file():
+            directory.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)

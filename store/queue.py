@@ -63,6 +63,12 @@ def adopt(db: sqlite_utils.Database, pid: int) -> None:
             )
 
 
+def release(db: sqlite_utils.Database, pid: int) -> None:
+    """The scheduler ``pid`` leaves: the queued runs it answered for wait for the next one (not ``lost``)."""
+    with write(db):
+        db.execute("UPDATE runs SET launcher_pid = NULL WHERE status = 'queued' AND launcher_pid = ?", [pid])
+
+
 def running_here(db: sqlite_utils.Database) -> dict[int, int]:
     """Run id → worker pid of the runs whose worker process runs on this machine."""
     rows = db.execute(

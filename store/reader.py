@@ -82,7 +82,9 @@ def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **fi
     where, params = where_runs(statuses=statuses, **filters)
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
-    columns += f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, {SAMPLER_SQL} AS sampler"
+    columns += (
+        f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, revision, {SAMPLER_SQL} AS sampler"
+    )
     return cast(list[RunRow], _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params)))
 
 
@@ -113,7 +115,8 @@ def weight_blocks(
     """A run's blocks of one logged quantity (λ by default) starting past ``after_step``, in order.
 
     Yields (first update, first step, columns, (count, columns) values). A run never writes
-    a step twice, so ``after_step`` (the last block's first step) is a watermark that misses nothing.
+    a step twice, so ``after_step`` (the last block's first step) is a watermark that misses nothing
+    while the run's ``revision`` stays (a resumed run that replaced records bumps it).
     """
     for first_update, first_step, count, columns, data in db.execute(
         "SELECT first_update, first_step, count, columns, data FROM weights"
@@ -155,7 +158,8 @@ def eval_points(db: sqlite_utils.Database, after: dict[int, int]) -> list[tuple[
 
     Returns (run_id, step, wall_time, return_mean) in run, step order. Each run is one range
     scan of the (run_id, step) index, so a poll costs what was written since the last one;
-    a run never writes a step twice (resumes included), so a step watermark misses nothing.
+    a run never writes a step twice, so a step watermark misses nothing while the run's ``revision``
+    stays (a resumed run that replaced what it recorded past its checkpoint bumps it).
     """
     if not after:
         return []

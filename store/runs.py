@@ -8,7 +8,11 @@ Status moves along::
 A ``running`` run whose worker process is gone (same host, pid dead) or whose
 heartbeat is older than :data:`LOST_AFTER_S` is ``lost``; so is a ``queued`` run
 whose scheduler died, and a run on a Ray cluster whose scheduler (the Ray driver)
-died. Lost runs keep everything they wrote and can be resumed.
+died. Lost runs keep everything they wrote and can be resumed; the resumed run then replaces what
+was recorded past the step it resumes from (:func:`store.links.rewind`).
+
+A worker's claim draws an owner token (:func:`claim`); every later write of that worker checks it
+in its own transaction (:func:`check_owner`), so a run has one writer at a time.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from typing import Any, TypedDict, cast
 
 import sqlite_utils
 
-from store.db import DATA_TABLES, read_only, write
+from store.db import read_only, write
 from store.files import RunFiles
+from store.schema import DATA_TABLES
 
 STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
 TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
@@ -77,6 +82,8 @@ class RunRow(TypedDict, total=False):
     """What sets the run apart from other runs of its method in the set read (:mod:`store.variants`)."""
     stop_requested: int
     owner: str | None
+    revision: int
+    """Bumped each time records the run stored were replaced (a resume rewinding past its checkpoint)."""
     sampler: str
     """The config's replay sampler (list_runs)."""
     counts: dict[str, int]

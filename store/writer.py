@@ -2,16 +2,14 @@
 
 One writer per worker process. Records accumulate in memory; :meth:`RunWriter.tick`
 (called every environment step, it costs a clock read) writes them, plus the run's
-progress and heartbeat, in one transaction at most every :data:`FLUSH_INTERVAL_S`.
+progress and heartbeat, in one transaction at most every :data:`FLUSH_INTERVAL_S`,
+through a :class:`~store.links.Link` that checks the worker still owns the run.
 
-Resumed runs never write a step twice: at open the writer reads, per table (and
-per logged quantity), the last step already stored for the run and drops records
-at or before it (the first writer of a step wins; a lost worker's evaluations stay).
-
-The writer reaches the store through a :class:`Link`: :class:`LocalLink` writes the SQLite
-file itself; a worker on another machine ships the same plain rows to the one process that
-holds the file (:mod:`offpoc_tui.ray_backend`), which commits them with :func:`commit`. Each
-commit answers whether ``offpoc stop`` asked the run to stop (:attr:`RunWriter.stop_requested`).
+A resumed run never stores a step twice, nor a step of the trajectory it abandoned: before it
+trains, :meth:`RunWriter.rewind` deletes what the run recorded past the step it resumes from
+(:func:`store.links.rewind`); from then on the writer drops records at or before the last step
+stored. Each commit answers whether ``offpoc stop`` asked the run to stop
+(:attr:`RunWriter.stop_requested`).
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ import numpy as np
 import sqlite_utils
 
 from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_weights
-from store.db import write
-from store.runs import check_owner
+from store.links import INSERTS, LAST_STEP_SQL, MEAN_LAMBDA_QUANTITY, Link, LocalLink, Rows
 
 FLUSH_INTERVAL_S = 1.0
 
@@ -51,110 +48,8 @@ class QuantityInfo(NamedTuple):
     high: float = 1.0
 
 
-LAMBDA = QuantityInfo("lambda", "λ")
+LAMBDA = QuantityInfo(MEAN_LAMBDA_QUANTITY, "λ")
 """The quantity AC-Off-POC logs, a weight on [0, 1]; its mean is the run's ``mean_lambda``."""
-
-_INSERT = {
-    "evaluations": "INSERT OR IGNORE INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean,"
-    " returns, lengths) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "episodes": "INSERT OR IGNORE INTO episodes (run_id, step, episode, return, length) VALUES (?, ?, ?, ?, ?)",
-    "train": "INSERT OR IGNORE INTO train (run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "quantities": "INSERT OR IGNORE INTO quantities (run_id, name, label, low, high) VALUES (?, ?, ?, ?, ?)",
-    "weights": "INSERT OR IGNORE INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "histograms": "INSERT OR IGNORE INTO histograms (run_id, quantity, step, counts) VALUES (?, ?, ?, ?)",
-}
-_LAST_STEP = {
-    "evaluations": "SELECT '', MAX(step) FROM evaluations WHERE run_id = ?",
-    "episodes": "SELECT '', MAX(step) FROM episodes WHERE run_id = ?",
-    "train": "SELECT '', MAX(step) FROM train WHERE run_id = ?",
-    "weights": "SELECT quantity, MAX(first_step + count - 1) FROM weights WHERE run_id = ? GROUP BY quantity",
-    "histograms": "SELECT quantity, MAX(step) FROM histograms WHERE run_id = ? GROUP BY quantity",
-}
-
-
-Rows = dict[str, list[Sequence[Any]]]
-"""Pending rows per table, plain values (what :func:`commit` inserts)."""
-
-
-class Opened(NamedTuple):
-    """What a writer needs of the store when it opens: what is already stored for the run."""
-
-    last_step: dict[tuple[str, str], int]
-    """(table, quantity or '') → the last step stored; missing: none."""
-    best_return: float | None
-
-
-def opened(db: sqlite_utils.Database, run_id: int) -> Opened:
-    last_step: dict[tuple[str, str], int] = {}
-    for table, sql in _LAST_STEP.items():
-        for quantity, step in db.execute(sql, [run_id]).fetchall():
-            if step is not None:
-                last_step[table, quantity] = int(step)
-    row = db.execute("SELECT best_return FROM runs WHERE id = ?", [run_id]).fetchone()
-    return Opened(last_step, row[0] if row else None)
-
-
-def commit(
-    db: sqlite_utils.Database, run_id: int, rows: Rows, progress: dict[str, Any], owner: str | None = None
-) -> bool:
-    """Insert ``rows`` and set ``progress`` on the run in one transaction; whether a stop was requested.
-
-    With ``owner`` (the worker's claim token), raises :class:`~store.runs.NotOwner` and writes nothing
-    when the run is no longer that worker's.
-    """
-    assignments = ", ".join(f"{key} = ?" for key in progress)
-    with write(db):
-        check_owner(db, run_id, owner)
-        for table, pending in rows.items():
-            if pending:
-                db.conn.executemany(_INSERT[table], pending)
-        db.execute(f"UPDATE runs SET {assignments} WHERE id = ?", [*progress.values(), run_id])
-        row = db.execute("SELECT stop_requested FROM runs WHERE id = ?", [run_id]).fetchone()
-    return bool(row and row[0])
-
-
-_PAST = {
-    "evaluations": "step", "episodes": "step", "train": "step", "weights": "first_step", "histograms": "step",
-}  # fmt: skip
-
-
-def rewind(db: sqlite_utils.Database, run_id: int, step: int, owner: str | None = None) -> Opened:
-    """Delete the run's records past ``step`` (a resumed run's trajectory from its checkpoint replaces them)
-    and set its progress back to ``step``; where its writer starts from then."""
-    with write(db):
-        check_owner(db, run_id, owner)
-        for table, column in _PAST.items():
-            db.execute(f"DELETE FROM {table} WHERE run_id = ? AND {column} > ?", [run_id, step])
-        db.execute(
-            "UPDATE runs SET steps = ?, last_return = (SELECT return_mean FROM evaluations WHERE run_id = ?"
-            " ORDER BY step DESC LIMIT 1), best_return = (SELECT MAX(return_mean) FROM evaluations WHERE run_id = ?)"
-            " WHERE id = ?",
-            [step, run_id, run_id, run_id],
-        )
-    return opened(db, run_id)
-
-
-class Link(Protocol):
-    """How a writer reaches the store: directly, or through the process that holds the file."""
-
-    def open(self, run_id: int) -> Opened: ...
-    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool: ...
-
-
-class LocalLink:
-    """The store file itself, on this machine; with ``owner``, every write checks the worker still owns the run."""
-
-    def __init__(self, db: sqlite_utils.Database, owner: str | None = None) -> None:
-        self.db = db
-        self.owner = owner
-
-    def open(self, run_id: int) -> Opened:
-        return opened(self.db, run_id)
-
-    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
-        return commit(self.db, run_id, rows, progress)
 
 
 class NonFinite(ValueError):
@@ -175,7 +70,7 @@ class RunWriter:
         self.link: Link = LocalLink(db) if isinstance(db, sqlite_utils.Database) else db
         self.run_id = run_id
         self.flush_interval = flush_interval
-        self.pending: Rows = {table: [] for table in _INSERT}
+        self.pending: Rows = {table: [] for table in INSERTS}
         start = self.link.open(run_id)
         self.last_step = dict(start.last_step)
         """(table, quantity or '') → the last step stored; missing: none."""
@@ -279,14 +174,13 @@ class RunWriter:
             self.pending["histograms"].append((self.run_id, name, step, encode_counts(counts)))
 
     def rewind(self, step: int) -> None:
-        """The run resumes at ``step``: what it recorded past it (the abandoned trajectory) goes, so that
-        nothing is doubled; a link that cannot (a Ray task's) keeps them, and steps already stored are skipped."""
-        rewind_link = getattr(self.link, "rewind", None)
-        if rewind_link is None:
-            return
-        start = rewind_link(self.run_id, step)
+        """The run resumes at ``step``: what it recorded past it (the abandoned trajectory) goes, and the
+        resumed run's records take its place; nothing is doubled, nothing of the two trajectories mixed."""
+        for rows in self.pending.values():
+            rows.clear()
+        start = self.link.rewind(self.run_id, step)
         self.last_step = dict(start.last_step)
-        self.progress["best_return"] = start.best_return
+        self.progress = {"best_return": start.best_return}
 
     def add_checkpoint(self, step: int) -> None:
         self.progress["checkpoint_step"] = step
@@ -308,7 +202,7 @@ class RunWriter:
         progress["heartbeat"] = time.time()
         self.stop_requested = self.link.commit(self.run_id, self.pending, progress) or self.stop_requested
         for table, rows in self.pending.items():
-            for row in rows if table in _LAST_STEP else ():
+            for row in rows if table in LAST_STEP_SQL else ():
                 key, step = self._row_step(table, row)
                 self.last_step[key] = max(self.last_step.get(key, -1), step)
             rows.clear()

@@ -37,6 +37,16 @@ def offpoc(
     return result
 
 
+class Payload:
+    """What a hostile checkpoint holds: unpickled, it would run ``touch MARKER`` (a test asserts it never does)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, (f"touch {self.marker}",)
+
+
 def runs(db: Path) -> dict[int, dict[str, Any]]:
     return {r["id"]: r for r in json.loads(offpoc(db, "ps", "--json", "--all").stdout)}
 

@@ -64,6 +64,7 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
 
 
 _UNDO_V4 = """
+ALTER TABLE runs DROP COLUMN revision;
 ALTER TABLE runs DROP COLUMN owner;
 ALTER TABLE runs DROP COLUMN stop_requested;
 ALTER TABLE runs DROP COLUMN backend;
@@ -89,7 +90,8 @@ def as_schema_2(db_path: Path) -> None:
     """Make a store what offpoc left before schema 3: no identity (its runs' files then lived in ``offpoc-runs/``).
 
     Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before);
-    schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``.
+    schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
+    schema 8 their ``revision``.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +30,8 @@ from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.runs_table import RunsTable
 from store import open_store
 from store.curve_imports import import_curves, read_reference
-from store.runs import create_runs
+from store.links import LocalLink
+from store.runs import claim, create_runs
 from store.stats import welch_p
 from store.writer import RunWriter
 from tests.conftest import REFERENCE_CURVES, needs_reference
@@ -245,6 +248,36 @@ def test_new_runs_and_evaluations_appear_while_a_writer_writes(dashboard_store: 
     drive(dashboard_store, scenario)
 
 
+def test_records_a_resumed_run_replaced_are_redrawn(dashboard_store: Path) -> None:
+    """A run resumed from its checkpoint at step 2,000 replaces what it recorded past it: as many
+    evaluations, at the same steps, with other returns. The curve on screen must be the new one."""
+    db = open_store(dashboard_store)
+    (run_id,) = create_runs(db, [spec(correction="none", seed=8)])
+    owner = claim(db, run_id, os.getpid())
+    link = LocalLink(db, owner)
+    first = RunWriter(link, run_id, flush_interval=0.0)
+    for step in range(0, 5001, 1000):
+        first.add_eval(step, step / 100, 1.0 + step, 1.0, [1.0], [10])
+    first.flush(5000, 5000)
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("2")
+        figure = lambda: plot(app, "curves-plot").figure  # noqa: E731
+        mine = lambda: [ln for ln in figure().lines if ln.label and ln.label.startswith(f"{run_id} ")]  # noqa: E731
+        await until(pilot, lambda: len(mine()) == 1 and len(mine()[0].x) == 6)
+        assert mine()[0].y.tolist() == [1.0 + s for s in range(0, 5001, 1000)]
+        resumed = RunWriter(link, run_id, flush_interval=0.0)  # what a worker resuming at step 2,000 does
+        resumed.rewind(2000)
+        for step in range(3000, 5001, 1000):
+            resumed.add_eval(step, step / 100, -1.0 - step, 1.0, [1.0], [10])
+        resumed.flush(5000, 5000)
+        expected = [1.0, 1001.0, 2001.0, -3001.0, -4001.0, -5001.0]
+        await until(pilot, lambda: len(mine()) == 1 and mine()[0].y.tolist() == expected)
+
+    drive(dashboard_store, scenario)
+    db.close()
+
+
 def test_the_evaluation_cache_reads_only_what_is_new(tmp_path: Path) -> None:
     path = tmp_path / "cache.db"
     db = open_store(path, create=True)
@@ -314,6 +347,32 @@ def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_
         assert app.query_one(DetailPane).display
 
     drive(dashboard_store, scenario)
+
+
+def test_a_stop_that_meets_a_locked_store_is_said_and_the_dashboard_goes_on(
+    dashboard_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFPOC_BUSY_TIMEOUT_S", "0.3")
+    db = open_store(dashboard_store)
+    (queued,) = create_runs(db, [spec(seed=9)])
+    db.close()
+    lock = sqlite3.connect(dashboard_store)
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 7)
+        table.move_cursor(row=table.shown.index(queued))
+        lock.execute("BEGIN IMMEDIATE")  # another process's long transaction
+        await pilot.press("x")
+        await until(pilot, lambda: any("database is locked" in str(n.message) for n in app._notifications))
+        lock.rollback()
+        await pilot.press("x")  # the app lives on: the next stop goes through
+        await until(pilot, lambda: str(table.get_row(str(queued))[8]) == "stopped")
+
+    try:
+        drive(dashboard_store, scenario)
+    finally:
+        lock.close()
 
 
 def test_hidden_views_cost_nothing(dashboard_store: Path) -> None:

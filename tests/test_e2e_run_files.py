@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from store.db import DATA_TABLES
+from store.schema import DATA_TABLES
 from tests.processes import export, offpoc, run_row, wait_for
 from tests.storefill import as_schema_2
 

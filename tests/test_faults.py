@@ -25,8 +25,8 @@ from offpoc_tui import sweep as sweep_module
 from offpoc_tui.sweep import load_sweep, queue_missing
 from store import open_store
 from store.files import RunFiles
-from store.runs import TERMINAL, create_runs, pid_alive
-from tests.processes import SMALL, export, offpoc, run_row, wait_for
+from store.runs import TERMINAL, create_runs
+from tests.processes import SMALL, Payload, export, offpoc, run_row, wait_for
 from tests.storefill import spec
 
 PENDULUM = ["td3", "Pendulum-v1", *SMALL]
@@ -41,14 +41,6 @@ def md5(path: Path) -> str:
 
 
 # ---- a checkpoint is data, never code -------------------------------------------------------
-class Payload:
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return os.system, (f"touch {self.marker}",)
-
-
 def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     db = tmp_path / "offpoc.db"
     offpoc(db, "run", *PENDULUM, "--steps", "600", "--set", "checkpoint_every=200", "--eval-freq", "200")
@@ -99,35 +91,7 @@ def test_nan_rewards_fail_the_run_with_the_reason_and_nothing_vanishes(tmp_path:
     assert export(db, "evaluations") == []  # no row half-written; the reason says why there is none
 
 
-# ---- one owner per run --------------------------------------------------------------------------
-def test_a_stale_worker_that_wakes_after_its_run_was_resumed_writes_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "offpoc.db"
-    offpoc(db, "run", *PENDULUM, "--steps", "5000", "--eval-freq", "1000", "--set", "checkpoint_every=1000")
-    wait_for(lambda: (run_row(db, 1)["checkpoint_step"] or 0) >= 1000, what="a checkpoint")
-    stale = run_row(db, 1)["pid"]
-    os.kill(stale, signal.SIGSTOP)
-    try:
-        store = open_store(db)  # its heartbeat is old: any reader now declares it lost
-        store.execute("UPDATE runs SET heartbeat = heartbeat - 3600 WHERE id = 1")
-        store.conn.commit()
-        offpoc(db, "ps")
-        assert run_row(db, 1)["status"] == "lost"
-        offpoc(db, "resume", "1")
-        wait_for(lambda: run_row(db, 1)["pid"] not in (None, stale), what="a new worker")
-        fresh = run_row(db, 1)["pid"]
-    finally:
-        os.kill(stale, signal.SIGCONT)
-    wait_for(lambda: not pid_alive(stale), timeout=60, what="the stale worker to leave")
-    row = run_row(db, 1)  # the stale worker's end is not the run's: still the new worker's, or finished by it
-    assert row["pid"] == fresh and row["status"] in ("running", "finished") and row["error"] is None, row
-    wait_for(lambda: ended(db, 1), what="the run's end")
-    row = run_row(db, 1)
-    assert row["status"] == "finished" and row["steps"] == 5000 and row["checkpoint_step"] == 5000
-    assert [int(r["step"]) for r in export(db, "evaluations")] == list(range(0, 5001, 1000))
-    log = (tmp_path / "offpoc.db-runs" / "1" / "worker.log").read_text()
-    assert "is no longer this worker's" in log
-
-
+# ---- one owner per run (a stale worker: tests/test_resume_records.py) --------------------------------
 def test_rm_refuses_a_run_that_started_while_it_asked(tmp_path: Path) -> None:
     db = tmp_path / "offpoc.db"
     offpoc(db, "run", *PENDULUM, "--steps", "600", "--jobs", "1")

@@ -14,8 +14,8 @@ from typer.testing import CliRunner, Result
 from offpoc_tui.cli import app
 from store import SCHEMA_VERSION, open_store
 from store.codec import encode_weights
-from store.db import _V1
 from store.reader import histograms, quantities, weight_rows
+from store.schema import _V1
 from tests.conftest import REFERENCE_CURVES, needs_reference
 
 runner = CliRunner()
@@ -233,7 +233,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         conn.execute("INSERT INTO weights VALUES (1, 1, 1, 501, 2, 'lambda', 0.375, ?)", [blob])
         conn.execute("INSERT INTO histograms VALUES (1, 1, 1000, '[1, 1]')")
     db = open_store(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     # Schema 4: the weights and histograms stored are λ's.
     stored = list(weight_rows(db, 1))
     assert [(u, step, names) for u, step, names, _ in stored] == [(1, 501, ("lambda",)), (2, 502, ("lambda",))]

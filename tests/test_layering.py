@@ -24,7 +24,7 @@ def _imported(module: str, roots: set[str]) -> list[str]:
 
 
 def test_store_imports_neither_torch_nor_any_ui() -> None:
-    modules = "store, store.writer, store.reader, store.export, store.runs"
+    modules = "store, store.writer, store.links, store.reader, store.export, store.runs"
     assert _imported(modules, {"torch", "agents", "offpoc_tui", "textual", "typer"}) == []
 
 

@@ -74,10 +74,13 @@ def test_runs_on_a_local_cluster_survive_a_killed_worker_and_stop_with_a_checkpo
     shown = offpoc(db, "ps").stdout
     assert "ray:" in shown and "pid" not in shown.split("where")[1]  # where each runs, not a local pid
 
-    os.kill(run_row(db, 1)["pid"], signal.SIGKILL)  # the Ray worker process: Ray runs the task again
+    killed = run_row(db, 1)
+    os.kill(killed["pid"], signal.SIGKILL)  # the Ray worker process: Ray runs the task again
     wait_for(lambda: run_row(db, 1)["status"] == "finished", what="run 1 finished after the retry")
     evaluations = [int(r["step"]) for r in export(db, "evaluations", "--run", "1")]
     assert evaluations == list(range(0, 4001, 500))  # every evaluation exactly once
+    if killed["steps"] >= killed["checkpoint_step"] + 500:  # it had evaluated past its checkpoint (as a rule):
+        assert run_row(db, 1)["revision"] == 1  # the retried task replaced those records with its own
     weights = [int(r["step"]) for r in export(db, "weights", "--run", "1")]
     assert weights == list(range(weights[0], 4001))  # no gap, nothing twice
 

@@ -82,6 +82,22 @@ def test_another_stores_folder_is_set_aside_untouched(tmp_path: Path) -> None:
     assert third.owned() and stale.is_dir()
 
 
+def test_a_deleted_stores_process_never_sets_the_new_stores_folder_aside(tmp_path: Path) -> None:
+    """A worker or scheduler of a store deleted and made again at its path still knows the old identity:
+    the folder there, marked by the new store, is not another store's leftover to it but the new one's."""
+    path = tmp_path / "x.db"
+    old = files_of(path)
+    old.ensure()
+    path.unlink()
+    new = files_of(path)
+    new.ensure()  # sets the old store's folder aside and makes its own
+    with pytest.raises(StoreError, match="is not this store any more") as raised:
+        old.prepare(1)
+    assert "\n" not in str(raised.value)
+    assert new.owned() and not (new.root / "1").exists()
+    assert [p.name for p in tmp_path.glob("x.db-runs.stale-*")] == [f"x.db-runs.stale-{old.store_id[:8]}"]
+
+
 @pytest.mark.parametrize("content", ["a file", "a folder of the user's"])
 def test_a_folder_that_is_not_offpocs_is_refused_and_left_alone(tmp_path: Path, content: str) -> None:
     root = tmp_path / "x.db-runs"

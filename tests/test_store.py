@@ -43,7 +43,7 @@ def test_missing_store_is_not_created_without_create(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"this is not a database at all" * 10, "not an SQLite database"),
-        (b"SQLite format 3\x00" + b"\xff" * 200, "cannot use the store"),
+        (b"SQLite format 3\x00" + b"\xff" * 200, "not an SQLite database \\(corrupt"),
     ],
 )
 def test_corrupt_file_is_a_clear_error(tmp_path: Path, content: bytes, message: str) -> None:
@@ -128,7 +128,7 @@ def test_resumed_writer_never_writes_a_step_twice(tmp_path: Path) -> None:
         first.add_eval(step, step, float(step), 0.0, [float(step)], [1])
     first.add_weights(("lambda",), np.arange(1, 1501), np.arange(501, 2001), np.full((1500, 1), 0.5, np.float32))
     first.flush(2000, 1500)
-    # The lost worker's checkpoint was at step 1000: the resumed one repeats steps 1001-2000.
+    # A second writer opened on the run (no rewind) skips the steps the run has stored.
     second = RunWriter(db, run_id)
     for step in (2000, 3000):
         second.add_eval(step, step, -1.0, 0.0, [-1.0], [1])

@@ -105,6 +105,22 @@ def test_stop_checkpoints_and_resume_continues_from_the_same_step(tmp_path: Path
     assert first_update == result.updates + 1
 
 
+def test_a_run_stopped_at_step_zero_resumes_to_the_uninterrupted_run(tmp_path: Path) -> None:
+    """A stop before the first step checkpoints at step 0: the resumed run replays the first episode's seeded
+    reset (its observation, the simulator's state) and trains as if it had never stopped."""
+    config = TrainConfig(algo="td3", total_steps=1200, seed=5, **FAST)
+    whole = RecordingSink()
+    Trainer(config, whole).run()
+
+    path = tmp_path / "run.pt"
+    result = Trainer(config, RecordingSink(), checkpoint_path=path, should_stop=lambda: True).run()
+    assert result.status == "stopped" and result.step == 0
+    resumed = RecordingSink()
+    Trainer.resume(path, resumed).run()
+    assert [(e.step, e.return_mean) for e in resumed.evals] == [(e.step, e.return_mean) for e in whole.evals][1:]
+    assert [(e.step, e.ret) for e in resumed.episodes] == [(e.step, e.ret) for e in whole.episodes]
+
+
 def test_periodic_checkpoints_and_resume_to_a_longer_total(tmp_path: Path) -> None:
     path = tmp_path / "run.pt"
     config = TrainConfig(algo="td3", total_steps=1000, checkpoint_every=500, checkpoint_buffer=False, **FAST)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db
+from offpoc_tui.console import DEFAULT_DB, DbOption, check_output, err, fail, open_db
 
 analyze_app = typer.Typer(
     rich_markup_mode=None,
@@ -36,6 +36,7 @@ def weights(
     final policy, against the window's position: do the weights rise as the data near the final policy?"""
     from offpoc_tui.console import resolve_runs
     from offpoc_tui.plot import FORMATS as FIGURE_FORMATS
+    from store import StoreError
     from store.export import FORMATS, write_rows
     from store.files import RunFiles
     from store.reader import run_detail
@@ -44,8 +45,10 @@ def weights(
         fail(f"unknown format {format_!r}: choose one of {', '.join(FORMATS)}")
     if bins < 1:
         fail(f"--bins must be at least 1, got {bins}")
-    if output is not None and output.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
-        fail(f"cannot tell the format of {output}: name it .png, .svg or .pdf")
+    if output is not None:
+        if output.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
+            fail(f"cannot tell the format of {output}: name it .png, .svg or .pdf")
+        check_output(output, db)
     store = open_db(db)
     ids = resolve_runs(store, runs)
     if len(ids) < 2:
@@ -63,16 +66,19 @@ def weights(
                 f"run {detail['id']} is {detail['status']}, not finished: the analysis reads a run's final policy and"
                 " buffer (wait for it to finish, or offpoc stop it: a stopped run's checkpoint serves)"
             )
-        path = files.find_checkpoint(detail["id"])
+        try:
+            path = files.find_checkpoint(detail["id"])
+        except StoreError as error:
+            fail(str(error), code=1)
         if path is None or not detail["config"].get("checkpoint_buffer", True):
             fail(f"run {detail['id']} has no checkpoint with its replay buffer (train with checkpoint_buffer=true)")
-        checkpoints.append((detail["id"], path))
+        checkpoints.append((detail, path))
     store.close()
-    found = _analyse(checkpoints)
+    found = _analyse(checkpoints, files)
     from store.stats import binned_band
 
     bins = min(bins, min(len(positions) for positions, _ in found.values()))  # no bin without a window
-    centres, mean, half, counts = binned_band([found[i] for i, _ in checkpoints], bins)
+    centres, mean, half, counts = binned_band([found[d["id"]] for d, _ in checkpoints], bins)
     rows = [(round(float(c), 4), float(m), float(m - h), float(m + h), int(n))
             for c, m, h, n in zip(centres, mean, half, counts, strict=True)]  # fmt: skip
     clean = [tuple(None if isinstance(v, float) and np.isnan(v) else v for v in row) for row in rows]
@@ -84,28 +90,46 @@ def weights(
         err.print(f"wrote {output}: {len(found)} runs, {bins} bins", highlight=False)
 
 
-def _analyse(checkpoints: list[tuple[int, Path]]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _analyse(checkpoints: list[tuple[Any, Path]], files: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each run's window weights, from its checkpoint: loaded only if it is the run's own (its store, its id,
+    its config), as ``resume`` loads it; a file that is not, or is damaged, stops the analysis in one line."""
     import warnings
 
     from rich.progress import Progress
 
-    from agents import Trainer
+    from agents import TrainConfig, Trainer
+    from agents.checkpoint import CheckpointMismatch
     from agents.weight_analysis import NoBuffer, window_weights
+    from offpoc_tui.checkpoints import own_checkpoint
+
+    class Stop(Exception):
+        """A run the analysis cannot read: its line and exit status, said once the progress bar is gone."""
 
     found = {}
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("analysing buffers", total=len(checkpoints))
-        for run_id, path in checkpoints:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                trainer = Trainer.resume(path)
-            if len(trainer.buffer) == 0:
-                fail(f"run {run_id}'s checkpoint holds no replay buffer (train with checkpoint_buffer=true)")
-            try:
-                found[run_id] = window_weights(trainer)
-            except NoBuffer as error:
-                fail(f"run {run_id}: {error}")
-            progress.advance(task)
+    try:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
+            task = progress.add_task("analysing buffers", total=len(checkpoints))
+            for detail, path in checkpoints:
+                run_id = detail["id"]
+                check = own_checkpoint(detail, TrainConfig.from_dict(detail["config"]), files)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        trainer = Trainer.resume(path, check=check)
+                except (CheckpointMismatch, ValueError) as error:
+                    raise Stop(f"run {run_id}: {str(error).splitlines()[0]}", 1) from None
+                if len(trainer.buffer) == 0:
+                    raise Stop(
+                        f"run {run_id}'s checkpoint holds no replay buffer (train with checkpoint_buffer=true)", 2
+                    )
+                try:
+                    found[run_id] = window_weights(trainer)
+                except NoBuffer as error:
+                    raise Stop(f"run {run_id}: {error}", 2) from None
+                progress.advance(task)
+    except Stop as stop:
+        line, code = stop.args
+        fail(line, code=code)
     return found
 
 

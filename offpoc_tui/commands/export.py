@@ -94,7 +94,7 @@ def export(
     if until is not None and until < 0:
         fail(f"--until must be a step (0 or more), got {until}")
     if output is not None:
-        check_output(output)
+        check_output(output, db)
     check_sources(source)
     store = open_db(db)
     run_ids = resolve_runs(store, run) if run else None

@@ -10,6 +10,7 @@ are listed and skipped, and the command then exits with status 1.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,21 @@ import_app = typer.Typer(
 )
 
 PathArgument = Annotated[Path, typer.Argument(help="A file or folder.", show_default=False)]
+
+
+def _outside_store(files: list[Path], db_path: Path) -> tuple[list[Path], list[ImportProblem]]:
+    """``files`` less those that are the store's own (the store, its WAL, its run files): reading one in a
+    process that holds a connection would drop SQLite's locks (conventions, rule 11), and it is no curve."""
+    from store.files import part_of_store
+
+    kept, refused = [], []
+    for file in files:
+        part = part_of_store(file, db_path)
+        if part is None:
+            kept.append(file)
+        else:
+            refused.append(ImportProblem(f"{file}: it is {part}, not a curve"))
+    return kept, refused
 
 
 def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportProblem]) -> None:
@@ -104,7 +120,8 @@ def reference(path: PathArgument, db: DbOption = DEFAULT_DB) -> None:
         fail(str(problem))
     if not files:
         fail(f"no files in {reference_root(path)}")
-    _run(db, "published curves", len(files), reference_curves(path, files))
+    files, refused = _outside_store(files, db)
+    _run(db, "published curves", len(files) + len(refused), chain(refused, reference_curves(path, files)))
 
 
 @import_app.command()
@@ -124,4 +141,5 @@ def zoo(
     except ImportProblem as problem:
         fail(str(problem))
     overrides = {"algo": algo.lower() if algo else None, "env": env, "seed": seed, "correction": correction.lower()}
-    _run(db, "evaluations.npz", len(files), zoo_curves(path, files, **overrides))
+    files, refused = _outside_store(files, db)
+    _run(db, "evaluations.npz", len(files) + len(refused), chain(refused, zoo_curves(path, files, **overrides)))

@@ -37,7 +37,7 @@ def plot(
     suffix = output.suffix.lstrip(".").lower()
     if suffix not in FORMATS:
         fail(f"cannot tell the format of {output}: name it .png, .svg or .pdf")
-    check_output(output)
+    check_output(output, db)
     if smooth < 1:
         fail(f"--smooth must be at least 1, got {smooth}")
     unknown = [s for s in source or [] if s not in SOURCES]

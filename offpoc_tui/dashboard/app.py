@@ -403,8 +403,10 @@ class Dashboard(App[None]):
                 else:
                     line = resume(self.db_path, store, run_id)
                 self.call_from_thread(self.notify, line)
-            except ControlError as error:
+            except (ControlError, StoreError) as error:
                 self.call_from_thread(self.notify, str(error), severity="error")
+            except sqlite3.Error as error:  # a store locked too long, a full disk: said, and the app goes on
+                self.call_from_thread(self.notify, f"run {run_id}: {what} failed: {error}", severity="error")
         store.close()
         self._wake.set()
 

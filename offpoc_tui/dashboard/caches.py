@@ -2,11 +2,13 @@
 
 Each poll asks SQLite only for rows past the last step seen per run (a run never writes
 a step twice), so a refresh costs what was written since the previous one, not the size
-of the store.
+of the store. A run resumed from a checkpoint replaces what it recorded past it and bumps
+its ``revision``: a cache holding an older revision of a run drops it and reads it anew.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +57,8 @@ class EvalCache:
 
     def __init__(self) -> None:
         self.curves: dict[int, RunCurve] = {}
+        self.revisions: dict[int, int] = {}
+        """The revision of each run its curve was read at."""
 
     def update(self, db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, RunCurve]:
         """Bring ``run_ids`` up to date (one query for all of them); returns their curves."""
@@ -65,10 +69,14 @@ class EvalCache:
             self.curves[run_id].extend(steps, walls, returns)
         return {r: self.curves[r] for r in run_ids}
 
-    def forget(self, keep: set[int]) -> None:
-        """Drop runs that no longer exist."""
-        for run_id in set(self.curves) - keep:
-            del self.curves[run_id]
+    def forget(self, current: Mapping[int, int]) -> None:
+        """Drop runs that no longer exist, and those whose records were replaced since they were read.
+
+        ``current``: run id → revision, as read before this poll reads any record."""
+        for run_id in list(self.curves):
+            if current.get(run_id) != self.revisions.get(run_id):
+                del self.curves[run_id]
+        self.revisions = dict(current)
 
     def version(self, run_ids: list[int]) -> tuple[int, ...]:
         """Changes whenever one of the runs gets a new evaluation."""
@@ -106,6 +114,7 @@ class WeightCache:
 
     def __init__(self) -> None:
         self.runs: dict[tuple[int, str], RunQuantiles] = {}
+        self.revisions: dict[int, int] = {}
 
     def update(self, db: sqlite_utils.Database, run_id: int, quantity: str = "lambda") -> RunQuantiles:
         run = self.runs.setdefault((run_id, quantity), RunQuantiles())
@@ -115,6 +124,8 @@ class WeightCache:
             run.last_first_step = first_step
         return run
 
-    def forget(self, keep: set[int]) -> None:
-        for key in [key for key in self.runs if key[0] not in keep]:
+    def forget(self, current: Mapping[int, int]) -> None:
+        """As :meth:`EvalCache.forget`."""
+        for key in [key for key in self.runs if current.get(key[0]) != self.revisions.get(key[0])]:
             del self.runs[key]
+        self.revisions = dict(current)

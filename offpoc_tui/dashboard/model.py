@@ -130,9 +130,10 @@ class Model:
     """What the previous answer was built from: the request and its runs' progress."""
 
     def forget(self, runs: list[RunRow]) -> None:
-        keep = {r["id"] for r in runs}
-        self.evals.forget(keep)
-        self.weights.forget(keep)
+        """Drop what is cached of runs deleted, or whose records were replaced (their ``revision`` moved on)."""
+        current = {r["id"]: r.get("revision", 0) for r in runs}
+        self.evals.forget(current)
+        self.weights.forget(current)
 
     def answer(
         self, db: sqlite_utils.Database, runs: list[RunRow], request: Request
@@ -153,11 +154,12 @@ class Model:
             every = [r["id"] for r in algo_runs]
             if request.view == "compare":
                 curves = {**curves, **self.evals.update(db, every)}
-            basis: tuple[Any, ...] = (request, tuple(ids), tuple(every), self.evals.version(every + ids))
+            revisions = tuple(by_id[i].get("revision", 0) for i in every + ids)
+            basis: tuple[Any, ...] = (request, tuple(ids), tuple(every), self.evals.version(every + ids), revisions)
         elif request.view in ("weights", "detail"):
             cursor = None if request.cursor is None else by_id.get(request.cursor)
             members = [] if cursor is None else subjects(runs, cursor, request)
-            basis = (request, tuple((r["id"], r["steps"], r["status"]) for r in members))
+            basis = (request, tuple((r["id"], r["steps"], r["status"], r.get("revision", 0)) for r in members))
         else:
             return None
         if basis == self.last:

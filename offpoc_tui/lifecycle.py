@@ -1,0 +1,202 @@
+"""A claimed run from its start to its end, the same for a local worker and a Ray task.
+
+Each backend claims a run its own way (:mod:`offpoc_tui.worker` through the store file,
+:mod:`offpoc_tui.ray_task` through the writer actor) and gets an owner token; it hands
+:func:`live` a :class:`~store.links.Link` bound to that token. From there one function
+makes every guarantee, once:
+
+- every write (records, progress, the rewind, the end) checks in its transaction that the
+  run is still this worker's; once it is not (declared lost and resumed elsewhere, deleted),
+  the worker stops at that write without writing (:class:`~store.runs.NotOwner`);
+- a resumed run's records past the step it resumes from are deleted before it trains, and the
+  resumed trajectory's take their place (:meth:`~store.writer.RunWriter.rewind`);
+- everything up to a checkpoint is in the store before the file is written, and the file's
+  step only once it is in place; the run's folder is made again, marked, if it went;
+- the end is recorded only while the run is the worker's; a non-finite record, a checkpoint
+  that is not the run's or a store that moved away ends it ``failed`` with one line, any other
+  exception with its traceback, after what was measured before it is flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import NamedTuple
+
+from agents import (
+    CheckpointRecord,
+    CheckpointSaved,
+    EpisodeRecord,
+    EvalRecord,
+    QuantityBlock,
+    QuantityHistogram,
+    Sink,
+    TrainConfig,
+    Trainer,
+    TrainResult,
+    TrainStatsRecord,
+)
+from agents.checkpoint import CheckpointMismatch
+from offpoc_tui.checkpoints import open_trainer
+from store.db import StoreError
+from store.files import RunFiles
+from store.links import Link, StoreBusy
+from store.runs import NotOwner, RunRow
+from store.writer import NonFinite, RunWriter
+
+
+class StoreSink(Sink):
+    """Hands a trainer's records to a run's writer."""
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        counters: Callable[[], tuple[int, int] | None] = lambda: None,
+        prepare: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.writer = writer
+        self.counters = counters
+        """The trainer's (step, updates), written at each checkpoint; None before there is a trainer."""
+        self.prepare = prepare
+        """Makes the folder the checkpoint goes to (again, marked, if it was deleted) before it is written."""
+
+    def on_eval(self, record: EvalRecord) -> None:
+        self.writer.add_eval(
+            record.step, record.wall_time, record.return_mean, record.return_std, record.returns, record.lengths
+        )
+
+    def on_episode(self, record: EpisodeRecord) -> None:
+        self.writer.add_episode(record.step, record.episode, record.ret, record.length)
+
+    def on_train_stats(self, record: TrainStatsRecord) -> None:
+        self.writer.add_train_stats(
+            record.step, record.updates, record.critic_loss, record.actor_loss, record.q_mean, record.alpha, record.sps
+        )
+
+    def on_quantities(self, record: QuantityBlock) -> None:
+        self.writer.add_weights(record.columns, record.updates, record.steps, record.values, record.quantity)
+
+    def on_quantity_histogram(self, record: QuantityHistogram) -> None:
+        self.writer.add_histogram(record.step, record.counts, record.quantity)
+
+    def on_checkpoint(self, record: CheckpointRecord) -> None:
+        # Everything up to the checkpoint must be in the store before the checkpoint exists:
+        # a resumed run only repeats what comes after it. The flush also checks that this worker
+        # still owns the run (store.runs.NotOwner otherwise): a stale worker writes no checkpoint.
+        self.writer.flush(*(self.counters() or (None, None)))
+        self.prepare()
+
+    def on_checkpoint_saved(self, record: CheckpointSaved) -> None:
+        # Only now, with the file in place, does the store name its step (and the flush writes it at
+        # once: it restarts the writer's clock, so checkpoints less than a flush interval apart would
+        # otherwise never write their progress).
+        self.writer.add_checkpoint(record.step)
+        self.writer.flush(*(self.counters() or (None, None)))
+
+
+class StoreBinding:
+    """A trainer wired to the store: records through the sink, progress and heartbeat on every step."""
+
+    def __init__(self, writer: RunWriter, stop: threading.Event) -> None:
+        self.writer = writer
+        self.stop = stop
+        self.files: RunFiles | None = None
+        self.sink = StoreSink(writer, counters=self.counters, prepare=self.prepare)
+        self.trainer: Trainer | None = None
+
+    def counters(self) -> tuple[int, int] | None:
+        """The trainer's (step, updates), once there is a trainer."""
+        return None if self.trainer is None else (self.trainer.step, self.trainer.agent.updates)
+
+    def prepare(self) -> None:
+        if self.files is not None:
+            self.files.prepare(self.writer.run_id)
+
+    def should_stop(self) -> bool:
+        """The trainer asks before every step: flush when due, then answer."""
+        if self.trainer is not None:
+            self.writer.tick(self.trainer.step, self.trainer.agent.updates)
+        return self.stop.is_set() or self.writer.stop_requested
+
+    def build(self, run: RunRow, config: TrainConfig, files: RunFiles) -> Trainer:
+        """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`), and the run's records past
+        the step it starts from deleted (the abandoned trajectory's); says where it starts."""
+        self.files = files
+        trainer, start = open_trainer(run, config, files, self.sink, self.should_stop)
+        self.writer.rewind(trainer.step)
+        if run["steps"] > trainer.step:
+            start += f" (records past step {trainer.step:,} replaced)"
+        what = f"{config.algo} {config.env_id} {config.correction} seed {config.seed}"
+        print(f"run {run['id']}: {what}, {start}", flush=True)
+        self.trainer = trainer
+        return trainer
+
+    def before_end(self, result: TrainResult) -> None:
+        """Called once training returned, before the end is recorded (a Ray task ships its checkpoint)."""
+
+
+class Outcome(NamedTuple):
+    """How a worker's part in a run ended."""
+
+    status: str
+    """``finished``, ``stopped``, ``failed`` (recorded), or ``not-owner`` (the run was someone else's by then:
+    nothing recorded)."""
+    line: str
+
+
+ONE_LINE_FAILURES = (CheckpointMismatch, NonFinite, StoreError, StoreBusy)
+"""Failures the message says all of: no traceback is stored."""
+
+
+def live(run: RunRow, binding: StoreBinding, link: Link, files: RunFiles) -> Outcome:
+    """Train the claimed ``run`` through ``binding`` (whose writer writes through ``link``) and record its end."""
+    run_id = run["id"]
+    try:
+        config = TrainConfig.from_dict(json.loads(run["config"]))
+        trainer = binding.build(run, config, files)
+        result = trainer.run()
+        binding.before_end(result)
+        binding.writer.flush(result.step, result.updates)
+        if not link.end(run_id, result.status):
+            raise NotOwner(f"run {run_id} is no longer this worker's: its end is not recorded")
+        return Outcome(result.status, f"{result.status} at step {result.step} after {result.wall_time:.0f} s")
+    except NotOwner as error:  # someone else's run now (resumed elsewhere, or deleted): write nothing more
+        print(error, file=sys.stderr, flush=True)
+        return Outcome("not-owner", str(error))
+    except ONE_LINE_FAILURES as error:  # not a bug: the line says all, no traceback
+        print(error, file=sys.stderr, flush=True)
+        return _failed(binding, link, run_id, str(error), None)
+    except Exception as error:
+        text = traceback.format_exc()
+        print(text, file=sys.stderr, flush=True)
+        return _failed(binding, link, run_id, f"{type(error).__name__}: {error}", text)
+
+
+def _failed(binding: StoreBinding, link: Link, run_id: int, error: str, text: str | None) -> Outcome:
+    """Keep what was measured before the failure, then mark the run failed (if it is still this worker's).
+
+    Each write is tried on its own: when the store itself is the failure (a full disk, a store that
+    moved away), the status matters more than the pending records, and a store that cannot take even
+    that leaves the run to be found ``lost`` by the next reader."""
+    line = error.splitlines()[0] if error else "failed"
+    trainer = binding.trainer
+    if trainer is not None:
+        try:
+            binding.writer.flush(trainer.step, trainer.agent.updates)
+        except NotOwner as flush_error:
+            print(flush_error, file=sys.stderr, flush=True)
+            return Outcome("not-owner", str(flush_error))
+        except (sqlite3.Error, StoreError) as flush_error:
+            print(f"could not write pending records: {flush_error}", file=sys.stderr, flush=True)
+    try:
+        recorded = link.end(run_id, "failed", line, text)
+    except sqlite3.Error as end_error:
+        print(f"could not record the failure: {end_error}", file=sys.stderr, flush=True)
+        return Outcome("failed", line)
+    if not recorded:
+        return Outcome("not-owner", f"run {run_id} is no longer this worker's: its failure is not recorded")
+    return Outcome("failed", line)
