@@ -84,7 +84,9 @@ def check_config(info: CheckpointInfo, expected: TrainConfig, name: str | None =
         raise CheckpointMismatch(f"{name or info.path} was written with other settings ({shown}{more}): not loaded")
 
 
-def save(trainer: Trainer, path: Path, elapsed: float) -> None:
+def save(trainer: Trainer, path: Path, elapsed: float, place: Callable[[Path, Path], None] = os.replace) -> None:
+    """Write the trainer's state to a temporary file beside ``path``, synced, then ``place(tmp, path)`` it
+    (a rename by default: the file is whole or absent, never half written)."""
     agent, correction = trainer.agent, trainer.correction
     state: dict[str, Any] = {
         "format": FORMAT_VERSION,
@@ -125,12 +127,17 @@ def save(trainer: Trainer, path: Path, elapsed: float) -> None:
             torch.save(_plain(state), file)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(tmp, path)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
         if isinstance(error, RuntimeError | OSError):
             raise OSError(f"cannot write checkpoint {path}: {_why(error)}") from None
         raise
+    try:
+        place(tmp, path)
+    except OSError as error:
+        raise OSError(f"cannot write checkpoint {path}: {_why(error)}") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # gone once placed; else what the save wrote goes
 
 
 def _why(error: BaseException) -> str:
@@ -171,23 +178,35 @@ def _numpy(value: Any) -> Any:
 
 def read_state(path: Path) -> dict[str, Any]:
     """A checkpoint file's contents, unpickled with ``weights_only=True``: tensors, numbers, strings and
-    plain containers (and, for formats 1–2, NumPy arrays); anything else raises :class:`CheckpointMismatch`
-    without running it."""
+    plain containers (and, for formats 1–2, NumPy arrays); anything else, or a damaged or partial file,
+    raises :class:`CheckpointMismatch` (one line) without running it."""
     try:
         with torch.serialization.safe_globals(_LEGACY_GLOBALS):
             state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         text = str(error)
         if "global" not in text.lower():  # not a refused class or function: a damaged or foreign file
-            raise ValueError(f"cannot read checkpoint {path}: not a checkpoint, or damaged") from None
+            raise CheckpointMismatch(f"cannot read checkpoint {path}: not a checkpoint, or damaged") from None
         reason = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
         refused = f"{path} holds more than plain data ({reason}): refused, nothing in it was run"
         raise CheckpointMismatch(refused) from None
     except (OSError, RuntimeError, EOFError, ValueError) as error:
-        raise ValueError(f"cannot read checkpoint {path}: {str(error).splitlines()[0]}") from None
+        raise CheckpointMismatch(f"cannot read checkpoint {path}: {_first_line(error)}") from None
     if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
         raise CheckpointMismatch(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION}): not loaded")
+    missing = [key for key in _REQUIRED if not isinstance(state.get(key), dict)]
+    if missing or not isinstance(state["counters"].get("step"), int):
+        raise CheckpointMismatch(f"{path} is not a whole offpoc checkpoint (no {(missing or ['step'])[0]}): not loaded")
     return dict(_numpy(state))
+
+
+_REQUIRED = ("config", "counters", "modules", "optimizers", "rng")
+"""What every readable format holds, checked before anything is read from it."""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def load(
@@ -206,7 +225,13 @@ def load(
     checkpoints to ``checkpoint_path`` (default: ``path``).
     """
     state = read_state(path)
-    info = CheckpointInfo(path, state.get("owner"), TrainConfig.from_dict(state["config"]), state["counters"]["step"])
+    try:
+        stored = TrainConfig.from_dict(state["config"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointMismatch(
+            f"{path} holds a config offpoc cannot read ({_first_line(error)}): not loaded"
+        ) from None
+    info = CheckpointInfo(path, state.get("owner"), stored, state["counters"]["step"])
     if check is not None:
         check(info)
     config = info.config
@@ -219,6 +244,17 @@ def load(
         should_stop=should_stop,
         owner=owner if owner is not None else info.owner,
     )
+    try:
+        _restore(trainer, state)
+    except (KeyError, TypeError, RuntimeError) as error:  # a file with the right config and the wrong insides
+        raise CheckpointMismatch(
+            f"{path} does not hold what its config says ({_first_line(error)}): not loaded"
+        ) from None
+    return trainer
+
+
+def _restore(trainer: Trainer, state: dict[str, Any]) -> None:
+    """Put a checkpoint's state into a trainer built from its config."""
     agent = trainer.agent
     for name, module in agent.modules().items():
         module.load_state_dict(state["modules"][name])
@@ -243,9 +279,8 @@ def load(
     env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
     env_rng.bit_generator.state = env_state
     trainer.env.np_random = env_rng
-    trainer.reset_rng = dict(
-        env_state
-    )  # the state this reset starts from: a checkpoint before the first step replays it
+    # Where this reset starts: a checkpoint taken before the next step replays it too.
+    trainer.reset_rng = dict(env_state)
     trainer.obs, _ = trainer.env.reset()
     own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
     correction = trainer.correction
@@ -258,4 +293,3 @@ def load(
     if state["buffer"] is not None:
         trainer.buffer.load_state_dict(state["buffer"])
     trainer.sampler.load_state_dict(state.get("sampler", {}), buffer_restored=state["buffer"] is not None)
-    return trainer

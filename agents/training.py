@@ -10,6 +10,7 @@ Reports go to a sink (see :mod:`agents.sink`). ``should_stop`` (a callable or a
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -130,6 +131,10 @@ class Trainer:
         self.last_eval_step = -1
         self.checkpoint_step = -1
         """The step of the last checkpoint this trainer wrote."""
+        self.place_checkpoint: Callable[[Path, Path], None] | None = None
+        """How a checkpoint written to a temporary file is put at the checkpoint path (default a rename): an
+        app that must check something at that moment (offpoc: that the run is still this worker's) and
+        record it with the file does the rename itself. Raising leaves the file unplaced."""
         self.reset_rng: dict[str, Any] = dict(seeding.np_random(c.seed)[0].bit_generator.state)
         """The training env's RNG state just before its last reset: a checkpoint at an episode boundary
         replays that reset, so a resumed run starts the next episode exactly as an uninterrupted one. The
@@ -256,7 +261,8 @@ class Trainer:
             raise ValueError("no checkpoint path given")
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
         self._emit(CheckpointRecord(self.step, str(target)))
-        save(self, target, elapsed)
+        place = self.place_checkpoint if target == self.checkpoint_path else None
+        save(self, target, elapsed, place or os.replace)
         if target == self.checkpoint_path:
             self.checkpoint_step = self.step
         self._emit(CheckpointSaved(self.step, str(target)))

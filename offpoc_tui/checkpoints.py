@@ -26,7 +26,7 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agents import TrainConfig, Trainer
 from agents.checkpoint import CheckpointInfo, CheckpointMismatch, check_config
@@ -37,7 +37,17 @@ LEGACY_LOG = "worker-before-schema-3.log"
 """The worker log of a store from before schema 3, moved beside the run's own log with its checkpoint."""
 
 
-def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any) -> tuple[Trainer, str]:
+class Started(NamedTuple):
+    """A run's trainer as :func:`open_trainer` made it."""
+
+    trainer: Trainer
+    line: str
+    """Where it starts, for the worker's log."""
+    checkpoint: int | None
+    """The step of the checkpoint it was restored from; None when it starts from the beginning."""
+
+
+def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, should_stop: Any) -> Started:
     """The run's trainer, fresh or restored from its own checkpoint, and a line saying which."""
     run_id = run["id"]
     path = files.check_run_dir(run_id) / CHECKPOINT  # a symlink there is refused: never read or written through
@@ -47,12 +57,12 @@ def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, s
     recorded = run["checkpoint_step"]
     if recorded is None:
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
-        return trainer, "from the start"
+        return Started(trainer, "from the start", None)
     source = files.find_checkpoint(run_id)
     if source is None:
         trainer = Trainer(config, sink, checkpoint_path=path, should_stop=should_stop, owner=owner)
         missing = f"no checkpoint in {files.display(path.parent)} (the store recorded one at step {recorded:,})"
-        return trainer, f"from the start: {missing}"
+        return Started(trainer, f"from the start: {missing}", None)
     check = own_checkpoint(run, config, files)
     trainer = Trainer.resume(
         source, sink, should_stop, total_steps=config.total_steps, check=check, owner=owner, checkpoint_path=path
@@ -60,7 +70,7 @@ def open_trainer(run: RunRow, config: TrainConfig, files: RunFiles, sink: Any, s
     if source != path:
         files.prepare(run_id)
         _adopt(source, path)
-    return trainer, f"from {files.display(source)} at step {trainer.step:,}"
+    return Started(trainer, f"from {files.display(source)} at step {trainer.step:,}", trainer.step)
 
 
 def own_checkpoint(run: RunRow, config: TrainConfig, files: RunFiles) -> Callable[[CheckpointInfo], None]:

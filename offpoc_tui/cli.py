@@ -28,10 +28,11 @@ from offpoc_tui.commands import control, dashboard, export, queue, watch
 from offpoc_tui.commands.analyze import analyze_app
 from offpoc_tui.commands.imports import import_app
 from offpoc_tui.commands.plot import plot
+from store import StoreError
 
 
 class OneLineErrors(TyperGroup):
-    """Click's usage errors as one ``error: ...`` line with exit status 2."""
+    """Click's usage errors, and the store's, as one ``error: ...`` line with exit status 2."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -49,6 +50,9 @@ class OneLineErrors(TyperGroup):
         except Abort:
             typer.echo("aborted", err=True)
             sys.exit(1)
+        except StoreError as error:  # the store's errors are one line each, wherever they arise
+            typer.echo(f"error: {error}", err=True)
+            sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,12 +81,19 @@ def check_output(path: Path, db: Path) -> None:
         fail(f"cannot write {path}: it is {part}; write the output elsewhere")
     if path.is_dir() or not path.parent.is_dir():
         fail(f"cannot write {path}: not a file in an existing directory")
-    probe = path.with_name(path.name + ".tmp")
     try:
-        probe.open("a").close()
-        probe.unlink()
+        fresh_tmp(path).unlink()
     except OSError as error:
         fail(f"cannot write {path}: {error.strerror or error}")
+
+
+def fresh_tmp(path: Path) -> Path:
+    """A new empty file beside ``path`` (``.NAME.XXXXXXXX.tmp``), made by this call and no one else's (O_EXCL):
+    where an output is written before it is renamed into place. Removing it never removes a file of
+    the user's, such as a store that happens to be named like a temporary file."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    return Path(name)
 
 
 def resolve_runs(db: Any, tokens: list[str]) -> list[int]:

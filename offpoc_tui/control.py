@@ -75,13 +75,22 @@ def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) 
     except StoreError as error:
         raise ControlError(str(error)) from None
     step = row["checkpoint_step"]
-    requeue(store, run_id, row["backend"] if backend == _KEEP else backend)
+    if not requeue(store, run_id, row["backend"] if backend == _KEEP else backend):
+        now = get_run(store, run_id)
+        raise ControlError(
+            f"run {run_id} is {now['status'] if now else 'deleted'} now (resumed meanwhile?): left as it is"
+        )
     start_scheduler(db_path)
     if step is None:
-        return f"resuming run {run_id} from the start (no checkpoint yet: its records are replaced as it trains)"
+        return (
+            f"resuming run {run_id} from the start (no checkpoint yet: what it recorded is replaced by the new run's)"
+        )
     if found is None:
         return (
             f"resuming run {run_id} from the start: its checkpoint (step {step:,}) is not in"
-            f" {files.display(files.run_dir(run_id))} (what it recorded is replaced as it trains again)"
+            f" {files.display(files.run_dir(run_id))} (what it recorded is replaced by the new run's)"
         )
-    return f"resuming run {run_id} from its checkpoint at step {step:,} (the worker checks it is this run's)"
+    return (
+        f"resuming run {run_id} from its checkpoint at step {step:,} (the worker checks it is this run's;"
+        " what the run recorded past it is replaced)"
+    )

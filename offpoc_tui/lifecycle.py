@@ -10,8 +10,10 @@ makes every guarantee, once:
   the worker stops at that write without writing (:class:`~store.runs.NotOwner`);
 - a resumed run's records past the step it resumes from are deleted before it trains, and the
   resumed trajectory's take their place (:meth:`~store.writer.RunWriter.rewind`);
-- everything up to a checkpoint is in the store before the file is written, and the file's
-  step only once it is in place; the run's folder is made again, marked, if it went;
+- everything up to a checkpoint is in the store before the file is written; the written file
+  is renamed into place and its step recorded in one transaction that checks the owner (a worker
+  that lost its run never puts its file where the new owner's is); the run's folder is made
+  again, marked, if it went;
 - the end is recorded only while the run is the worker's; a non-finite record, a checkpoint
   that is not the run's or a store that moved away ends it ``failed`` with one line, any other
   exception with its traceback, after what was measured before it is flushed.
@@ -25,11 +27,11 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 from agents import (
     CheckpointRecord,
-    CheckpointSaved,
     EpisodeRecord,
     EvalRecord,
     QuantityBlock,
@@ -37,7 +39,6 @@ from agents import (
     Sink,
     TrainConfig,
     Trainer,
-    TrainResult,
     TrainStatsRecord,
 )
 from agents.checkpoint import CheckpointMismatch
@@ -87,15 +88,9 @@ class StoreSink(Sink):
         # Everything up to the checkpoint must be in the store before the checkpoint exists:
         # a resumed run only repeats what comes after it. The flush also checks that this worker
         # still owns the run (store.runs.NotOwner otherwise): a stale worker writes no checkpoint.
+        # The file, once written, is put in place with its step recorded: StoreBinding.place.
         self.writer.flush(*(self.counters() or (None, None)))
         self.prepare()
-
-    def on_checkpoint_saved(self, record: CheckpointSaved) -> None:
-        # Only now, with the file in place, does the store name its step (and the flush writes it at
-        # once: it restarts the writer's clock, so checkpoints less than a flush interval apart would
-        # otherwise never write their progress).
-        self.writer.add_checkpoint(record.step)
-        self.writer.flush(*(self.counters() or (None, None)))
 
 
 class StoreBinding:
@@ -113,8 +108,16 @@ class StoreBinding:
         return None if self.trainer is None else (self.trainer.step, self.trainer.agent.updates)
 
     def prepare(self) -> None:
+        """The run's folder before a checkpoint is written into it: made again, marked, if it went; never
+        made where the store is no longer (:meth:`~store.links.LocalLink.guard`)."""
         if self.files is not None:
+            self.writer.link.guard()
             self.files.prepare(self.writer.run_id)
+
+    def place(self, tmp: Path, path: Path) -> None:
+        """Put a written checkpoint in place and record its step, in one transaction checking the owner."""
+        assert self.trainer is not None
+        self.writer.link.place_checkpoint(self.writer.run_id, self.trainer.step, tmp, path)
 
     def should_stop(self) -> bool:
         """The trainer asks before every step: flush when due, then answer."""
@@ -126,17 +129,15 @@ class StoreBinding:
         """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`), and the run's records past
         the step it starts from deleted (the abandoned trajectory's); says where it starts."""
         self.files = files
-        trainer, start = open_trainer(run, config, files, self.sink, self.should_stop)
-        self.writer.rewind(trainer.step)
+        trainer, start, checkpoint = open_trainer(run, config, files, self.sink, self.should_stop)
+        self.writer.rewind(trainer.step, checkpoint, trainer.agent.updates)
         if run["steps"] > trainer.step:
             start += f" (records past step {trainer.step:,} replaced)"
         what = f"{config.algo} {config.env_id} {config.correction} seed {config.seed}"
         print(f"run {run['id']}: {what}, {start}", flush=True)
+        trainer.place_checkpoint = self.place
         self.trainer = trainer
         return trainer
-
-    def before_end(self, result: TrainResult) -> None:
-        """Called once training returned, before the end is recorded (a Ray task ships its checkpoint)."""
 
 
 class Outcome(NamedTuple):
@@ -159,7 +160,6 @@ def live(run: RunRow, binding: StoreBinding, link: Link, files: RunFiles) -> Out
         config = TrainConfig.from_dict(json.loads(run["config"]))
         trainer = binding.build(run, config, files)
         result = trainer.run()
-        binding.before_end(result)
         binding.writer.flush(result.step, result.updates)
         if not link.end(run_id, result.status):
             raise NotOwner(f"run {run_id} is no longer this worker's: its end is not recorded")

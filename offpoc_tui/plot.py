@@ -115,7 +115,9 @@ def style(
 
 def save(fig: Figure, path: Path) -> None:
     """Write the figure in the format its suffix names, atomically (a failed write leaves no half file)."""
-    tmp = path.with_name(path.name + ".tmp")
+    from offpoc_tui.console import fresh_tmp
+
+    tmp = fresh_tmp(path)
     try:
         fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=DPI)
         tmp.replace(path)

@@ -11,14 +11,15 @@ A task lives as a local worker does (:func:`offpoc_tui.lifecycle.live`, the same
 :class:`~store.writer.RunWriter` shipping plain rows to the writer at most once a second and
 waiting for the reply (one batch in flight); the reply says whether ``offpoc stop`` asked the
 run to stop. Every call carries the owner token the task's claim drew, checked as a local
-worker's writes are. Checkpoints are written on the task's node and shipped to the head
-(``<store>-runs/<id>/checkpoint.pt``) at the next step, or written straight under
-``--checkpoint-dir`` on shared storage. A worker or node lost mid-run makes Ray run the task
-again (:data:`MAX_RETRIES`): it claims the run anew (the earlier task, if it lives on, writes
-nothing more), resumes from the last checkpoint and replaces what was recorded past it, so
-every evaluation is stored once, from one trajectory; once the retries are spent the run is
-``lost`` (resumable). A Python exception is ``failed`` with its traceback, not retried. The
-writer imports only ``store`` (no torch): its first call is fast and it stays small.
+worker's writes are. Checkpoints are written on the task's node and shipped to the head as each
+is written (``<store>-runs/<id>/checkpoint.pt``, put in place with its step recorded in one
+transaction that checks the owner), or written straight under ``--checkpoint-dir`` on shared
+storage. A worker or node lost mid-run makes Ray run the task again (:data:`MAX_RETRIES`): it
+claims the run anew (the earlier task, if it lives on, writes nothing more), resumes from the
+last checkpoint and replaces what was recorded past it, so every evaluation is stored once,
+from one trajectory; once the retries are spent the run is ``lost`` (resumable). A Python
+exception is ``failed`` with its traceback, not retried. The writer imports only ``store`` (no
+torch): its first call is fast and it stays small.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from offpoc_tui.ray_leftovers import forget_cluster, note_cluster
 from store import open_store
 from store.db import StoreError, StoreFile
 from store.files import CHECKPOINT, RunFiles
-from store.links import LocalLink, Opened, Rows, opened
+from store.links import LocalLink, Opened, Rows, opened, place_checkpoint
 from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
 from store.runs import check_owner, claim, finish, get_run, hostname
 
@@ -85,18 +87,28 @@ class StoreWriter:
     def commit(self, run_id: int, owner: str, rows: Rows, progress: dict[str, Any]) -> bool:
         return self._link(owner).commit(run_id, rows, progress)
 
-    def rewind(self, run_id: int, owner: str, step: int) -> Opened:
-        return self._link(owner).rewind(run_id, step)
+    def rewind(self, run_id: int, owner: str, step: int, checkpoint: int | None, updates: int) -> Opened:
+        return self._link(owner).rewind(run_id, step, checkpoint, updates)
 
-    def put_checkpoint(self, run_id: int, owner: str, data: bytes) -> None:
-        """A checkpoint from a task's node, kept where a local run keeps its own (if the task still owns the run:
-        this actor takes its calls one at a time, so no claim comes between the check and the file)."""
+    def put_checkpoint(self, run_id: int, owner: str, step: int, data: bytes | None) -> None:
+        """A task's checkpoint at ``step``: its bytes (None: the file is already in place on shared storage)
+        written beside the store where a local run keeps its own, then renamed into place and its step
+        recorded in one transaction that checks the task still owns the run."""
+        if data is None:
+            place_checkpoint(self.db, run_id, step, lambda: None, owner)
+            return
         self.where.check()
-        check_owner(self.db, run_id, owner)
+        check_owner(self.db, run_id, owner)  # before the bytes are written; checked again as they are placed
         directory = self.files.prepare(run_id)
-        tmp = directory / (CHECKPOINT + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, directory / CHECKPOINT)
+        tmp = directory / f"{CHECKPOINT}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with tmp.open("wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            self._link(owner).place_checkpoint(run_id, step, tmp, directory / CHECKPOINT)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def end(self, run_id: int, owner: str, status: str, error: str | None = None, text: str | None = None) -> bool:
         return self._link(owner).end(run_id, status, error, text)

@@ -53,7 +53,7 @@ def start_scheduler(db_path: Path) -> int:
     files = RunFiles.of(db, db_path)
     files.ensure()
     db.close()
-    with files.scheduler_log.open("ab") as log:
+    with files.append_to(files.scheduler_log) as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(db_path)],
             cwd=files.root,  # whatever a library writes into its working folder stays with the store's files
@@ -80,13 +80,16 @@ class LocalWorkers:
         for, never settled; they stop at their next write (:class:`store.runs.NotOwner`)."""
 
     def start(self, run_id: int) -> None:
+        if not self.where.here():  # looked at again right before the store's folder is used
+            raise Leave(f"the store is no longer at {self.where.path} (moved, replaced or deleted)")
         try:
             directory = self.files.prepare(run_id)
-        except StoreError as error:  # its folder is not this store's (a symlink): the run fails, the others go on
+            log = self.files.append_to(directory / WORKER_LOG)
+        except StoreError as error:  # its folder or log is not this store's (a symlink): the run fails, others go on
             _say(f"run {run_id}: {error}")
             finish(self.db, run_id, "failed", error=str(error), only_from=("queued",))
             return
-        with (directory / WORKER_LOG).open("ab") as log:
+        with log:
             self.active[run_id] = subprocess.Popen(
                 [sys.executable, "-m", "offpoc_tui.worker", "--db", str(self.db_path), "--run", str(run_id)],
                 cwd=directory,  # whatever a library writes into its working folder lands here, not in the user's
@@ -174,8 +177,8 @@ class Lock:
     lock the new file, so :meth:`still_held` looks at the path again each poll and locks what is there now.
     """
 
-    def __init__(self, files: RunFiles) -> None:
-        self.files = files
+    def __init__(self, files: RunFiles, where: StoreFile) -> None:
+        self.files, self.where = files, where
         self.handle: IO[Any] | None = None
 
     @property
@@ -183,8 +186,10 @@ class Lock:
         return self.files.root / LOCK
 
     def take(self) -> bool:
-        """Lock the file at the path now; whether this process holds it."""
+        """Lock the file at the path now; whether this process holds it. Never makes the folder again
+        where the store is no longer (:class:`~store.db.StoreMoved`)."""
         self.release()
+        self.where.check()
         self.files.ensure()
         handle = self.path.open("a")
         if not _lock(handle):
@@ -196,7 +201,7 @@ class Lock:
     def still_held(self) -> bool:
         """Whether this process holds the lock of the file at the path (taken again if the file is new)."""
         if self.handle is None:
-            return False
+            return self.take()
         try:
             found = self.path.stat()
         except OSError:
@@ -226,7 +231,7 @@ def schedule(db_path: Path) -> None:
     db = open_store(db_path)
     where = StoreFile.of(db_path)
     files = RunFiles.of(db, db_path)
-    lock = Lock(files)
+    lock = Lock(files, where)
     if not lock.take():
         return
     _say("scheduler started")
@@ -240,7 +245,11 @@ def schedule(db_path: Path) -> None:
             # Unlock, then look again: a command that queued runs while this one was leaving
             # started a scheduler that found the lock taken; then this one carries on.
             lock.release()
-            if not waiting(db) or not lock.take():
+            try:
+                again = bool(waiting(db)) and lock.take()
+            except (StoreError, OSError) as error:
+                raise Leave(f"cannot lock {lock.path}: {error}") from None
+            if not again:
                 break
     except Leave as reason:
         _say(f"scheduler leaves: {reason}")
@@ -267,6 +276,8 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, lock: Lock)
                 raise Leave(f"another scheduler holds {lock.path} (the run-files folder was made again)")
         except StoreError as error:
             raise Leave(str(error)) from None
+        except OSError as error:  # the folder could not be made again (a full disk): the next command retries
+            raise Leave(f"cannot lock {lock.path}: {error.strerror or error}") from None
         try:
             done, ray = _serve_once(db, local, ray, me)
         except (sqlite3.OperationalError, OSError) as error:  # a full disk, a lock held too long: the runs need us
@@ -317,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m offpoc_tui.scheduler", description="Run a store's queued runs.")
     parser.add_argument("--db", type=Path, required=True)
     args = parser.parse_args(argv)
-    schedule(args.db.resolve())
+    try:
+        schedule(args.db.resolve())
+    except (StoreError, OSError) as error:  # the store went, or its folder is not offpoc's: one line, no traceback
+        _say(f"scheduler cannot serve {args.db}: {error}")
+        return 2
     return 0
 
 

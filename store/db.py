@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,8 +40,8 @@ def busy_timeout() -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value < 1e6:
-        raise StoreError(f"OFFPOC_BUSY_TIMEOUT_S must be a number of seconds above 0, not {text!r}")
+    if not 0 < value <= BUSY_TIMEOUT_S:
+        raise StoreError(f"OFFPOC_BUSY_TIMEOUT_S must be a number of seconds above 0 and at most 60, not {text!r}")
     return value
 
 
@@ -244,19 +245,27 @@ class StoreFile:
             )
 
 
-def read_store_id(path: str | os.PathLike[str]) -> str | None:
-    """The identity of the store now at ``path``, read through SQLite (read-only); None when there is none."""
-    try:
-        conn = _connect_read_only(Path(path))
-    except (StoreError, sqlite3.Error):
-        return None
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-    return None if row is None else str(row[0])
+def read_store_id(path: str | os.PathLike[str], tries: int = 5) -> str | None:
+    """The identity of the store now at ``path``, read through SQLite; None when there is none.
+
+    A read-only connection that takes part in locking (never ``immutable``, which could read a page
+    another process is writing); tried again a few times, as opening one can fail for a moment while
+    another process's last connection closes and removes the WAL.
+    """
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    for attempt in range(tries):
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout(), check_same_thread=False)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            if attempt + 1 < tries:
+                time.sleep(0.05 * (attempt + 1))
+            continue
+        return None if row is None else str(row[0])
+    return None
 
 
 def read_only(db: sqlite_utils.Database) -> bool:

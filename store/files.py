@@ -26,13 +26,14 @@ a checkpoint found there against the run before taking it over
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import sqlite_utils
 
@@ -68,8 +69,9 @@ def part_of_store(path: str | os.PathLike[str], db_path: str | os.PathLike[str])
         if target == part or _same_file(target, part):
             return what
     root = runs_root(store)
-    if target == root or root in target.parents:
-        return f"in the store's run files ({root.name})"
+    for folder in {root, root.resolve()}:  # the folder may itself be a link to where the files are
+        if target == folder or folder in target.parents:
+            return f"in the store's run files ({root.name})"
     return None
 
 
@@ -242,6 +244,17 @@ class RunFiles:
         directory = self.check_run_dir(run_id)
         directory.mkdir(exist_ok=True)
         return directory
+
+    def append_to(self, path: Path) -> IO[bytes]:
+        """A log file of this store's (``scheduler.log``, a run's ``worker.log``) opened to append, never through a
+        symlink: :class:`StoreError` if one is there."""
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise StoreError(f"{self.display(path)} is a symlink: refused, never written through") from None
+            raise
+        return os.fdopen(handle, "ab")
 
     def remove(self, run_id: int) -> None:
         """Delete a run's folder, if the folder it is in is this store's (a symlink there: the link only)."""

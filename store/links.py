@@ -17,14 +17,16 @@ declared lost.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import sqlite_utils
 
-from store.db import StoreFile, write
+from store.db import StoreFile, busy_timeout, write
 from store.runs import LOST_AFTER_S, check_owner, finish
 
 T = TypeVar("T")
@@ -91,7 +93,7 @@ def retrying(attempt: Callable[[], T]) -> T:
             if "locked" not in text and "busy" not in text:
                 raise
             waited = time.monotonic() - started
-            if waited >= BUSY_RETRY_S:
+            if waited + busy_timeout() > BUSY_RETRY_S:  # another try could outlast the heartbeat
                 raise StoreBusy(f"the store stayed locked by another process for {waited:.0f} s ({text})") from None
 
 
@@ -123,11 +125,20 @@ _PAST = {
 }  # fmt: skip
 
 
-def rewind(db: sqlite_utils.Database, run_id: int, step: int, owner: str | None = None) -> Opened:
+def rewind(
+    db: sqlite_utils.Database,
+    run_id: int,
+    step: int,
+    owner: str | None = None,
+    checkpoint: int | None = None,
+    updates: int = 0,
+) -> Opened:
     """Delete the run's records past ``step`` (a resumed run's trajectory from its checkpoint replaces them)
-    and set its progress back to ``step``; where its writer starts from then.
+    and set its progress back to ``step`` and ``updates``; where its writer starts from then.
 
-    When anything was deleted the run's ``revision`` goes up, in the same transaction, so that a reader
+    ``checkpoint``: the step of the checkpoint the run resumes from, None when it starts over (its
+    recorded checkpoint, if any, was not found): the store names no step its files do not hold. When
+    anything was deleted the run's ``revision`` goes up, in the same transaction, so that a reader
     caching its records by step (the dashboard) reads them again. With ``owner``, as :func:`commit`.
     """
 
@@ -140,16 +151,34 @@ def rewind(db: sqlite_utils.Database, run_id: int, step: int, owner: str | None 
                 deleted += max(cursor.rowcount, 0)
             last_eval = "FROM evaluations WHERE run_id = :run ORDER BY step DESC LIMIT 1"
             db.execute(
-                "UPDATE runs SET steps = :step, revision = revision + :bump,"
+                "UPDATE runs SET steps = :step, updates = :updates, checkpoint_step = :checkpoint,"
+                " revision = revision + :bump,"
                 f" last_return = (SELECT return_mean {last_eval}), wall_time = (SELECT wall_time {last_eval}),"
                 " best_return = (SELECT MAX(return_mean) FROM evaluations WHERE run_id = :run),"
                 " mean_lambda = (SELECT mean FROM weights WHERE run_id = :run AND quantity = :lambda"
                 " ORDER BY first_step DESC LIMIT 1) WHERE id = :run",
-                {"step": step, "bump": 1 if deleted else 0, "run": run_id, "lambda": MEAN_LAMBDA_QUANTITY},
-            )
+                {"step": step, "updates": updates, "checkpoint": checkpoint, "bump": 1 if deleted else 0,
+                 "run": run_id, "lambda": MEAN_LAMBDA_QUANTITY},
+            )  # fmt: skip
 
     retrying(attempt)
     return opened(db, run_id)
+
+
+def place_checkpoint(
+    db: sqlite_utils.Database, run_id: int, step: int, place: Callable[[], None], owner: str | None = None
+) -> None:
+    """``place()`` the run's checkpoint file (a rename of a file already written and synced) and record its
+    step, in one transaction that first checks ``owner`` (as :func:`commit`): a claim needs the write lock,
+    so a worker that lost its run can never put its file where the new owner's is."""
+
+    def attempt() -> None:
+        with write(db):
+            check_owner(db, run_id, owner)
+            place()
+            db.execute("UPDATE runs SET checkpoint_step = ? WHERE id = ?", [step, run_id])
+
+    retrying(attempt)
 
 
 def end(
@@ -171,7 +200,9 @@ class Link(Protocol):
 
     def open(self, run_id: int) -> Opened: ...
     def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool: ...
-    def rewind(self, run_id: int, step: int) -> Opened: ...
+    def rewind(self, run_id: int, step: int, checkpoint: int | None, updates: int) -> Opened: ...
+    def place_checkpoint(self, run_id: int, step: int, tmp: Path, path: Path) -> None: ...
+    def guard(self) -> None: ...
     def end(self, run_id: int, status: str, error: str | None = None, traceback: str | None = None) -> bool: ...
 
 
@@ -192,15 +223,27 @@ class LocalLink:
     def open(self, run_id: int) -> Opened:
         return opened(self.db, run_id)
 
-    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
+    def guard(self) -> None:
+        """Raise :class:`~store.db.StoreMoved` unless the store file is still at the path it was opened at."""
         if self.where is not None:
             self.where.check()
+
+    def commit(self, run_id: int, rows: Rows, progress: dict[str, Any]) -> bool:
+        self.guard()
         return commit(self.db, run_id, rows, progress, self.owner)
 
-    def rewind(self, run_id: int, step: int) -> Opened:
-        if self.where is not None:
-            self.where.check()
-        return rewind(self.db, run_id, step, self.owner)
+    def rewind(self, run_id: int, step: int, checkpoint: int | None = None, updates: int = 0) -> Opened:
+        self.guard()
+        return rewind(self.db, run_id, step, self.owner, checkpoint, updates)
+
+    def place_checkpoint(self, run_id: int, step: int, tmp: Path, path: Path) -> None:
+        """Rename the written checkpoint ``tmp`` to ``path`` and record ``step``, as :func:`place_checkpoint`."""
+
+        def place() -> None:
+            self.guard()  # under the write lock: the file goes where the store is, or nowhere
+            os.replace(tmp, path)
+
+        place_checkpoint(self.db, run_id, step, place, self.owner)
 
     def end(self, run_id: int, status: str, error: str | None = None, traceback: str | None = None) -> bool:
         return end(self.db, run_id, status, self.owner, error, traceback)

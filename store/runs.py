@@ -281,14 +281,18 @@ def reap_lost(db: sqlite_utils.Database) -> list[int]:
     return lost
 
 
-def requeue(db: sqlite_utils.Database, run_id: int, backend: str | None = None) -> None:
-    """A stopped or lost run back to ``queued`` (resume), on ``backend`` (None: this machine)."""
+def requeue(db: sqlite_utils.Database, run_id: int, backend: str | None = None) -> bool:
+    """A stopped, lost or failed run back to ``queued`` (resume), on ``backend`` (None: this machine); whether it
+    was one. The status is checked in the transaction that requeues: a run that started meanwhile (another
+    resume won) keeps its worker."""
+    marks = ", ".join("?" for _ in RESUMABLE)
     with write(db):
-        db.execute(
+        cursor = db.execute(
             "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL, backend = ?,"
-            " stop_requested = 0, owner = NULL WHERE id = ?",
-            [backend, run_id],
+            f" stop_requested = 0, owner = NULL WHERE id = ? AND status IN ({marks})",
+            [backend, run_id, *sorted(RESUMABLE)],
         )
+    return cursor.rowcount == 1
 
 
 class RunBusy(RuntimeError):

@@ -173,17 +173,15 @@ class RunWriter:
         if self._fresh("histograms", step, name):
             self.pending["histograms"].append((self.run_id, name, step, encode_counts(counts)))
 
-    def rewind(self, step: int) -> None:
-        """The run resumes at ``step``: what it recorded past it (the abandoned trajectory) goes, and the
-        resumed run's records take its place; nothing is doubled, nothing of the two trajectories mixed."""
+    def rewind(self, step: int, checkpoint: int | None = None, updates: int = 0) -> None:
+        """The run resumes at ``step`` (from its checkpoint there, or from the start: ``checkpoint`` None):
+        what it recorded past it (the abandoned trajectory) goes, and the resumed run's records take its
+        place; nothing is doubled, nothing of the two trajectories mixed."""
         for rows in self.pending.values():
             rows.clear()
-        start = self.link.rewind(self.run_id, step)
+        start = self.link.rewind(self.run_id, step, checkpoint, updates)
         self.last_step = dict(start.last_step)
         self.progress = {"best_return": start.best_return}
-
-    def add_checkpoint(self, step: int) -> None:
-        self.progress["checkpoint_step"] = step
 
     # ---- writing ---------------------------------------------------------------------
     def tick(self, step: int, updates: int) -> None:

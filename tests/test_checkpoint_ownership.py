@@ -68,7 +68,8 @@ def run(run_id: int, checkpoint_step: int | None, steps: int | None = None) -> d
 
 
 def start(files: RunFiles, row: dict[str, Any], config: TrainConfig = CONFIG) -> tuple[Trainer, str]:
-    return open_trainer(row, config, files, None, None)
+    started = open_trainer(row, config, files, None, None)
+    return started.trainer, started.line
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_p
     offpoc(db, "resume", "1")
     wait_for(lambda: runs(db)[1]["status"] == "failed", timeout=120, what="failed")
     shown = json.loads(offpoc(db, "show", "1", "--json").stdout)
-    assert "cannot read checkpoint" in shown["error"] and "Traceback" in shown["traceback"]
+    assert "cannot read checkpoint" in shown["error"] and not shown["traceback"]  # one line: a damaged file
     assert runs(db)[2]["status"] == "running"  # unaffected
 
     offpoc(db, "stop", "--all")

@@ -13,6 +13,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import torch
 
 from store import open_store
 from store.curve_imports import Curve, import_curves
+from store.files import RunFiles
 from store.runs import RunSpec, create_runs, pid_alive
 from tests.processes import SMALL, Payload, export, offpoc, run_row, wait_for
 from tests.storefill import fill, spec
@@ -65,6 +67,39 @@ def test_an_export_or_a_figure_over_the_store_is_refused_and_the_store_kept(tmp_
     held.close()
     assert export(db, "evaluations") == before
     assert not (tmp_path / "s.db-runs" / "1" / "out.csv").exists()
+
+
+def test_outputs_go_through_files_of_their_own_never_a_store_named_like_one(tmp_path: Path) -> None:
+    """An output is written to a fresh temporary file beside it, then renamed: a store called ``out.csv.tmp``
+    (or ``fig.png.tmp``) is neither written over nor removed; a run-files folder that is a link to where the
+    files are is still the store's."""
+    db = tmp_path / "out.csv.tmp"
+    store = open_store(db, create=True)
+    (run_id,) = create_runs(store, [spec()])
+    RunFiles.of(store, db).ensure()
+    store.close()
+    fill(db, run_id, 3000)
+    before = export(db, "evaluations")
+    offpoc(db, "export", "--table", "runs", "-o", str(tmp_path / "out.csv"))
+    offpoc(db, "plot", "-o", str(tmp_path / "out.csv.tmp.png"))
+    assert export(db, "evaluations") == before and (tmp_path / "out.csv").read_text().startswith("run_id,")
+    assert not list(tmp_path.glob(".*.tmp"))  # the temporary files went
+
+    (tmp_path / "elsewhere").mkdir()
+    os.replace(tmp_path / "out.csv.tmp-runs", tmp_path / "elsewhere" / "runs")
+    (tmp_path / "out.csv.tmp-runs").symlink_to(tmp_path / "elsewhere" / "runs", target_is_directory=True)
+    target = tmp_path / "out.csv.tmp-runs" / "store.json"
+    result = offpoc(db, "export", "--table", "runs", "-o", str(target), check=False)
+    assert result.returncode == 2 and "in the store's run files" in one_line(result)
+    assert json.loads(target.read_text())["store_id"]
+
+
+def test_the_scheduler_of_a_store_gone_before_it_started_says_so_in_one_line(tmp_path: Path) -> None:
+    gone = tmp_path / "gone.db"
+    result = subprocess.run([sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(gone)], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert result.returncode == 2 and result.stderr == "", result.stderr
+    assert len(result.stdout.splitlines()) == 1 and f"scheduler cannot serve {gone}: no offpoc store" in result.stdout
 
 
 # ---- a store deleted and made again, or moved, under its running scheduler ----------------------------------
@@ -154,13 +189,16 @@ def test_a_run_folder_linked_into_another_store_is_never_written_through(tmp_pat
     a, b = tmp_path / "a.db", tmp_path / "b.db"
     args = [*PENDULUM, "--steps", "600", "--eval-freq", "300", "--set", "checkpoint_every=300"]
     offpoc(b, "run", *args, "--follow")
-    offpoc(a, "run", *args, "--seeds", "0-2", "--jobs", "1")
+    offpoc(a, "run", *args, "--seeds", "0-3", "--jobs", "1")
     theirs = tmp_path / "b.db-runs" / "1"
     before = {name: md5(theirs / name) for name in ("checkpoint.pt", "worker.log")}
-    (tmp_path / "a.db-runs" / "3").symlink_to(theirs, target_is_directory=True)  # before run 3 starts
-    wait_for(lambda: all(ended(a, i) for i in (1, 2, 3)), what="a.db's runs")
-    assert [run_row(a, i)["status"] for i in (1, 2, 3)] == ["finished", "finished", "failed"]
+    (tmp_path / "a.db-runs" / "3").symlink_to(theirs, target_is_directory=True)  # before runs 3 and 4 start
+    (tmp_path / "a.db-runs" / "4").mkdir()
+    (tmp_path / "a.db-runs" / "4" / "worker.log").symlink_to(theirs / "worker.log")
+    wait_for(lambda: all(ended(a, i) for i in (1, 2, 3, 4)), what="a.db's runs")
+    assert [run_row(a, i)["status"] for i in (1, 2, 3, 4)] == ["finished", "finished", "failed", "failed"]
     assert "is not a folder of this store (a symlink" in run_row(a, 3)["error"]
+    assert "worker.log is a symlink: refused" in run_row(a, 4)["error"]
 
     store = open_store(a)
     store.execute("UPDATE runs SET status = 'stopped' WHERE id = 2")
@@ -172,7 +210,7 @@ def test_a_run_folder_linked_into_another_store_is_never_written_through(tmp_pat
     assert result.returncode == 2 and "is not a folder of this store (a symlink" in one_line(result)
     analysed = offpoc(a, "analyze", "weights", "1", "2", check=False)
     assert analysed.returncode == 1 and "is not a folder of this store (a symlink" in one_line(analysed)
-    offpoc(a, "rm", "2", "3", "-y")  # the links go, never what they point to
+    offpoc(a, "rm", "2", "3", "4", "-y")  # the links go, never what they point to
     assert {name: md5(theirs / name) for name in before} == before
     assert run_row(b, 1)["status"] == "finished"
 
@@ -188,12 +226,16 @@ def test_analyze_loads_only_a_runs_own_checkpoint_and_says_why_in_one_line(tmp_p
     marker = tmp_path / "pwned"
     pickled = tmp_path / "pickled.pt"
     torch.save({"format": 3, "owner": None, "config": {}, "x": Payload(marker)}, pickled)
-    cases = {
-        "belongs to another store": (tmp_path / "b.db-runs" / "1" / "checkpoint.pt").read_bytes(),
-        "cannot read checkpoint": original[: len(original) // 2],
-        "holds more than plain data": pickled.read_bytes(),
-    }
-    for reason, content in cases.items():
+    hollow = tmp_path / "hollow.pt"
+    torch.save({"format": 3}, hollow)
+    cases = [
+        ("belongs to another store", (tmp_path / "b.db-runs" / "1" / "checkpoint.pt").read_bytes()),
+        ("cannot read checkpoint", original[: len(original) // 2]),
+        ("cannot read checkpoint", b""),
+        ("is not a whole offpoc checkpoint", hollow.read_bytes()),
+        ("holds more than plain data", pickled.read_bytes()),
+    ]
+    for reason, content in cases:
         mine.write_bytes(content)
         result = offpoc(a, "analyze", "weights", "1", "2", check=False)
         assert result.returncode == 1 and reason in one_line(result), result.stderr

@@ -41,12 +41,21 @@ def test_a_local_link_writes_only_while_its_worker_owns_the_run(tmp_path: Path) 
         with pytest.raises(NotOwner):
             write()
     assert old.end(run_id, "finished") is False
-    assert evaluations(db) == [(500, 1.0)] and db.execute("SELECT steps, status FROM runs").fetchone() == (
-        500,
-        "running",
-    )
-    new.rewind(run_id, 0)
-    assert evaluations(db) == [] and db.execute("SELECT revision FROM runs").fetchone() == (1,)
+    written = tmp_path / "old.tmp"  # the old worker's checkpoint, written and synced: it is never put in place
+    written.write_bytes(b"the old worker's")
+    with pytest.raises(NotOwner):
+        old.place_checkpoint(run_id, 900, written, tmp_path / "checkpoint.pt")
+    assert written.exists() and not (tmp_path / "checkpoint.pt").exists()
+    assert evaluations(db) == [(500, 1.0)]
+    assert db.execute("SELECT steps, status, checkpoint_step FROM runs").fetchone() == (500, "running", None)
+
+    db.execute("UPDATE runs SET checkpoint_step = 300 WHERE id = ?", [run_id])  # its file went missing:
+    db.conn.commit()
+    new.rewind(run_id, 0)  # the new worker starts over
+    assert evaluations(db) == [] and db.execute("SELECT revision, checkpoint_step FROM runs").fetchone() == (1, None)
+    new.place_checkpoint(run_id, 100, written, tmp_path / "checkpoint.pt")
+    assert (tmp_path / "checkpoint.pt").read_bytes() == b"the old worker's" and not written.exists()
+    assert db.execute("SELECT checkpoint_step FROM runs").fetchone() == (100,)
     assert new.end(run_id, "finished") is True
     db.close()
 
@@ -64,14 +73,18 @@ def test_the_ray_writer_takes_the_run_from_a_task_ray_ran_again(tmp_path: Path) 
     with pytest.raises(NotOwner):
         writer.commit(run_id, first["owner"], {"evaluations": []}, {"steps": 900})
     with pytest.raises(NotOwner):
-        writer.rewind(run_id, first["owner"], 0)
+        writer.rewind(run_id, first["owner"], 0, None, 0)
     with pytest.raises(NotOwner):
-        writer.put_checkpoint(run_id, first["owner"], b"not the run's")
+        writer.put_checkpoint(run_id, first["owner"], 500, b"not the run's")
     assert writer.end(run_id, first["owner"], "finished") is False
-    assert not (tmp_path / "s.db-runs" / str(run_id) / "checkpoint.pt").exists()
+    checkpoint = tmp_path / "s.db-runs" / str(run_id) / "checkpoint.pt"
+    assert not checkpoint.exists()
 
-    opened = writer.rewind(run_id, retried["owner"], 0)  # the retried task replaces what was recorded past 0
+    opened = writer.rewind(run_id, retried["owner"], 0, None, 0)  # the retried task replaces what was recorded
     assert opened.last_step == {} and evaluations(db) == []
+    writer.put_checkpoint(run_id, retried["owner"], 700, b"the run's")
+    assert checkpoint.read_bytes() == b"the run's"
+    assert db.execute("SELECT checkpoint_step FROM runs").fetchone() == (700,)
     assert writer.end(run_id, retried["owner"], "finished") is True
     db.close()
 

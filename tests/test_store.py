@@ -149,8 +149,9 @@ def test_claim_finish_reap_requeue_delete(tmp_path: Path) -> None:
     assert not claim(db, a, 1)  # not queued any more
     assert reap_lost(db) == [a]
     assert list_runs(db, run_ids=[a])[0]["status"] == "lost"
-    requeue(db, a)
+    assert requeue(db, a)
     assert list_runs(db, run_ids=[a])[0]["status"] == "queued"
+    assert not requeue(db, a)  # queued already (another resume won): left as it is
     assert finish(db, b, "stopped", only_from=("queued",))
     assert not finish(db, b, "failed")  # only from running
     assert resolve(db, [str(a), "td3-Hopper-v4-acoffpoc"]) == [a, b]

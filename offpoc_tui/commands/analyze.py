@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
 
 from offpoc_tui.console import DEFAULT_DB, DbOption, check_output, err, fail, open_db
+
+if TYPE_CHECKING:
+    from store.files import RunFiles
+    from store.runs import RunRow
 
 analyze_app = typer.Typer(
     rich_markup_mode=None,
@@ -90,7 +94,11 @@ def weights(
         err.print(f"wrote {output}: {len(found)} runs, {bins} bins", highlight=False)
 
 
-def _analyse(checkpoints: list[tuple[Any, Path]], files: Any) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+class _Unreadable(Exception):
+    """A run the analysis cannot read: its line and exit status, said once the progress bar is gone."""
+
+
+def _analyse(checkpoints: list[tuple[RunRow, Path]], files: RunFiles) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Each run's window weights, from its checkpoint: loaded only if it is the run's own (its store, its id,
     its config), as ``resume`` loads it; a file that is not, or is damaged, stops the analysis in one line."""
     import warnings
@@ -101,9 +109,6 @@ def _analyse(checkpoints: list[tuple[Any, Path]], files: Any) -> dict[int, tuple
     from agents.checkpoint import CheckpointMismatch
     from agents.weight_analysis import NoBuffer, window_weights
     from offpoc_tui.checkpoints import own_checkpoint
-
-    class Stop(Exception):
-        """A run the analysis cannot read: its line and exit status, said once the progress bar is gone."""
 
     found = {}
     try:
@@ -116,19 +121,19 @@ def _analyse(checkpoints: list[tuple[Any, Path]], files: Any) -> dict[int, tuple
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         trainer = Trainer.resume(path, check=check)
-                except (CheckpointMismatch, ValueError) as error:
-                    raise Stop(f"run {run_id}: {str(error).splitlines()[0]}", 1) from None
+                except CheckpointMismatch as error:
+                    raise _Unreadable(f"run {run_id}: {error}", 1) from None
                 if len(trainer.buffer) == 0:
-                    raise Stop(
+                    raise _Unreadable(
                         f"run {run_id}'s checkpoint holds no replay buffer (train with checkpoint_buffer=true)", 2
                     )
                 try:
                     found[run_id] = window_weights(trainer)
                 except NoBuffer as error:
-                    raise Stop(f"run {run_id}: {error}", 2) from None
+                    raise _Unreadable(f"run {run_id}: {error}", 2) from None
                 progress.advance(task)
-    except Stop as stop:
-        line, code = stop.args
+    except _Unreadable as unreadable:
+        line, code = unreadable.args
         fail(line, code=code)
     return found
 

@@ -15,6 +15,7 @@ from offpoc_tui.console import (
     check_sources,
     err,
     fail,
+    fresh_tmp,
     open_db,
     resolve_runs,
 )
@@ -129,12 +130,14 @@ def export(
     if output is None:
         write_to(sys.stdout)
         return
-    tmp = output.with_name(output.name + ".tmp")
+    tmp: Path | None = None
     try:
+        tmp = fresh_tmp(output)
         with tmp.open("w", newline="") as f:
             count = write_to(f)
         tmp.replace(output)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         fail(f"cannot write {output}: {error.strerror or error}", code=1)
     err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)
