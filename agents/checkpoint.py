@@ -26,6 +26,7 @@ import dataclasses
 import errno
 import os
 import pickle
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +122,7 @@ def save(trainer: Trainer, path: Path, elapsed: float, place: Callable[[Path, Pa
     # The file's own folder only, never the folders above it: an app that keeps checkpoints in a folder it
     # marks as its own (offpoc's run files) sees a save fail, not an unmarked folder made in its place.
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # unique on shared storage too
     try:
         with open(tmp, "wb") as file:
             torch.save(_plain(state), file)

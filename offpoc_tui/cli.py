@@ -12,6 +12,7 @@ Bad input prints one line and exits with status 2, before anything is written.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from typing import Annotated, Any
 
@@ -53,6 +54,9 @@ class OneLineErrors(TyperGroup):
         except StoreError as error:  # the store's errors are one line each, wherever they arise
             typer.echo(f"error: {error}", err=True)
             sys.exit(2)
+        except sqlite3.Error as error:  # the store could not be read or written now (locked too long, a full disk)
+            typer.echo(f"error: the store could not be used: {error}", err=True)
+            sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -92,8 +92,17 @@ def fresh_tmp(path: Path) -> Path:
     where an output is written before it is renamed into place. Removing it never removes a file of
     the user's, such as a store that happens to be named like a temporary file."""
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
+    try:  # the mode an output written in place would have (mkstemp makes it private)
+        os.fchmod(handle, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+    finally:
+        os.close(handle)
     return Path(name)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def resolve_runs(db: Any, tokens: list[str]) -> list[int]:

@@ -90,6 +90,10 @@ class StoreWriter:
     def rewind(self, run_id: int, owner: str, step: int, checkpoint: int | None, updates: int) -> Opened:
         return self._link(owner).rewind(run_id, step, checkpoint, updates)
 
+    def check_owner(self, run_id: int, owner: str) -> None:
+        """Raise :class:`~store.runs.NotOwner` unless the task still owns the run (before it renames a file)."""
+        check_owner(self.db, run_id, owner)
+
     def put_checkpoint(self, run_id: int, owner: str, step: int, data: bytes | None) -> None:
         """A task's checkpoint at ``step``: its bytes (None: the file is already in place on shared storage)
         written beside the store where a local run keeps its own, then renamed into place and its step

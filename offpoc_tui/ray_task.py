@@ -11,6 +11,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,16 @@ class ActorLink:
         """Nothing to look at here: the run's files on this node are not beside the store."""
 
     def place_checkpoint(self, run_id: int, step: int, tmp: Path, path: Path) -> None:
+        if self.ships:  # the node's copy is this task's alone; the head's is placed under the owner check
+            os.replace(tmp, path)
+            ray.get(self.writer.put_checkpoint.remote(run_id, self.owner, step, path.read_bytes()))
+            return
+        # Shared storage the head may not see at this path: the owner is checked, then the file renamed, then
+        # its step recorded (checked again). A task that loses the run in between (a retry while this one was
+        # cut off, never a local resume) could still rename: the one gap left, and only on shared storage.
+        ray.get(self.writer.check_owner.remote(run_id, self.owner))
         os.replace(tmp, path)
-        data = path.read_bytes() if self.ships else None
-        ray.get(self.writer.put_checkpoint.remote(run_id, self.owner, step, data))
+        ray.get(self.writer.put_checkpoint.remote(run_id, self.owner, step, None))
 
     def end(self, run_id: int, status: str, error: str | None = None, traceback: str | None = None) -> bool:
         return bool(ray.get(self.writer.end.remote(run_id, self.owner, status, error, traceback)))
@@ -76,8 +84,10 @@ def train(run_id: int, writer: Any, checkpoint_dir: str | None) -> str:
     files = RunFiles(base / start["store_name"], start["store_id"], None)
     try:
         path = files.prepare(run_id) / CHECKPOINT
-        if start["checkpoint"] is not None:
-            path.write_bytes(start["checkpoint"])
+        if start["checkpoint"] is not None and (checkpoint_dir is None or not path.exists()):
+            tmp = path.with_name(f"{CHECKPOINT}.{uuid.uuid4().hex[:8]}.tmp")  # whole or absent, never half
+            tmp.write_bytes(start["checkpoint"])
+            os.replace(tmp, path)
         binding = StoreBinding(RunWriter(link, run_id), threading.Event())
         outcome = live(start["run"], binding, link, files)
         print(f"run {run_id} on {where}: {outcome.line}", flush=True)

@@ -30,6 +30,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,12 +249,19 @@ class RunFiles:
     def append_to(self, path: Path) -> IO[bytes]:
         """A log file of this store's (``scheduler.log``, a run's ``worker.log``) opened to append, never through a
         symlink: :class:`StoreError` if one is there."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO must not block us
         try:
-            handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            handle = os.open(path, flags, 0o644)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise StoreError(f"{self.display(path)} is a symlink: refused, never written through") from None
+            if error.errno == errno.ENXIO:  # a FIFO nobody reads
+                raise StoreError(f"{self.display(path)} is not a regular file: refused") from None
             raise
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise StoreError(f"{self.display(path)} is not a regular file: refused")
+        os.set_blocking(handle, True)
         return os.fdopen(handle, "ab")
 
     def remove(self, run_id: int) -> None:

@@ -33,6 +33,7 @@ T = TypeVar("T")
 BUSY_RETRY_S = LOST_AFTER_S * 0.8
 """How long a write waits on a store another process keeps locked (each try waits SQLite's busy timeout):
 less than the heartbeat age at which readers declare a run lost."""
+RETRY_PAUSE_S = 0.1
 MEAN_LAMBDA_QUANTITY = "lambda"
 """The logged quantity whose latest block's mean is the run's ``mean_lambda`` (:data:`store.writer.LAMBDA`)."""
 
@@ -95,6 +96,7 @@ def retrying(attempt: Callable[[], T]) -> T:
             waited = time.monotonic() - started
             if waited + busy_timeout() > BUSY_RETRY_S:  # another try could outlast the heartbeat
                 raise StoreBusy(f"the store stayed locked by another process for {waited:.0f} s ({text})") from None
+            time.sleep(RETRY_PAUSE_S)  # SQLite may answer busy at once (a lock it cannot wait on): never spin
 
 
 def commit(
@@ -241,7 +243,8 @@ class LocalLink:
 
         def place() -> None:
             self.guard()  # under the write lock: the file goes where the store is, or nowhere
-            os.replace(tmp, path)
+            if tmp.exists() or not path.exists():  # else renamed by a try whose commit failed: in place already
+                os.replace(tmp, path)
 
         place_checkpoint(self.db, run_id, step, place, self.owner)
 

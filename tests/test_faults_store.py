@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -84,6 +85,10 @@ def test_outputs_go_through_files_of_their_own_never_a_store_named_like_one(tmp_
     offpoc(db, "plot", "-o", str(tmp_path / "out.csv.tmp.png"))
     assert export(db, "evaluations") == before and (tmp_path / "out.csv").read_text().startswith("run_id,")
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary files went
+    mask = os.umask(0)
+    os.umask(mask)
+    for made in ("out.csv", "out.csv.tmp.png"):  # with the mode a file written in place would have
+        assert stat.S_IMODE((tmp_path / made).stat().st_mode) == 0o666 & ~mask, made
 
     (tmp_path / "elsewhere").mkdir()
     os.replace(tmp_path / "out.csv.tmp-runs", tmp_path / "elsewhere" / "runs")
@@ -150,13 +155,26 @@ def test_a_store_moved_while_it_trains_names_only_what_its_files_hold(tmp_path: 
 
 
 # ---- the run files deleted, or linked into another store ----------------------------------------------------
+def _flock_held(path: Path) -> bool:
+    """Whether some process holds a flock on ``path``, read from /proc/locks: trying the lock ourselves
+    would be seen by the scheduler as another holder."""
+    try:
+        inode = path.stat().st_ino
+    except FileNotFoundError:
+        return False
+    return any(
+        line.split()[1] == "FLOCK" and line.split()[5].rsplit(":", 1)[-1] == str(inode)
+        for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
 def test_run_files_deleted_mid_run_are_made_again_and_one_scheduler_serves_on(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     args = [*PENDULUM, "--set", "checkpoint_every=500", "--eval-freq", "500"]
     offpoc(db, "run", *args, "--steps", "2500", "--seeds", "0-1", "--jobs", "1")
     wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 1)["steps"] >= 200, what="run 1")
     shutil.rmtree(tmp_path / "s.db-runs")
-    time.sleep(1.0)  # the scheduler has locked the folder made again by now
+    wait_for(lambda: _flock_held(tmp_path / "s.db-runs" / "scheduler.lock"), what="the lock taken again")
     offpoc(db, "run", *args, "--steps", "500", "--seed", "2")  # its command starts a scheduler: it must find one
     wait_for(lambda: all(ended(db, i) for i in (1, 2, 3)), what="the runs' end")
     log = (tmp_path / "s.db-runs" / "scheduler.log").read_text()
@@ -165,7 +183,7 @@ def test_run_files_deleted_mid_run_are_made_again_and_one_scheduler_serves_on(tm
     assert json.loads((tmp_path / "s.db-runs" / "store.json").read_text())["store_id"] == store_id
     for run_id, steps in ((1, 2500), (2, 2500), (3, 500)):
         row = run_row(db, run_id)
-        assert row["status"] == "finished" and row["checkpoint_step"] == steps, row
+        assert row["status"] == "finished" and row["checkpoint_step"] == steps, (row["error"], log)
         saved = torch.load(tmp_path / "s.db-runs" / str(run_id) / "checkpoint.pt", weights_only=True)
         assert saved["counters"]["step"] == steps
 
@@ -259,6 +277,20 @@ def test_a_worker_waits_out_a_store_locked_past_the_busy_timeout(tmp_path: Path)
     wait_for(lambda: ended(db, 1), what="the run's end")
     assert run_row(db, 1)["status"] == "finished", run_row(db, 1)["error"]
     assert [int(r["step"]) for r in export(db, "evaluations")] == list(range(0, 2001, 250))
+
+
+def test_a_command_that_meets_a_locked_store_says_so_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    open_store(db, create=True).close()
+    lock = sqlite3.connect(db)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        result = offpoc(db, "jobs", "2", check=False, env={"OFFPOC_BUSY_TIMEOUT_S": "0.5"})
+    finally:
+        lock.rollback()
+        lock.close()
+    assert result.returncode == 1 and "the store could not be used: database is locked" in one_line(result)
+    assert offpoc(db, "jobs", "2").returncode == 0
 
 
 def test_an_import_commits_in_chunks_that_leave_other_writers_room(tmp_path: Path) -> None:

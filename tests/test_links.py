@@ -56,6 +56,8 @@ def test_a_local_link_writes_only_while_its_worker_owns_the_run(tmp_path: Path) 
     new.place_checkpoint(run_id, 100, written, tmp_path / "checkpoint.pt")
     assert (tmp_path / "checkpoint.pt").read_bytes() == b"the old worker's" and not written.exists()
     assert db.execute("SELECT checkpoint_step FROM runs").fetchone() == (100,)
+    new.place_checkpoint(run_id, 100, written, tmp_path / "checkpoint.pt")  # a try again after a failed commit
+    assert (tmp_path / "checkpoint.pt").read_bytes() == b"the old worker's"
     assert new.end(run_id, "finished") is True
     db.close()
 

@@ -157,3 +157,38 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_a_task_ray_ran_again_never_puts_the_earlier_ones_checkpoint_in_place(tmp_path: Path, ray_env: Path) -> None:
+    """The writer actor and two tasks' links, for real: the earlier task (the run taken from it by a retry)
+    can neither ship its checkpoint nor rename one on shared storage (``--checkpoint-dir``)."""
+    from offpoc_tui.ray_backend import StoreWriter
+    from offpoc_tui.ray_task import ActorLink
+    from store import open_store
+    from store.runs import NotOwner, create_runs
+    from tests.storefill import spec
+
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    (run_id,) = create_runs(store, [spec()], backend="ray")
+    store.close()
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        writer = ray.remote(StoreWriter).options(num_cpus=0).remote(str(db))
+        earlier = ray.get(writer.start.remote(run_id, 100, "ray:a"))
+        later = ray.get(writer.start.remote(run_id, 101, "ray:b"))  # Ray ran the task again
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        head = tmp_path / "s.db-runs" / str(run_id) / "checkpoint.pt"
+        for ships, kept in ((True, head), (False, shared / "checkpoint.pt")):
+            mine, theirs = ActorLink(writer, later["owner"], ships), ActorLink(writer, earlier["owner"], ships)
+            (shared / "new.tmp").write_bytes(b"the run's")  # each task's file: on its node, or on shared storage
+            mine.place_checkpoint(run_id, 200, shared / "new.tmp", shared / ("mine.pt" if ships else "checkpoint.pt"))
+            (shared / "old.tmp").write_bytes(b"stale")
+            with pytest.raises(NotOwner):
+                theirs.place_checkpoint(
+                    run_id, 300, shared / "old.tmp", shared / ("theirs.pt" if ships else "checkpoint.pt")
+                )
+            assert kept.read_bytes() == b"the run's" and run_row(db, run_id)["checkpoint_step"] == 200
+    finally:
+        ray.shutdown()

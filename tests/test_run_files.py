@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import shutil
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def test_a_deleted_stores_process_never_sets_the_new_stores_folder_aside(tmp_pat
     assert "\n" not in str(raised.value)
     assert new.owned() and not (new.root / "1").exists()
     assert [p.name for p in tmp_path.glob("x.db-runs.stale-*")] == [f"x.db-runs.stale-{old.store_id[:8]}"]
+
+
+def test_a_log_is_appended_to_only_as_a_regular_file_of_its_own(tmp_path: Path) -> None:
+    """A symlink is never written through; a FIFO would block the scheduler that opens it: both refused at once."""
+    files = files_of(tmp_path / "x.db")
+    directory = files.prepare(1)
+    with files.append_to(directory / "worker.log") as log:
+        log.write(b"line\n")
+    assert (directory / "worker.log").read_bytes() == b"line\n"
+    elsewhere = tmp_path / "elsewhere.log"
+    elsewhere.write_bytes(b"not the store's")
+    (directory / "linked.log").symlink_to(elsewhere)
+    os.mkfifo(directory / "pipe.log")
+    for name, why in (("linked.log", "is a symlink"), ("pipe.log", "is not a regular file")):
+        with pytest.raises(StoreError, match=why):
+            files.append_to(directory / name)
+    assert elsewhere.read_bytes() == b"not the store's"
 
 
 @pytest.mark.parametrize("content", ["a file", "a folder of the user's"])
