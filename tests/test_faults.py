@@ -331,6 +331,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, args: l
     db = tmp_path / "offpoc.db"
     if args[0] in ("export", "plot", "import"):
         offpoc(db, "run", *PENDULUM, "--steps", "600")
+        # The run over and its scheduler gone: SQLite removes -wal and -shm with the last connection, which
+        # under load could otherwise happen between the two listings.
+        log = tmp_path / "offpoc.db-runs" / "scheduler.log"
+        wait_for(lambda: "scheduler done" in log.read_text(), what="the scheduler's end")
     before = sorted(p.name for p in tmp_path.iterdir())
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:surrogateescape"}
     command = [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)]
