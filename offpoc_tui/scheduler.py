@@ -39,6 +39,7 @@ from store.db import StoreError, StoreFile, read_only
 from store.files import WORKER_LOG, RunFiles
 from store.queue import adopt, jobs_limit, release, running_here, waiting
 from store.runs import NOT_OWNER_EXIT, finish, pid_alive, reap_lost
+from store.studies import advance
 
 POLL_S = 0.2
 RETRY_S = 5.0
@@ -294,7 +295,9 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
     local.poll()
     if ray is not None:
         ray.poll()
-    adopt(db, me)
+    for line in advance(db):  # sequential studies: record what an interim decided, queue the next one
+        _say(line)
+    adopt(db, me)  # after advance: a run queued unadopted under a live worker reads as requeued (a new worker)
     queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
     mine = [i for i, backend in queue if backend is None]
     if mine:

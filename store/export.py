@@ -17,7 +17,7 @@ import sqlite_utils
 from store import summary, tables
 from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
 
-TABLES = ("evaluations", "episodes", "train", "weights", "runs", "summary", "aggregate", "improvement")
+TABLES = ("evaluations", "episodes", "train", "weights", "runs", "decisions", "summary", "aggregate", "improvement")
 FINAL_TABLES = ("summary", "aggregate", "improvement")
 """Tables of each run's final return: they take --last, --last-steps, --until, and LaTeX."""
 FORMATS = ("csv", "json", "md")
@@ -43,7 +43,19 @@ _META_SQL = (
 )
 
 
+DECISION_COLUMNS = (
+    "study_id", "name", "algo", "env", "interim", "method", "other", "verdict", "statistic", "boundary",
+    "level_spent", "seeds", "alpha", "interim_seeds", "max_interims", "estimand", "recorded",
+)  # fmt: skip
+"""One row per comparison open at an interim of a sequential study (store.studies): ``verdict`` is where it
+stood after that interim (continue, larger, smaller, undecided), ``statistic`` the sum over interims of the
+difference of the two methods' means, ``boundary`` what |statistic| had to exceed (empty: nothing could be
+rejected yet), ``level_spent`` the error spent by then (≤ alpha·interim/max_interims)."""
+
+
 def columns(table: str) -> tuple[str, ...]:
+    if table == "decisions":
+        return DECISION_COLUMNS
     if table == "runs":
         return (*META_COLUMNS, *RUN_COLUMNS)
     if table == "weights":
@@ -53,6 +65,14 @@ def columns(table: str) -> tuple[str, ...]:
 
 def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tuple[Any, ...]]:
     """Rows of ``table`` for the runs matching ``filters`` (see :func:`store.reader.where_runs`)."""
+    if table == "decisions":
+        from store.studies import decision_rows
+
+        runs = filters.get("run_ids")
+        for row in decision_rows(db):
+            if _study_matches(row, filters) and (runs is None or row["study_id"] in _studies_of(db, runs)):
+                yield tuple(row[c] for c in DECISION_COLUMNS)
+        return
     where, params = where_runs(**filters)
     if table == "runs":
         yield from db.execute(f"SELECT {_META_SQL}, {', '.join(RUN_COLUMNS)} FROM runs{where} ORDER BY runs.id", params)
@@ -65,6 +85,16 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
             " ORDER BY runs.id, t.step",
             params,
         )
+
+
+def _study_matches(row: dict[str, Any], filters: dict[str, Any]) -> bool:
+    algos, envs = filters.get("algos"), filters.get("envs")
+    return (not algos or row["algo"] in algos) and (not envs or row["env"] in envs)
+
+
+def _studies_of(db: sqlite_utils.Database, run_ids: list[int]) -> set[int]:
+    marks = ", ".join("?" * len(run_ids))
+    return {r[0] for r in db.execute(f"SELECT DISTINCT study_id FROM runs WHERE id IN ({marks})", run_ids)}
 
 
 def _weight_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:

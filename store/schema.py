@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -193,7 +193,44 @@ _V8 = """
 ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8}
+# Sequential studies (store.studies): a study's design and estimand, declared before its first seed; its
+# runs carry the study, the interim and the arm (method) they belong to; ``decisions`` keeps every
+# interim's verdict per comparison, as it was reached.
+_V9 = """
+CREATE TABLE studies (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    algo TEXT NOT NULL,
+    env TEXT NOT NULL,
+    design TEXT NOT NULL,
+    estimand TEXT NOT NULL,
+    arms TEXT NOT NULL,
+    comparisons TEXT NOT NULL,
+    first_seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE decisions (
+    id INTEGER PRIMARY KEY,
+    study_id INTEGER NOT NULL,
+    interim INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    other TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    statistic REAL NOT NULL,
+    boundary REAL,
+    level_spent REAL NOT NULL,
+    seeds INTEGER NOT NULL,
+    recorded REAL NOT NULL,
+    UNIQUE (study_id, interim, method, other)
+);
+ALTER TABLE runs ADD COLUMN study_id INTEGER;
+ALTER TABLE runs ADD COLUMN interim INTEGER;
+ALTER TABLE runs ADD COLUMN arm TEXT
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")

@@ -64,6 +64,11 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
 
 
 _UNDO_V4 = """
+DROP TABLE studies;
+DROP TABLE decisions;
+ALTER TABLE runs DROP COLUMN arm;
+ALTER TABLE runs DROP COLUMN interim;
+ALTER TABLE runs DROP COLUMN study_id;
 ALTER TABLE runs DROP COLUMN revision;
 ALTER TABLE runs DROP COLUMN owner;
 ALTER TABLE runs DROP COLUMN stop_requested;
@@ -91,7 +96,7 @@ def as_schema_2(db_path: Path) -> None:
 
     Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before);
     schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
-    schema 8 their ``revision``.
+    schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)

@@ -26,8 +26,8 @@ def export(
     table: Annotated[
         str,
         typer.Option(
-            help="evaluations, episodes, train, weights, runs; summary (the paper's table), aggregate or improvement"
-            " (across tasks)."
+            help="evaluations, episodes, train, weights, runs, decisions (sequential studies); summary (the paper's"
+            " table), aggregate or improvement (across tasks)."
         ),
     ] = "evaluations",
     format_: Annotated[

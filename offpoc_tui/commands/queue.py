@@ -76,6 +76,24 @@ def run(
         ),
     ] = None,
     compare: Annotated[bool, typer.Option(help="Also launch the baseline (none), same seeds and settings.")] = False,
+    decide_: Annotated[
+        bool,
+        typer.Option(
+            "--decide",
+            help="With --compare: a sequential study (AdaStop) that queues --interim-seeds seeds a method at a"
+            " time and stops once decided (or after --max-interims).",
+        ),
+    ] = False,
+    alpha: Annotated[float, typer.Option(help="--decide: family-wise error over the study's comparisons.")] = 0.05,
+    interim_seeds: Annotated[int, typer.Option(help="--decide: seeds per method in each interim (n).")] = 5,
+    max_interims: Annotated[int, typer.Option(help="--decide: interims at most (K).")] = 4,
+    estimand: Annotated[
+        str, typer.Option(help="--decide: a seed's statistic, final (mean of its last evaluations) or auc.")
+    ] = "final",
+    last_steps: Annotated[
+        int | None,
+        typer.Option(parser=count, help="--decide, final: over the last N steps [default: the last 10 evaluations]."),
+    ] = None,
     jobs: JobsOption = None,
     threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
     backend: BackendOption = "local",
@@ -98,6 +116,7 @@ def run(
         where = check_backend(backend, address, checkpoint_dir)
         if name is not None:
             check_name(name)
+        study = study_design(decide_, compare, seeds, alpha, interim_seeds, max_interims, estimand, last_steps)
         flags = {
             "total_steps": steps,
             "eval_freq": eval_freq,
@@ -128,7 +147,28 @@ def run(
 
     store = open_db(db, create=True)
     configure(store, jobs, where, address, checkpoint_dir)
-    ids = create_runs(store, specs, where)
+    if study is None:
+        ids = create_runs(store, specs, where)
+    else:
+        from store.studies import create_study
+
+        design, target = study
+        arms = {spec.correction: spec for spec in specs}
+        study_id, ids = create_study(
+            store,
+            name=name or f"{request.algo}-{request.env}-{request.correction}-vs-none",
+            design=design,
+            estimand=target,
+            arms=arms,
+            comparisons=[(request.correction, "none")],
+            first_seed=specs[0].seed,
+            backend=where,
+        )
+        out.print(
+            f"study {study_id}: {request.correction} vs none, interims of {design.interim_seeds} seeds a method, at"
+            f" most {design.max_interims}, α = {design.alpha} (AdaStop); a seed's statistic: {target.describe()}",
+            markup=False,
+        )
     from agents.config import config_defaults  # agents is loaded already: build_specs checked the configs
     from agents.plugins import option_owners
 
@@ -153,6 +193,41 @@ def run(
         out.print(
             f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}  ·  offpoc show {ids[0]}{on}", markup=False
         )
+
+
+def study_design(
+    decide_: bool,
+    compare: bool,
+    seeds: str | None,
+    alpha: float,
+    interim_seeds: int,
+    max_interims: int,
+    estimand: str,
+    last_steps: int | None,
+) -> tuple[Any, Any] | None:
+    """``run --decide``'s design and estimand (None without --decide); raises UsageError."""
+    from offpoc_tui.specs import UsageError
+    from store.sequential import Design
+    from store.studies import Estimand
+
+    given = (alpha, interim_seeds, max_interims, estimand, last_steps) != (0.05, 5, 4, "final", None)
+    if not decide_:
+        if given:
+            raise UsageError("--alpha, --interim-seeds, --max-interims, --estimand and --last-steps need --decide")
+        return None
+    if not compare:
+        raise UsageError("--decide compares a correction with its baseline: pass --compare too")
+    if seeds is not None:
+        raise UsageError("--decide queues its own seeds, an interim at a time: --seed sets the first, not --seeds")
+    if estimand not in ("final", "auc"):
+        raise UsageError(f"unknown --estimand {estimand!r}: choose final or auc")
+    if last_steps is not None and (estimand != "final" or last_steps < 1):
+        raise UsageError("--last-steps is at least 1 and applies to --estimand final only")
+    design = Design(alpha=alpha, interim_seeds=interim_seeds, max_interims=max_interims)
+    if problems := design.problems():
+        flag = problems[0].replace("interim seeds", "interim-seeds").replace("max interims", "max-interims")
+        raise UsageError(f"--{flag}")
+    return design, Estimand(kind="final" if estimand == "final" else "auc", steps=last_steps)
 
 
 def sweep(

@@ -35,7 +35,8 @@ def note(window: FinalWindow) -> str:
     """What the table's figures are (the steps each row's final window spans are its 'final over steps')."""
     return (
         f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width"
-        " · vs baseline, Welch p, P(>base) (a seed beats a baseline seed): the baseline of the same env and source"
+        " · vs baseline, Welch p, P(>base) (a seed beats a baseline seed): the baseline of the same env and source;"
+        " p: one look at the seeds there are, not a decision if looked at again (--decide makes one)"
     )
 
 
@@ -86,6 +87,8 @@ class ComparePane(Vertical):
         self.threshold = Input(placeholder="threshold (enter applies; empty: the baseline's final return; esc closes)",
                                id="compare-threshold")  # fmt: skip
         self.plot = FigurePlot(id="compare-plot")
+        self.decisions = Static(id="compare-decisions")
+        """The task's sequential studies (``run --compare --decide``), as they stand; hidden when none."""
         self.note = Static(id="compare-note", classes="pane-state")
         self.table = DataTable[Any](id="compare-table", cursor_type="row", zebra_stripes=True)
 
@@ -93,6 +96,7 @@ class ComparePane(Vertical):
         yield self.heading
         yield self.threshold
         yield self.plot
+        yield self.decisions
         yield self.note
         yield self.table
 
@@ -134,4 +138,6 @@ class ComparePane(Vertical):
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
         budget = f"compared {data.budget} · " if data.budget else ""
         across = f"\n{data.across}" if data.across else ""
+        self.decisions.update(Text("\n".join(data.decisions)))
+        self.decisions.set_class(bool(data.decisions), "visible")
         self.note.update(Text(f"{budget}{threshold}\n{note(self.window)}{across}"))

@@ -44,6 +44,7 @@ from offpoc_tui.dashboard.groups import (
 from store.reader import configs, histograms, quantities, run_detail, train_points
 from store.runs import TERMINAL, RunRow
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
+from store.study_text import task_lines
 from store.tasks import env_family, source_of
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
@@ -108,6 +109,8 @@ class CompareData:
     """The algorithm's methods across every environment on screen (:mod:`.across`)."""
     budget: str = ""
     """Where the rows meet: ``at 20,000 steps, reached by all 4 runs`` (:mod:`store.budget`)."""
+    decisions: tuple[str, ...] = ()
+    """The task's sequential studies, as they stand (:mod:`store.study_text`)."""
 
 
 @dataclass(frozen=True)
@@ -456,7 +459,8 @@ def compare_data(
         return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
     rows, threshold, budget = compare_rows(db, members, curves, threshold, window, until)
     figure = compare_figure(key, rows, threshold, kind, budget.step)
-    return CompareData(key, figure, rows, threshold, budget=budget.describe())
+    decisions = tuple(task_lines(db, *key))
+    return CompareData(key, figure, rows, threshold, budget=budget.describe(), decisions=decisions)
 
 
 def compare_figure(

@@ -17,6 +17,7 @@ from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_ro
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
 from store.stats import FinalWindow
+from store.study_text import task_lines
 from store.variants import label_variants
 
 
@@ -53,6 +54,8 @@ def summary(
         rows, threshold, budget = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None,
                                                window, until)  # fmt: skip
         parts += [compare_table(*key, rows, threshold, budget.describe()), Text("")]
+        if decided := task_lines(db, *key):  # sequential studies of this task: their decisions, as they stand
+            parts += [Text("\n".join(decided)), Text("")]
         if i + 1 == len(keys) or keys[i + 1][0] != key[0]:  # the algorithm's last environment: the line across
             algo_runs = [r for r in runs if r["algo"] == key[0]]
             curves = evals.update(db, [r["id"] for r in algo_runs])

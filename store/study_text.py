@@ -1,0 +1,88 @@
+"""What a sequential study says on screen and in ``offpoc studies``: its state per comparison, its interims
+and the seeds it saved, in words a reader can act on (a held interim names the run to resume)."""
+
+from __future__ import annotations
+
+import math
+
+import sqlite_utils
+
+from store.sequential import Pair
+from store.studies import StudyState, state, studies
+from store.summary import method_label
+from store.tasks import env_matches
+
+FIXED_NOTE = (
+    "Welch p and P(>base): one look at the seeds there are now, not a decision if looked at again"
+    " (offpoc run --compare --decide makes a sequential one)"
+)
+
+
+def label(now: StudyState, method: str) -> str:
+    arm = now.study.arms[method]
+    return method_label(now.study.algo, arm["correction"], arm.get("divergence"))
+
+
+def pair_line(now: StudyState, pair: Pair) -> str:
+    """``TD3 + AC-Off-POC > TD3, decided after 2 interims (10 seeds each)``, or where it stands."""
+    design, outcome = now.study.design, now.outcome
+    a, b = label(now, pair[0]), label(now, pair[1])
+    verdict = outcome.verdicts[pair]
+    if verdict in ("larger", "smaller"):
+        k = outcome.decided_at[pair]
+        sign = ">" if verdict == "larger" else "<"
+        plural = "s" if k > 1 else ""
+        return f"{a} {sign} {b}, decided after {k} interim{plural} ({k * design.interim_seeds} seeds each)"
+    if verdict == "undecided":
+        return (
+            f"{a} vs {b}: undecided at the cap, no difference found at α = {design.alpha} after"
+            f" {design.max_interims} interims ({design.seeds_at_most} seeds each); not a proof they are equal"
+        )
+    interim = len(outcome.interims) + 1
+    runs = [r for m in pair for r in now.runs[m] if r["interim"] == interim]
+    done = sum(r["status"] == "finished" for r in runs)
+    held = [f"run {i} {status}" for i, status in now.holds if any(r["id"] == i for r in runs)]
+    line = f"{a} vs {b}: continue, interim {interim} of {design.max_interims} runs ({done} of {len(runs)} seeds done)"
+    if held:
+        line += f"; held by {', '.join(held)}: offpoc resume {' '.join(h.split()[1] for h in held)}"
+    return line
+
+
+def history(now: StudyState) -> str:
+    """``interim 1: |S| 12.3 ≤ 40.1 · interim 2: |S| 55.0 > 41.2``: each interim's largest statistic and boundary."""
+    parts = []
+    for interim in now.outcome.interims:
+        if not interim.statistics:
+            continue
+        top = max(abs(s) for s in interim.statistics.values())
+        boundary = "∞" if math.isinf(interim.boundary) else f"{interim.boundary:,.1f}"
+        parts.append(f"interim {interim.index}: max |S| {top:,.1f} vs boundary {boundary}")
+    return " · ".join(parts)
+
+
+def study_lines(now: StudyState) -> list[str]:
+    study = now.study
+    design = study.design
+    lines = [
+        f"study {study.id} ({study.name}): AdaStop, α = {design.alpha} family-wise over its"
+        f" {len(study.comparisons)} comparison{'s' if len(study.comparisons) > 1 else ''}, interims of"
+        f" {design.interim_seeds} seeds a method, at most {design.max_interims}; a seed: {study.estimand.describe()}"
+    ]
+    lines += [pair_line(now, pair) for pair in study.comparisons]
+    if text := history(now):
+        lines.append(text)
+    fixed = design.seeds_at_most * len(study.arms)
+    used = sum(now.seeds_run().values())
+    lines.append(
+        f"seeds run {used} of the fixed design's {fixed} ({design.seeds_at_most} a method)"
+        + (f": {fixed - used} saved" if now.outcome.finished else "")
+    )
+    return lines
+
+
+def task_lines(db: sqlite_utils.Database, algo: str, env: str) -> list[str]:
+    """Every study of one task (``env`` an id or a family, as Compare keys tasks), newest first."""
+    out: list[str] = []
+    for study in reversed([s for s in studies(db) if s.algo == algo and env_matches(s.env, [env])]):
+        out += study_lines(state(db, study))
+    return out
