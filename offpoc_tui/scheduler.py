@@ -76,6 +76,8 @@ class LocalWorkers:
     def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles, where: StoreFile) -> None:
         self.db_path, self.db, self.files, self.where = db_path, db, files, where
         self.active: dict[int, subprocess.Popen[bytes]] = {}
+        self.studies_seen: dict[int, tuple[Any, ...]] = {}
+        """Each running study's runs as last looked at (store.studies.advance reads a study again on a change)."""
         self.stale: list[subprocess.Popen[bytes]] = []
         """Workers whose run was queued again while they lived (declared lost, then resumed): waited
         for, never settled; they stop at their next write (:class:`store.runs.NotOwner`)."""
@@ -295,7 +297,7 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
     local.poll()
     if ray is not None:
         ray.poll()
-    for line in advance(db):  # sequential studies: record what an interim decided, queue the next one
+    for line in advance(db, local.studies_seen):  # sequential studies: record an interim's verdicts, queue the next
         _say(line)
     adopt(db, me)  # after advance: a run queued unadopted under a live worker reads as requeued (a new worker)
     queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]

@@ -16,6 +16,7 @@ import sqlite_utils
 
 from store import summary, tables
 from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
+from store.tasks import env_matches
 
 TABLES = ("evaluations", "episodes", "train", "weights", "runs", "decisions", "summary", "aggregate", "improvement")
 FINAL_TABLES = ("summary", "aggregate", "improvement")
@@ -88,8 +89,15 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
 
 
 def _study_matches(row: dict[str, Any], filters: dict[str, Any]) -> bool:
-    algos, envs = filters.get("algos"), filters.get("envs")
-    return (not algos or row["algo"] in algos) and (not envs or row["env"] in envs)
+    """A decision row against export's filters: a study's runs are trained here (source offpoc); a
+    correction filter keeps the comparisons that involve one of its corrections."""
+    algos, envs, corrections, sources = (filters.get(k) for k in ("algos", "envs", "corrections", "sources"))
+    return (
+        (not algos or row["algo"] in algos)
+        and (not envs or env_matches(row["env"], envs))
+        and (not corrections or row["method"] in corrections or row["other"] in corrections)
+        and (not sources or "offpoc" in sources)
+    )
 
 
 def _studies_of(db: sqlite_utils.Database, run_ids: list[int]) -> set[int]:

@@ -304,6 +304,7 @@ def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_
 
     The status is checked in the deleting transaction: a run that is running by then raises
     :class:`RunBusy` and nothing is deleted. A worker that claims a run after it was deleted finds no run.
+    A sequential study still running whose runs are deleted is ``abandoned`` in the same transaction.
     """
     files = RunFiles.of(db, db_path)
     with write(db):
@@ -311,6 +312,12 @@ def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_
         busy = db.execute(f"SELECT id FROM runs WHERE status = 'running' AND id IN ({marks})", run_ids).fetchone()
         if busy is not None:
             raise RunBusy(f"run {busy[0]} is running (it started meanwhile): nothing deleted; stop it first")
+        if db["studies"].exists():  # a study's seeds deleted: it cannot go on (it would queue them again)
+            db.execute(
+                f"UPDATE studies SET status = 'abandoned', finished = ? WHERE status = 'running' AND id IN"
+                f" (SELECT study_id FROM runs WHERE id IN ({marks}))",
+                [time.time(), *run_ids],
+            )
         for run_id in run_ids:
             for table in DATA_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])

@@ -208,6 +208,7 @@ CREATE TABLE studies (
     comparisons TEXT NOT NULL,
     first_seed INTEGER NOT NULL,
     status TEXT NOT NULL,
+    note TEXT,
     created REAL NOT NULL,
     finished REAL
 );

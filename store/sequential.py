@@ -70,6 +70,16 @@ class Design:
             out.append(f"permutations must be 100 to 1,000,000, not {self.permutations}")
         return out
 
+    def first_possible_decision(self) -> int | None:
+        """The first interim at which two methods can be told apart at all, or None: with n seeds each, the
+        smallest share of splits as extreme as the one observed is 2/C(2n, n)^k (a split and its mirror tie),
+        and a rejection at interim k needs it to be at most α·k/K."""
+        splits = math.comb(2 * self.interim_seeds, self.interim_seeds)
+        for k in range(1, self.max_interims + 1):
+            if 2 / splits**k <= self.alpha * k / self.max_interims:
+                return k
+        return None
+
     @property
     def seeds_at_most(self) -> int:
         """Seeds per method of the fixed design with the same cap (n·K)."""
@@ -143,8 +153,11 @@ class _Permutations:
         flat = values.reshape(-1)
         if self._all_splits is not None:  # sample s takes split (s // c^k) mod c at interim k: the whole product
             index = (np.arange(self.count) // self.splits_per_interim**interim) % self.splits_per_interim
-            first = flat[self._all_splits[index]].sum(axis=1)
-            return np.stack([first / n, (flat.sum() - first) / n])
+            # The mirror of split i is split c − 1 − i (combinations in lexicographic order): summing it, not
+            # the total less the first arm, makes a split and its mirror tie exactly, as they should.
+            mirror = self.splits_per_interim - 1 - index
+            first, second = flat[self._all_splits[index]].sum(axis=1), flat[self._all_splits[mirror]].sum(axis=1)
+            return np.stack([first / n, second / n])
         rng = np.random.default_rng([self.design.seed, interim])
         order = rng.permuted(np.tile(np.arange(arms * n), (self.count, 1)), axis=1)
         return flat[order].reshape(self.count, arms, n).mean(axis=2).T
@@ -216,6 +229,8 @@ def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequ
             boundary, level_to_add = math.inf, 0.0
             if admissible.any():  # the smallest boundary whose tail still fits in the level left
                 boundary, level_to_add = float(tail[admissible][0]), float(above[admissible][0])
+                if perms.exact and level_to_add == 0.0:  # the largest split's value: the observed one cannot pass it
+                    boundary = math.inf
             largest = max(np.flatnonzero(keep), key=lambda j: abs(observed[rows[j]]))
             if not _exceeds(abs(observed[rows[largest]]), boundary):
                 break

@@ -69,7 +69,9 @@ class Study:
     comparisons: tuple[Pair, ...]
     first_seed: int
     status: str
-    """``running``, or ``finished`` once every comparison is decided or undecided at the cap."""
+    """``running``; ``finished`` once every comparison is decided or undecided at the cap; ``abandoned`` when
+    runs of it were deleted; ``failed`` when it could not be decided (``note`` says why)."""
+    note: str | None = None
 
     @property
     def methods(self) -> list[str]:
@@ -175,7 +177,7 @@ def studies(db: sqlite_utils.Database, status: str | None = None) -> list[Study]
     """The store's studies, oldest first."""
     if not db["studies"].exists():
         return []
-    sql = "SELECT id, name, algo, env, design, estimand, arms, comparisons, first_seed, status FROM studies"
+    sql = "SELECT id, name, algo, env, design, estimand, arms, comparisons, first_seed, status, note FROM studies"
     rows = db.execute(sql + (" WHERE status = ?" if status else "") + " ORDER BY id", [status] if status else [])
     return [
         Study(
@@ -189,6 +191,7 @@ def studies(db: sqlite_utils.Database, status: str | None = None) -> list[Study]
             comparisons=tuple((a, b) for a, b in json.loads(r[7])),
             first_seed=r[8],
             status=r[9],
+            note=r[10],
         )
         for r in rows.fetchall()
     ]
@@ -242,19 +245,43 @@ def state(db: sqlite_utils.Database, study: Study) -> StudyState:
     return StudyState(study, outcome, runs, holds)
 
 
-def advance(db: sqlite_utils.Database) -> list[str]:
+def advance(db: sqlite_utils.Database, seen: dict[int, tuple[Any, ...]] | None = None) -> list[str]:
     """Record new interims' verdicts and queue the next interim of each running study; what happened, one
     line each. Read first; only a study with something to write takes a write transaction, in which it is
-    read again, so two callers never record or queue an interim twice."""
+    read again, so two callers never record or queue an interim twice. ``seen`` (the scheduler's, kept across
+    polls): a study whose runs have not changed since it was last looked at is not read again."""
     lines = []
     for study in studies(db, status="running"):
+        if seen is not None:
+            mark = _runs_mark(db, study.id)
+            if seen.get(study.id) == mark:
+                continue
+            seen[study.id] = mark
         try:
             if _pending(db, state(db, study)):
                 with write(db):
                     lines += _advance(db, study.id)
-        except ValueError as error:  # a design or values decide() refuses: say so, keep serving the rest
-            lines.append(f"study {study.id} ({study.name}) cannot be decided: {error}")
+        except (ValueError, ArithmeticError, LookupError, TypeError) as error:  # data decide() cannot use
+            reason = f"{type(error).__name__}: {error}"
+            with write(db):  # said once, and the study left alone after: the scheduler serves the rest
+                db.execute(
+                    "UPDATE studies SET status = 'failed', note = ?, finished = ? WHERE id = ? AND status = 'running'",
+                    [reason, time.time(), study.id],
+                )
+            lines.append(f"study {study.id} ({study.name}) cannot be decided, marked failed: {reason}")
     return lines
+
+
+def _runs_mark(db: sqlite_utils.Database, study_id: int) -> tuple[Any, ...]:
+    """What changes when a study's runs do: their count, statuses, revisions and steps."""
+    return tuple(
+        db.execute(
+            "SELECT count(*), sum(status = 'finished'), sum(status = 'queued'), sum(status = 'running'),"
+            " sum(revision), sum(steps), max(id)"
+            " FROM runs WHERE study_id = ?",
+            [study_id],
+        ).fetchone()
+    )
 
 
 def _pending(db: sqlite_utils.Database, now: StudyState) -> bool:

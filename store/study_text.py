@@ -1,5 +1,5 @@
-"""What a sequential study says on screen and in ``offpoc studies``: its state per comparison, its interims
-and the seeds it saved, in words a reader can act on (a held interim names the run to resume)."""
+"""What a sequential study says in Compare and ``dashboard --once``: its state per comparison, its interims
+and the seeds it saved, in words a reader can act on (a held interim names the runs to resume)."""
 
 from __future__ import annotations
 
@@ -41,10 +41,11 @@ def pair_line(now: StudyState, pair: Pair) -> str:
     interim = len(outcome.interims) + 1
     runs = [r for m in pair for r in now.runs[m] if r["interim"] == interim]
     done = sum(r["status"] == "finished" for r in runs)
-    held = [f"run {i} {status}" for i, status in now.holds if any(r["id"] == i for r in runs)]
+    held = [(i, status) for i, status in now.holds if any(r["id"] == i for r in runs)]
     line = f"{a} vs {b}: continue, interim {interim} of {design.max_interims} runs ({done} of {len(runs)} seeds done)"
     if held:
-        line += f"; held by {', '.join(held)}: offpoc resume {' '.join(h.split()[1] for h in held)}"
+        listed = ", ".join(f"run {i} {status}" for i, status in held)
+        line += f"; held by {listed} until resumed: " + "; ".join(f"offpoc resume {i}" for i, _ in held)
     return line
 
 
@@ -68,6 +69,10 @@ def study_lines(now: StudyState) -> list[str]:
         f" {len(study.comparisons)} comparison{'s' if len(study.comparisons) > 1 else ''}, interims of"
         f" {design.interim_seeds} seeds a method, at most {design.max_interims}; a seed: {study.estimand.describe()}"
     ]
+    if study.status == "abandoned":  # its seeds were deleted: what it decided before is in `decisions`
+        return [*lines, "abandoned: runs of it were deleted; what it had decided is in export --table decisions"]
+    if study.status == "failed":
+        return [*lines, f"failed, not decided: {study.note}"]
     lines += [pair_line(now, pair) for pair in study.comparisons]
     if text := history(now):
         lines.append(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -42,15 +44,19 @@ def _studies(count: int, seeds: int, rng: np.random.Generator) -> list[dict[str,
     return out
 
 
-@pytest.mark.parametrize(("n", "big_k"), [(3, 3), (5, 1), (4, 2), (2, 4)])
+@pytest.mark.parametrize(("n", "big_k"), [(3, 3), (5, 1), (4, 2), (2, 4), (4, 1)])
 def test_the_first_interim_is_the_authors_exactly(n: int, big_k: int) -> None:
-    """Where every split is enumerated, the boundary and the decision of interim 1 are the package's."""
+    """Where every split is enumerated, the boundary and the decision of interim 1 are the package's; where
+    its boundary is the largest split's value, which the observed split cannot pass, ours says ∞."""
     design = Design(alpha=0.05, interim_seeds=n, max_interims=big_k)
     decided = 0
     for values in _studies(40, n * big_k, np.random.default_rng(n)):
         theirs = _theirs(values, design, 1)
         ours = decide({m: v[:n] for m, v in values.items()}, [("a", "b")], design)
-        assert ours.interims[0].boundary == pytest.approx(theirs.boundary[0][1], rel=1e-12)
+        if math.isinf(ours.interims[0].boundary):
+            assert design.first_possible_decision() != 1
+        else:
+            assert ours.interims[0].boundary == pytest.approx(theirs.boundary[0][1], rel=1e-12)
         verdict = _their_verdicts(theirs)["a", "b"]
         open_end = "undecided" if big_k == 1 else "continue"  # the package names an open end "equal"
         assert ours.verdicts["a", "b"] == (verdict if verdict in ("larger", "smaller") else open_end)
@@ -174,3 +180,19 @@ def test_six_methods_called_different_no_more_often_than_alpha() -> None:
         different += any(v in ("larger", "smaller") for v in outcome.verdicts.values())
     rate, error = different / studies, (0.05 * 0.95 / studies) ** 0.5
     assert rate <= design.alpha + 2.5 * error, rate
+
+
+@pytest.mark.parametrize(("n", "big_k"), [(2, 2), (3, 1), (1, 4), (2, 1), (4, 1), (3, 2), (2, 3), (1, 6)])
+def test_a_design_decides_a_huge_difference_exactly_when_it_says_it_can(n: int, big_k: int) -> None:
+    """Two methods 1,000 apart with no noise: decided at the first interim the design says it can decide,
+    never where it says it cannot; and a boundary that cannot be passed reads as ∞, not as a number."""
+    design = Design(interim_seeds=n, max_interims=big_k)
+    values = {"a": 1000.0 + np.arange(n * big_k) * 1e-3, "b": np.arange(n * big_k) * 1e-3}
+    outcome = decide(values, [("a", "b")], design)
+    first = design.first_possible_decision()
+    if first is None:
+        assert outcome.verdicts["a", "b"] == "undecided"
+        assert all(i.boundary == float("inf") for i in outcome.interims)
+    else:
+        assert outcome.verdicts["a", "b"] == "larger" and outcome.decided_at["a", "b"] == first
+        assert all(i.boundary == float("inf") for i in outcome.interims[: first - 1])

@@ -17,6 +17,7 @@ from store import open_store
 from store.runs import finish
 from store.sequential import Design
 from store.studies import Estimand, advance, create_study, decision_rows, state, studies
+from store.study_text import task_lines
 from store.writer import RunWriter
 from tests.processes import export, offpoc, run_row, wait_for
 from tests.storefill import spec
@@ -103,6 +104,9 @@ def test_a_seed_that_failed_holds_the_interim_until_it_is_resumed(tmp_path: Path
     assert advance(db) == []  # no decision on an incomplete interim, no next interim queued
     assert len(_runs(db_path)) == 10 and decision_rows(db) == []
     assert state(db, studies(db)[0]).holds == [(failed, "failed")]
+    assert f"held by run {failed} failed until resumed: offpoc resume {failed}" in " ".join(
+        task_lines(db, "td3", "Hopper")
+    )
     db.execute("UPDATE runs SET status = 'finished' WHERE id = ?", [failed])  # resumed, and it finished
     db.conn.commit()
     assert "interim 2 queued" in " ".join(advance(db))
@@ -133,6 +137,7 @@ def test_auc_and_final_read_a_seed_as_declared() -> None:
         (["--compare", "--decide", "--alpha", "2"], "--alpha must be in (0, 1), not 2.0"),
         (["--compare", "--decide", "--interim-seeds", "0"], "--interim-seeds must be 1 to 100"),
         (["--compare", "--decide", "--estimand", "median"], "unknown --estimand 'median'"),
+        (["--compare", "--decide", "--interim-seeds", "2", "--max-interims", "2"], "can never tell two methods apart"),
     ],
 )
 def test_decide_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -175,27 +180,54 @@ def test_a_live_study_holds_for_a_killed_seed_then_runs_to_its_decision(tmp_path
     verdict) until `offpoc resume` runs it again; then interim 2 and the end, each run by one worker."""
     db = tmp_path / "s.db"
     offpoc(db, "run", "td3", "Pendulum-v1", "--correction", "acoffpoc", "--compare", "--decide", "--interim-seeds",
-           "2", "--max-interims", "2", "--steps", "1000", "--eval-freq", "250", "--set", "start_steps=300")  # fmt: skip
+           "3", "--max-interims", "2", "--steps", "1000", "--eval-freq", "250", "--set", "start_steps=300")  # fmt: skip
     wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 1)["steps"] >= 100, what="run 1")
     os.kill(run_row(db, 1)["pid"], signal.SIGKILL)
     wait_for(lambda: run_row(db, 1)["status"] == "lost", what="run 1 lost")
-    wait_for(lambda: all(run_row(db, i)["status"] == "finished" for i in (2, 3, 4)), what="interim 1's other seeds")
+    wait_for(lambda: all(run_row(db, i)["status"] == "finished" for i in range(2, 7)), what="interim 1's other seeds")
     time.sleep(2.0)  # a scheduler poll or more: nothing may be decided or queued on an incomplete interim
-    assert [r[3] for r in _runs(db)] == [1, 1, 1, 1] and export(db, "decisions") == []
+    assert [r[3] for r in _runs(db)] == [1] * 6 and export(db, "decisions") == []
     offpoc(db, "resume", "1")
     wait_for(lambda: studies(open_store(db))[0].status == "finished", what="the study's end")
     runs = _runs(db)
     assert sorted((interim, seed, arm, status) for _, arm, seed, interim, status in runs) == [
         (k, seed, arm, "finished")
-        for k, seeds in ((1, (0, 1)), (2, (2, 3)))
+        for k, seeds in ((1, (0, 1, 2)), (2, (3, 4, 5)))
         for seed in seeds
         for arm in ("acoffpoc", "none")
     ]
     verdicts = [(r["interim"], r["verdict"]) for r in export(db, "decisions")]
-    assert verdicts == [("1", "continue"), ("2", "undecided")]  # 2 seeds an interim can never reach α = 0.05
+    assert verdicts[0] == ("1", "continue") and len(verdicts) == 2  # 3 seeds can be told apart from interim 2 only
+    assert verdicts[1][0] == "2" and verdicts[1][1] in ("larger", "smaller", "undecided")
     log = (tmp_path / "s.db-runs" / "scheduler.log").read_text()
     starts = [line.split("run ")[1].split(":")[0] for line in log.splitlines() if ": worker pid" in line]
-    assert sorted(starts, key=int) == ["1", "1", *map(str, range(2, 9))]  # one worker a run; run 1 twice (resumed)
+    assert sorted(starts, key=int) == ["1", "1", *map(str, range(2, 13))]  # one worker a run; run 1 twice (resumed)
+
+
+def test_deleting_a_studys_runs_abandons_it_and_queues_nothing_again(tmp_path: Path) -> None:
+    from store.runs import delete_runs
+
+    db_path, _, ids = _study(tmp_path)
+    for run_id, *_ in _runs(db_path):
+        _finish(db_path, run_id, 0.0)
+    db = open_store(db_path)
+    delete_runs(db, db_path, ids[:2])
+    assert studies(db)[0].status == "abandoned"
+    assert advance(db) == [] and len(_runs(db_path)) == 8
+    assert "abandoned: runs of it were deleted" in " ".join(task_lines(db, "td3", "Hopper"))
+
+
+def test_a_study_whose_values_cannot_be_decided_fails_once_saying_why(tmp_path: Path) -> None:
+    db_path, _, ids = _study(tmp_path)
+    for run_id, *_ in _runs(db_path):
+        _finish(db_path, run_id, 0.0)
+    db = open_store(db_path)
+    db.execute("UPDATE evaluations SET return_mean = 1e309 WHERE run_id = ?", [ids[0]])  # stored as inf
+    db.conn.commit()
+    seen: dict[int, tuple[Any, ...]] = {}
+    lines = advance(db, seen)
+    assert len(lines) == 1 and "cannot be decided, marked failed: ValueError" in lines[0]
+    assert studies(db)[0].status == "failed" and advance(db, seen) == [] and len(_runs(db_path)) == 10
 
 
 def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_path: Path) -> None:
@@ -224,3 +256,13 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
     drive(db_path, scenario)
     once = offpoc(db_path, "dashboard", "--once", env={"COLUMNS": "200"}).stdout
     assert decided in once and "AdaStop, α = 0.05 family-wise" in once and "interim 1: max |S| 5" in once
+
+
+def test_export_decisions_takes_the_filters_of_the_other_tables(tmp_path: Path) -> None:
+    db_path, *_ = _study(tmp_path)
+    for run_id, arm, *_ in _runs(db_path):
+        _finish(db_path, run_id, _levels(arm, 800.0))
+    advance(open_store(db_path))
+    assert len(export(db_path, "decisions", "--env", "Hopper", "--correction", "acoffpoc")) == 1
+    assert export(db_path, "decisions", "--source", "published") == []
+    assert export(db_path, "decisions", "--correction", "ace") == []

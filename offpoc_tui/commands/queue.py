@@ -227,6 +227,11 @@ def study_design(
     if problems := design.problems():
         flag = problems[0].replace("interim seeds", "interim-seeds").replace("max interims", "max-interims")
         raise UsageError(f"--{flag}")
+    if design.first_possible_decision() is None:
+        raise UsageError(
+            f"{interim_seeds} seeds an interim, at most {max_interims} interims, can never tell two methods apart"
+            f" at --alpha {alpha}: give more --interim-seeds or --max-interims"
+        )
     return design, Estimand(kind="final" if estimand == "final" else "auc", steps=last_steps)
 
 
