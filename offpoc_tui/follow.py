@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,60 @@ LINE_EVERY_S = 10.0
 """Piped or in a log (no terminal), a line per run this often, and whenever one's status changes."""
 
 
-def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S) -> dict[int, str]:
+class Studies:
+    """The sequential studies a follow watches: their runs queued since (next interims), and whether they are
+    done. A study whose runs have all ended, neither finished nor held, waits on the scheduler to queue its
+    next interim; if none does within :data:`WAKE_S` (it was killed), one is started."""
+
+    def __init__(self, db_path: Path, ids: Sequence[int]) -> None:
+        self.db_path, self.ids = db_path, list(ids)
+        self.waiting_since: float | None = None
+
+    def runs(self, db: Any, run_ids: list[int]) -> list[int]:
+        """``run_ids`` and every run of the studies."""
+        if not self.ids:
+            return run_ids
+        marks = ",".join("?" * len(self.ids))
+        sql = f"SELECT id FROM runs WHERE study_id IN ({marks}) ORDER BY id"
+        return list(dict.fromkeys([*run_ids, *(r[0] for r in db.execute(sql, self.ids))]))
+
+    def done(self, db: Any, runs_ended: bool) -> bool:
+        """Whether the follow is over: every run followed has ended (``runs_ended``) and no study will queue
+        another interim without someone's help (each has ended, or is held by a run to resume)."""
+        from store.studies import state, studies
+
+        if not runs_ended:
+            self.waiting_since = None
+            return False
+        waiting = [s for s in studies(db, status="running") if s.id in self.ids and not state(db, s).holds]
+        if not waiting:
+            return True
+        now = time.monotonic()
+        if self.waiting_since is None:
+            self.waiting_since = now
+        elif now - self.waiting_since > WAKE_S:
+            from offpoc_tui.scheduler import start_scheduler
+
+            start_scheduler(self.db_path)  # exits at once where one runs
+            self.waiting_since = now
+        return False
+
+
+WAKE_S = 10.0
+
+
+def follow(
+    db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S, studies: Sequence[int] = ()
+) -> dict[int, str]:
     """Show a bar per run until every run has ended (on a terminal; elsewhere lines: :func:`follow_lines`);
-    their final statuses.
+    their final statuses. ``studies``: also their runs queued meanwhile, until each study ends or is held.
 
     Ctrl-C raises ``KeyboardInterrupt`` to the caller (which detaches; workers keep running).
     """
     if not console.is_terminal:
-        return follow_lines(db_path, run_ids, console, poll)
+        return follow_lines(db_path, run_ids, console, poll, studies=studies)
     db = open_store(db_path)
+    watched = Studies(db_path, studies)
     columns = [
         TextColumn("{task.description}"),
         BarColumn(bar_width=24),
@@ -43,6 +89,7 @@ def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = PO
         tasks = {}
         while True:
             reap_lost(db)
+            run_ids = watched.runs(db, run_ids)
             for run in list_runs(db, run_ids=run_ids):
                 fields: dict[str, Any] = {
                     "status": run["status"],
@@ -55,21 +102,28 @@ def follow(db_path: Path, run_ids: list[int], console: Console, poll: float = PO
                     tasks[run["id"]] = progress.add_task(label, total=run["total_steps"], **fields)
                 progress.update(tasks[run["id"]], completed=run["steps"], **fields)
                 statuses[run["id"]] = run["status"]
-            if all(status in TERMINAL for status in statuses.values()):
+            if watched.done(db, all(status in TERMINAL for status in statuses.values())):
                 return statuses  # also when none of the runs exists any more
             time.sleep(poll)
 
 
 def follow_lines(
-    db_path: Path, run_ids: list[int], console: Console, poll: float = POLL_S, every: float = LINE_EVERY_S
+    db_path: Path,
+    run_ids: list[int],
+    console: Console,
+    poll: float = POLL_S,
+    every: float = LINE_EVERY_S,
+    studies: Sequence[int] = (),
 ) -> dict[int, str]:
     """:func:`follow` for a pipe or a log: a line per run every ``every`` seconds and at each change of status,
     ``#3 td3 Hopper-v4 acoffpoc s0: running 12,000/1,000,000 steps, 214 SPS, return 1,034.2, λ 0.871``."""
     db = open_store(db_path)
+    watched = Studies(db_path, studies)
     statuses: dict[int, str] = {}
     last = 0.0
     while True:
         reap_lost(db)
+        run_ids = watched.runs(db, run_ids)
         runs = list_runs(db, run_ids=run_ids)
         changed = any(statuses.get(run["id"]) != run["status"] for run in runs)
         if changed or time.monotonic() - last >= every:
@@ -83,6 +137,6 @@ def follow_lines(
                     highlight=False,
                 )
         statuses = {run["id"]: run["status"] for run in runs}
-        if all(status in TERMINAL for status in statuses.values()):
+        if watched.done(db, all(status in TERMINAL for status in statuses.values())):
             return statuses
         time.sleep(poll)

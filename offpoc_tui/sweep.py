@@ -47,10 +47,33 @@ MATCH_KEYS = {"algos": "algo", "envs": "env", "corrections": "correction"}
 
 
 @dataclass(frozen=True)
+class Cell:
+    """One algorithm × environment × method of a sweep: its runs, one per seed."""
+
+    algo: str
+    env: str
+    method: str
+    """The method as the file gives it: ``acoffpoc``, ``acoffpoc/kl``, ``none, batch_size=64``."""
+    specs: list[RunSpec]
+
+
+@dataclass(frozen=True)
 class Sweep:
     name: str
     specs: list[RunSpec]
     """Every run of the grid, seed-major."""
+    cells: list[Cell]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [spec.seed for spec in self.cells[0].specs] if self.cells else []
+
+    def tasks(self) -> dict[tuple[str, str], dict[str, RunSpec]]:
+        """(algorithm, environment) → its methods, each as its first seed's run: ``sweep --decide``'s studies."""
+        found: dict[tuple[str, str], dict[str, RunSpec]] = {}
+        for cell in self.cells:
+            found.setdefault((cell.algo, cell.env), {})[cell.method] = cell.specs[0]
+        return found
 
 
 def _text(value: Any) -> str:
@@ -147,7 +170,7 @@ def load_sweep(path: Path) -> Sweep:
     if misspelt:
         raise UsageError(f"sweep {name}: {unknown_field(misspelt[0])}")
     used: set[str] = set()
-    cells: list[list[RunSpec]] = []
+    cells: list[Cell] = []
     for algo, env, method in itertools.product(algos, envs, _methods(sweep.get("methods"))):
         correction = method["correction"].lower()
         own = {k: v for k, v in method.items() if k not in ("correction", "divergence")}
@@ -163,6 +186,10 @@ def load_sweep(path: Path) -> Sweep:
         used |= set(kept)
         settings = {**kept, **own}
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
+        key = correction + (f"/{method['divergence']}" if "divergence" in method else "")
+        key += "".join(f", {k}={_text(v)}" for k, v in sorted(own.items()))
+        if any(c.algo == algo and c.env == env and c.method == key for c in cells):
+            raise UsageError(f"sweep {name}: the method {key} is listed twice in [[methods]]")
         request = RunRequest(
             algo=algo,
             env=env,
@@ -174,7 +201,7 @@ def load_sweep(path: Path) -> Sweep:
             name=name,
         )
         try:
-            cells.append(build_specs(request))
+            cells.append(Cell(algo, env, key, build_specs(request)))
         except UsageError as error:
             raise UsageError(f"sweep {name}, cell {label}: {error}") from None
     unused = [k for k in shared if k not in used]
@@ -182,8 +209,8 @@ def load_sweep(path: Path) -> Sweep:
         group = group_of(unused[0])
         owner = owner_text(group) if group is not None else "is a plug-in's option"
         raise UsageError(f"sweep {name}: {unused[0]} {owner}, and no run of the sweep uses it")
-    ordered = [specs[i] for i in range(len(seeds)) for specs in cells]  # seed-major
-    return Sweep(name, ordered)
+    ordered = [cell.specs[i] for i in range(len(seeds)) for cell in cells]  # seed-major
+    return Sweep(name, ordered, cells)
 
 
 def missing(existing: Iterable[dict[str, Any]], specs: list[RunSpec]) -> list[RunSpec]:

@@ -120,13 +120,23 @@ def create_study(
     comparisons: Sequence[Pair],
     first_seed: int = 0,
     backend: str | None = None,
+    once: bool = False,
 ) -> tuple[int, list[int]]:
-    """Record a study and queue its first interim (``n`` seeds of every method), in one transaction."""
+    """Record a study and queue its first interim (``n`` seeds of every method), in one transaction; its id
+    and the runs queued. ``once``: where a study of this name and task exists already (``sweep --decide``
+    submitted again), nothing is written and its id comes back with no runs."""
     if problems := design.problems():
         raise ValueError(problems[0])
     first = next(iter(arms.values()))
     templates = {m: asdict(spec) for m, spec in arms.items()}
     with write(db):
+        if once:
+            found = db.execute(
+                "SELECT id FROM studies WHERE name = ? AND algo = ? AND env = ? ORDER BY id LIMIT 1",
+                [name, first.algo, first.env],
+            ).fetchone()
+            if found is not None:
+                return int(found[0]), []
         cursor = db.execute(
             "INSERT INTO studies (name, algo, env, design, estimand, arms, comparisons, first_seed, status, created)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",

@@ -19,8 +19,10 @@ FIXED_NOTE = (
 
 
 def label(now: StudyState, method: str) -> str:
+    """The method's row name; a sweep's method with settings of its own (``none, batch_size=64``) says them."""
     arm = now.study.arms[method]
-    return method_label(now.study.algo, arm["correction"], arm.get("divergence"))
+    variant = method.split(", ", 1)[1] if ", " in method else ""
+    return method_label(now.study.algo, arm["correction"], arm.get("divergence"), variant=variant)
 
 
 def pair_line(now: StudyState, pair: Pair) -> str:
@@ -77,10 +79,11 @@ def study_lines(now: StudyState) -> list[str]:
     if text := history(now):
         lines.append(text)
     fixed = design.seeds_at_most * len(study.arms)
-    used = sum(now.seeds_run().values())
+    used, saved = sum(now.seeds_run().values()), now.seeds_saved()
+    so_far = "" if now.outcome.finished else " so far, by the methods no longer compared"
     lines.append(
         f"seeds run {used} of the fixed design's {fixed} ({design.seeds_at_most} a method)"
-        + (f": {fixed - used} saved" if now.outcome.finished else "")
+        + (f": {saved} saved{so_far}" if saved else "")
     )
     return lines
 

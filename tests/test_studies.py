@@ -113,6 +113,38 @@ def test_a_seed_that_failed_holds_the_interim_until_it_is_resumed(tmp_path: Path
     assert state(db, studies(db)[0]).holds == []
 
 
+def test_a_follow_waits_for_the_next_interim_and_ends_on_a_hold_or_the_end(tmp_path: Path) -> None:
+    """Every run of interim 1 ended but interim 2 not queued yet: a follow of the study goes on; held by a
+    failed seed, or finished, it ends."""
+    from offpoc_tui.follow import Studies
+
+    db_path, study_id, ids = _study(tmp_path)
+    db = open_store(db_path)
+    watch = Studies(db_path, [study_id])
+    for run_id in ids:
+        _finish(db_path, run_id, 0.0, "failed" if run_id == ids[0] else "finished")
+    assert watch.done(db, True)  # held by a failed seed: nothing will come without a resume
+    assert not watch.done(db, False)  # a run still going
+    db.execute("UPDATE runs SET status = 'finished' WHERE id = ?", [ids[0]])
+    db.conn.commit()
+    assert not watch.done(db, True)  # interim 1 complete: the scheduler is about to queue interim 2
+    advance(db)
+    assert watch.runs(db, ids[:1]) == [ids[0], *ids[1:], *range(ids[-1] + 1, ids[-1] + 11)]
+    db.execute("UPDATE studies SET status = 'finished' WHERE id = ?", [study_id])
+    db.conn.commit()
+    assert watch.done(db, True)
+
+
+def test_a_study_made_once_is_not_made_again_by_the_same_name_and_task(tmp_path: Path) -> None:
+    db_path, study_id, ids = _study(tmp_path)
+    db = open_store(db_path)
+    arms = {"acoffpoc": spec(correction="acoffpoc"), "none": spec(correction="none")}
+    again = create_study(
+        db, name="t", design=DESIGN, estimand=Estimand(), arms=arms, comparisons=[("acoffpoc", "none")], once=True
+    )
+    assert again == (study_id, []) and len(_runs(db_path)) == len(ids) and len(studies(db)) == 1
+
+
 def test_the_design_and_estimand_are_stored_with_the_study_before_any_seed(tmp_path: Path) -> None:
     db_path, _study_id, _ = _study(tmp_path, Design(alpha=0.01, interim_seeds=3, max_interims=2))
     row = open_store(db_path).execute("SELECT design, estimand, status FROM studies").fetchone()
@@ -266,3 +298,56 @@ def test_export_decisions_takes_the_filters_of_the_other_tables(tmp_path: Path) 
     assert len(export(db_path, "decisions", "--env", "Hopper", "--correction", "acoffpoc")) == 1
     assert export(db_path, "decisions", "--source", "published") == []
     assert export(db_path, "decisions", "--correction", "ace") == []
+
+
+SWEEP = """
+name = "decided"
+algos = ["td3"]
+envs = ["Pendulum-v1"]
+seeds = 7
+steps = 1000
+[[methods]]
+correction = "acoffpoc"
+[[methods]]
+correction = "none"
+[set]
+start_steps = 300
+eval_freq = 250
+"""
+
+
+def test_sweep_decide_follows_each_study_through_its_interims_to_the_end_once(tmp_path: Path) -> None:
+    """`sweep --decide --follow`: a study per task from the file's seed, each method vs the baseline; the
+    follow goes on through interim 2 (queued by the scheduler after interim 1) and returns with the study's
+    decision; submitted again, nothing is queued twice."""
+    db, file = tmp_path / "s.db", tmp_path / "decided.toml"
+    file.write_text(SWEEP)
+    first = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2", "--follow")
+    (study,) = studies(open_store(db))
+    assert study.status == "finished" and study.comparisons == (("acoffpoc", "none"),) and study.first_seed == 7
+    runs = _runs(db)
+    assert sorted((interim, seed, arm, status) for _, arm, seed, interim, status in runs) == [
+        (k, seed, arm, "finished") for k, seeds in ((1, (7, 8, 9)), (2, (10, 11, 12))) for seed in seeds
+        for arm in ("acoffpoc", "none")
+    ]  # fmt: skip
+    assert "done: 12 finished" in first.stdout and "TD3 + AC-Off-POC" in first.stdout.split("done:")[1]
+    again = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2")
+    assert "made before: nothing queued" in again.stdout and len(_runs(db)) == 12
+
+
+@pytest.mark.parametrize(
+    ("methods", "message"),
+    [
+        ('[[methods]]\ncorrection = "acoffpoc"\n[[methods]]\ncorrection = "ace"\n', 'correction = "none", it has 0'),
+        ('[[methods]]\ncorrection = "none"\n', "one method, nothing to compare it with"),
+        ('[[methods]]\ncorrection = "none"\n[[methods]]\ncorrection = "none"\n', "the method none is listed twice"),
+    ],
+)
+def test_sweep_decide_refuses_a_file_without_one_baseline_in_one_line(
+    tmp_path: Path, methods: str, message: str
+) -> None:
+    file = tmp_path / "bad.toml"
+    file.write_text('name = "b"\nalgos = ["td3"]\nenvs = ["Pendulum-v1"]\n' + methods)
+    result = offpoc(tmp_path / "s.db", "sweep", str(file), "--decide", check=False)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s.db").exists()

@@ -37,6 +37,17 @@ JobsOption = Annotated[
     typer.Option(help="Runs at once on this machine, for the whole store [default: as set, else the CPU cores]."),
 ]
 
+AlphaOption = Annotated[float, typer.Option(help="--decide: family-wise error over a study's comparisons.")]
+InterimSeedsOption = Annotated[int, typer.Option(help="--decide: seeds per method in each interim (n).")]
+MaxInterimsOption = Annotated[int, typer.Option(help="--decide: interims at most (K).")]
+EstimandOption = Annotated[
+    str, typer.Option(help="--decide: a seed's statistic, final (mean of its last evaluations) or auc.")
+]
+LastStepsOption = Annotated[
+    int | None,
+    typer.Option(parser=count, help="--decide, final: over the last N steps [default: the last 10 evaluations]."),
+]
+
 
 def run(
     algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
@@ -84,16 +95,11 @@ def run(
             " time and stops once decided (or after --max-interims).",
         ),
     ] = False,
-    alpha: Annotated[float, typer.Option(help="--decide: family-wise error over the study's comparisons.")] = 0.05,
-    interim_seeds: Annotated[int, typer.Option(help="--decide: seeds per method in each interim (n).")] = 5,
-    max_interims: Annotated[int, typer.Option(help="--decide: interims at most (K).")] = 4,
-    estimand: Annotated[
-        str, typer.Option(help="--decide: a seed's statistic, final (mean of its last evaluations) or auc.")
-    ] = "final",
-    last_steps: Annotated[
-        int | None,
-        typer.Option(parser=count, help="--decide, final: over the last N steps [default: the last 10 evaluations]."),
-    ] = None,
+    alpha: AlphaOption = 0.05,
+    interim_seeds: InterimSeedsOption = 5,
+    max_interims: MaxInterimsOption = 4,
+    estimand: EstimandOption = "final",
+    last_steps: LastStepsOption = None,
     jobs: JobsOption = None,
     threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
     backend: BackendOption = "local",
@@ -186,10 +192,12 @@ def run(
     limit = start_runs(db, store, where)
     listed = ", ".join(str(i) for i in ids)
     out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}", markup=False)
+    on = db_flag(db)
     if follow_:
-        follow_runs(db, ids)
+        follow_runs(db, ids, [study_id] if study is not None else None)
+    elif study is not None:  # `follow` with no runs named follows the study's next interims too
+        out.print(f"watch: offpoc follow{on}  ·  offpoc dashboard{on} (Compare, c)", markup=False)
     else:
-        on = db_flag(db)
         out.print(
             f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}  ·  offpoc show {ids[0]}{on}", markup=False
         )
@@ -246,6 +254,19 @@ def sweep(
     retry: Annotated[
         bool, typer.Option("--retry", help="Resume the sweep's failed, lost and stopped runs instead.")
     ] = False,
+    decide_: Annotated[
+        bool,
+        typer.Option(
+            "--decide",
+            help="One sequential study (AdaStop) per algorithm × environment: each method against the baseline"
+            " (correction none), --interim-seeds seeds a method at a time, stopped once decided.",
+        ),
+    ] = False,
+    alpha: AlphaOption = 0.05,
+    interim_seeds: InterimSeedsOption = 5,
+    max_interims: MaxInterimsOption = 4,
+    estimand: EstimandOption = "final",
+    last_steps: LastStepsOption = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
@@ -257,7 +278,10 @@ def sweep(
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
         where = check_backend(backend, address, checkpoint_dir)
+        study = study_design(decide_, True, None, alpha, interim_seeds, max_interims, estimand, last_steps)
         grid = load_sweep(file)
+        if study is not None and not retry:
+            baseline = sweep_baseline(grid)
         if not dry_run:
             check_writable(db)
             check_run_files(db)
@@ -267,6 +291,9 @@ def sweep(
     named = [] if store is None else [r for r in list_runs(store) if r["name"] == grid.name]
     if retry:
         _retry(db, store, grid.name, named)
+        return
+    if study is not None:
+        _sweep_studies(db, store, grid, baseline, study, dry_run, where, (jobs, address, checkpoint_dir), follow_)
         return
     new = missing(configs(store, [r["id"] for r in named]).values() if store is not None else [], grid.specs)
     broken = [r["id"] for r in named if r["status"] in ("failed", "lost", "stopped")]
@@ -305,6 +332,101 @@ def sweep(
         out.print(f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}", markup=False)
     if follow_:
         follow_runs(db, ids)
+
+
+def sweep_baseline(grid: Any) -> str:
+    """The method every other is compared with by ``sweep --decide``: the one with correction none."""
+    from offpoc_tui.specs import UsageError
+
+    methods = next(iter(grid.tasks().values()))
+    found = [m for m, spec in methods.items() if spec.correction == "none"]
+    if len(found) != 1:
+        raise UsageError(
+            f"sweep {grid.name} --decide compares each method with the baseline: the file needs one [[methods]]"
+            f' with correction = "none", it has {len(found)}'
+        )
+    if len(methods) < 2:
+        raise UsageError(f"sweep {grid.name} --decide: one method, nothing to compare it with")
+    return found[0]
+
+
+def _sweep_studies(
+    db: Path,
+    store: Any,
+    grid: Any,
+    baseline: str,
+    study: tuple[Any, Any],
+    dry_run: bool,
+    where: str | None,
+    settings: tuple[int | None, str | None, Path | None],
+    follow_: bool,
+) -> None:
+    """``sweep --decide``: one study per algorithm × environment, made once (again: nothing new)."""
+    from offpoc_tui.sweep import cpu_hours
+    from store.studies import create_study
+
+    design, target = study
+    tasks = grid.tasks()
+    first = min(grid.seeds)
+    n, most = design.interim_seeds, design.seeds_at_most
+    runs_first = sum(len(arms) for arms in tasks.values()) * n
+    hours, basis = cpu_hours(store, [spec for arms in tasks.values() for spec in arms.values() for _ in range(most)])
+    cost = f"{hours:,.1f} CPU-hours" if hours >= 1 else f"{hours * 60:.0f} CPU-minutes"
+    out.print(
+        f"sweep {grid.name} --decide: {len(tasks)} stud{'ies' if len(tasks) > 1 else 'y'} (one per algorithm ×"
+        f" environment), each method vs {baseline}; interims of {n} seeds a method from seed {first}, at most"
+        f" {design.max_interims}: {runs_first:,} runs first, {runs_first * design.max_interims:,} at most (about"
+        f" {cost} at most, {basis}); α = {design.alpha} family-wise per study; a seed: {target.describe()}",
+        markup=False,
+        highlight=False,
+    )
+    if len(grid.seeds) > 1:
+        out.print(
+            f"note: the file's seeds ({len(grid.seeds)} of them) are not queued: --decide queues seeds {n} at a time"
+            f" from seed {first}, as the decision needs them",
+            markup=False,
+            highlight=False,
+        )
+    if dry_run:
+        if store is not None:
+            store.close()
+        return
+    jobs_, address, checkpoint_dir = settings
+    configure(store, jobs_, where, address, checkpoint_dir)
+    from agents.config import config_defaults
+    from agents.plugins import option_owners
+
+    with write(store):
+        record_catalogue(store, option_owners(), config_defaults())
+    made, ids = [], []
+    for (algo, env), arms in tasks.items():
+        ordered = {baseline: arms[baseline], **{m: s for m, s in arms.items() if m != baseline}}
+        study_id, queued = create_study(
+            store,
+            name=grid.name,
+            design=design,
+            estimand=target,
+            arms=ordered,
+            comparisons=[(m, baseline) for m in ordered if m != baseline],
+            first_seed=first,
+            backend=where,
+            once=True,
+        )
+        made.append(study_id)
+        ids += queued
+        said = f"queued its first interim, {len(queued)} runs" if queued else "made before: nothing queued"
+        out.print(f"study {study_id}: {algo} {env}, {said}", markup=False, highlight=False)
+    if not ids:
+        out.print(f"sweep {grid.name} --decide: every study exists already (offpoc dashboard shows them)")
+        store.close()
+        return
+    RunFiles.of(store, db).ensure()
+    limit = start_runs(db, store, where)
+    out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {id_list(ids)}); {limit}", markup=False)
+    if follow_:
+        follow_runs(db, ids, made)
+    else:
+        out.print(f"watch: offpoc follow{db_flag(db)}  ·  offpoc dashboard{db_flag(db)}", markup=False)
 
 
 def _retry(db: Path, store: Any, name: str, runs: list[RunRow]) -> None:

@@ -27,11 +27,12 @@ from store.reader import PS_COLUMNS, list_runs, run_detail
 from store.runs import reap_lost
 
 
-def follow_runs(db_path: Path, ids: list[int]) -> None:
+def follow_runs(db_path: Path, ids: list[int], studies: list[int] | None = None) -> None:
+    """Progress until the runs end; ``studies``: also their next interims, until each study ends or is held."""
     from offpoc_tui.follow import follow as show_progress
 
     try:
-        statuses = show_progress(db_path, ids, out)
+        statuses = show_progress(db_path, ids, out, studies=studies or [])
     except KeyboardInterrupt:
         out.print("detached: the runs keep going in the background (offpoc ps, offpoc follow)")
         return
@@ -39,24 +40,43 @@ def follow_runs(db_path: Path, ids: list[int]) -> None:
         fail(str(error))
     counts = Counter(statuses.values())
     out.print("done: " + ", ".join(f"{counts[status]} {status}" for status in sorted(counts)))
+    if studies:
+        _say_studies(db_path, studies)
     if any(s in ("failed", "lost") for s in statuses.values()):
         raise typer.Exit(1)
+
+
+def _say_studies(db_path: Path, ids: list[int]) -> None:
+    """Where each followed study ended: its decisions, or the runs that hold it."""
+    from store.studies import state, studies
+    from store.study_text import study_lines
+
+    store = open_db(db_path)
+    for study in studies(store):
+        if study.id in ids:
+            for line in study_lines(state(store, study)):
+                out.print(line, markup=False, highlight=False)
+    store.close()
 
 
 def follow(
     runs: Annotated[list[str] | None, typer.Argument(help="Run ids or names [default: all active runs].")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Progress bars for runs until they end (Ctrl-C detaches; the runs keep going)."""
+    """Progress bars for runs until they end (Ctrl-C detaches; the runs keep going); with no runs named, every
+    active run and the next interims of running --decide studies."""
+    from store.studies import studies as stored_studies
+
     store = open_db(db)
     reap_lost(store)
     wake_scheduler(store, db)
     ids = resolve_runs(store, runs) if runs else [r["id"] for r in list_runs(store, statuses=["queued", "running"])]
+    running = [] if runs else [s.id for s in stored_studies(store, status="running")]
     store.close()
     if not ids:
         out.print("no active runs")
         return
-    follow_runs(db, ids)
+    follow_runs(db, ids, running)
 
 
 def ps(
