@@ -3,8 +3,8 @@ through :mod:`store.aggregate`.
 
 A method is (algo, correction with its divergence, sampler, source); a task is an environment id.
 A run's final score is the mean of its final evaluations (the summary's window) at its task's budget
-(:mod:`store.budget`: by default the largest step every run trained here has reached, or ``until``;
-a run short of it is left out), normalised per task (:mod:`store.normalise`). Each method's
+(:mod:`store.budget`, each source's apart: published rows do not move when runs trained here are
+added; or ``until``; a run short of it is left out), normalised per task (:mod:`store.normalise`). Each method's
 probability of improvement is over the baseline (``none``) of its algorithm, sampler and source, on
 the tasks both have.
 """
@@ -17,12 +17,13 @@ import numpy as np
 import sqlite_utils
 
 from store.aggregate import METRICS, improvement_interval, interval
-from store.budget import Budget, reach_of, task_budgets
+from store.budget import Budget, reach_of, source_budgets
 from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER
 from store.stats import LAST_EVALUATIONS, FinalWindow
 from store.summary import DEFAULT_DIVERGENCE, final_evaluations, matching_runs, method_rank
-from store.tasks import Task, source_of, task_of
+from store.tasks import source_of, task_of
+from store.variants import baseline_variant
 
 AGGREGATE_COLUMNS = ("algo", "method", "source", "metric", "estimate", "ci_low", "ci_high", "n_tasks", "n_runs")
 IMPROVEMENT_COLUMNS = ("algo", "method", "source", "baseline", "probability", "ci_low", "ci_high", "n_tasks")
@@ -42,10 +43,12 @@ def method_name(key: MethodKey) -> str:
     return f"{name} {{{variant}}}" if variant else name
 
 
-def task_budgets_of(db: sqlite_utils.Database, until: int | None = None, **filters: Any) -> dict[Task, Budget]:
-    """The budget of each task the filters cover (what :func:`method_scores` cuts its runs at)."""
+def task_budgets_of(
+    db: sqlite_utils.Database, until: int | None = None, **filters: Any
+) -> dict[tuple[str, str, str], Budget]:
+    """The budget of each task and source the filters cover (what :func:`method_scores` cuts its runs at)."""
     runs = matching_runs(db, **filters)
-    return task_budgets(runs, reach_of(db, [r["id"] for r in runs]), until)
+    return source_budgets(runs, reach_of(db, [r["id"] for r in runs]), until)
 
 
 def method_scores(
@@ -63,9 +66,9 @@ def method_scores(
     found: dict[MethodKey, dict[str, list[float]]] = {}
     runs = matching_runs(db, **filters)
     reach = reach_of(db, [r["id"] for r in runs])
-    budgets = task_budgets(runs, reach, until)
+    budgets = source_budgets(runs, reach, until)
     for run in runs:
-        budget = budgets[task_of(run)]
+        budget = budgets[(*task_of(run), source_of(run))]
         if not budget.counts(reach.get(run["id"])):
             continue
         _, returns = final_evaluations(db, run["id"], window, budget.step)
@@ -97,7 +100,7 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     rows = []
     for key, tasks in scores.items():
         algo, correction, _, sampler, source, variant = key
-        base: MethodKey = (algo, BASELINE, None, sampler, source, variant)
+        base: MethodKey = (algo, BASELINE, None, sampler, source, baseline_variant(variant))
         if base not in scores:  # a variant the baseline was not run in: the baseline's default settings
             base = (algo, BASELINE, None, sampler, source, "")
         if correction == BASELINE or base not in scores or not set(tasks) & set(scores[base]):

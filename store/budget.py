@@ -4,15 +4,22 @@ A method at 3,000 steps set beside its baseline at 20,000 says nothing about the
 view and table that sets methods side by side (Compare, ``dashboard --once``, the line across
 tasks, ``export --table summary|aggregate|improvement``) compares a task's methods at one budget.
 A task is an algorithm on an environment family (a Hopper-v4 run meets the published Hopper-v2
-curves). By default its budget is the largest step every run trained here has reached (each
-run's latest evaluation), counting the runs that are running or finished: queued runs have
-nothing to compare yet, and a run that failed or was stopped early must not hold a study's
-comparison back forever. Imported curves are cut at it. Where a task has no run trained here,
-its imported runs set it alike. ``--until STEP`` asks for a budget instead.
+curves). By default its budget is where the compared seeds are:
+
+- the runs trained here that finished set it: the smallest of their last evaluated steps;
+- while none has finished, the running ones: each method's furthest seed, and the budget is the
+  smallest of those, so every method has a seed there and a seed that has just started (or was
+  queued behind the others) does not drag the whole task back to step 0;
+- a run that failed or was stopped early never holds the comparison back; where a task has no run
+  trained here, its imported runs set it alike (the smallest of their last steps).
+
+Imported curves are cut at it. ``--until STEP`` asks for a budget instead.
 
 A run counts at a budget when it has reached it, and then with its evaluations up to it; a run
 that has not (still training, or ended before it) is left out of the statistics, and counted
-so a view can say so.
+so a view can say so. Tables that pool tasks (the aggregate and improvement tables, Compare's
+line across tasks) take each source's budget apart (:func:`source_budgets`): the published curves
+are not cut because runs trained here were added to the store.
 
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach)                  # (algo, family) -> Budget
@@ -29,9 +36,7 @@ import numpy as np
 import sqlite_utils
 
 from store.tasks import Task, source_of, task_of
-
-SETTING = ("running", "finished")
-"""The statuses of runs trained here that set a budget."""
+from store.variants import method_of
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,45 @@ def budget(runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int 
         step: int | None = until
     else:
         own = [r for r in started if source_of(r) == "offpoc"]
-        setting = [r for r in own if r["status"] in SETTING] or own or started
-        step = min((reach[r["id"]] for r in setting), default=None)
+        finished = [r for r in own if r["status"] == "finished"]
+        running = [r for r in own if r["status"] == "running"]
+        if finished or not running:
+            step = min((reach[r["id"]] for r in finished or own or started), default=None)
+        else:  # each method's furthest seed; the budget is the least of those
+            furthest: dict[Any, int] = {}
+            for r in running:
+                key = (*method_of(r), r.get("variant", ""))
+                furthest[key] = max(furthest.get(key, 0), reach[r["id"]])
+            step = min(furthest.values())
     reached = sum(1 for r in started if step is not None and reach[r["id"]] >= step)
     return Budget(step, until is not None, reached, len(started) - reached, len(runs) - len(started))
+
+
+def source_budgets(
+    runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int | None = None
+) -> dict[tuple[str, str, str], Budget]:
+    """Each (algorithm, family, source)'s :func:`budget` over that source's runs alone: for tables that pool
+    tasks, where published rows must not change because runs trained here were added."""
+    found: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        found.setdefault((*task_of(run), source_of(run)), []).append(run)
+    return {key: budget(members, reach, until) for key, members in found.items()}
+
+
+def mixed_note(budgets: Mapping[Any, Budget]) -> str:
+    """``budgets differ between tasks: td3 Hopper offpoc 3,000, td3 Walker2d offpoc 100,000 steps``, for a table
+    that pools one source's tasks at different budgets; empty where each source's tasks meet at one step."""
+    by_source: dict[tuple[str, str], set[int]] = {}
+    for key, b in budgets.items():
+        if b.step is not None:
+            by_source.setdefault((key[0], key[-1]), set()).add(b.step)
+    if all(len(steps) < 2 for steps in by_source.values()):
+        return ""
+    listed = ", ".join(
+        f"{' '.join(key)} {b.step:,}" for key, b in sorted(budgets.items()) if b.step is not None
+        and len(by_source[(key[0], key[-1])]) > 1
+    )  # fmt: skip
+    return f"budgets differ between tasks pooled: {listed} steps"
 
 
 def task_budgets(
@@ -115,7 +155,7 @@ def cut(steps: np.ndarray, values: np.ndarray, step: int | None) -> tuple[np.nda
     return np.asarray(steps)[keep], np.asarray(values)[keep]
 
 
-def budgets_note(budgets: dict[Task, Budget]) -> str:
+def budgets_note(budgets: Mapping[Any, Budget]) -> str:
     """One line for a table's note: where each task's methods meet (``td3 Hopper at 20,000 steps, reached by
-    all 6 runs; ...``)."""
-    return "; ".join(f"{algo} {family} {b.describe()}" for (algo, family), b in sorted(budgets.items()))
+    all 6 runs; ...``); keyed by task, or by task and source (``td3 Hopper published at 1,000,000 ...``)."""
+    return "; ".join(f"{' '.join(key)} {b.describe()}" for key, b in sorted(budgets.items()))

@@ -160,11 +160,12 @@ def write_rows(
     return n
 
 
-def write_summary(out: IO[str], fmt: str, rows: list[summary.SummaryRow], window: str) -> int:
+def write_summary(out: IO[str], fmt: str, rows: list[summary.SummaryRow], window: str, note: str = "") -> int:
     """The summary: one row per method and environment (csv, json), or the paper's layout (md, latex);
-    ``window`` names the evaluations each final return takes (``last 10 evaluations``)."""
+    ``window`` names the evaluations each final return takes (``last 10 evaluations``); ``note``: a line
+    more under a Markdown table."""
     if fmt == "md":
-        out.write(tables.markdown(rows, window))
+        out.write(tables.markdown(rows, window) + (f"{note}\n" if note else ""))
     elif fmt == "latex":
         out.write(tables.latex(rows, window))
     else:

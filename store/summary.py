@@ -127,15 +127,44 @@ def matching_runs(
     sources: list[str] | None = None,
     dedupe: bool = False,
 ) -> list[RunRow]:
-    """Runs matching the filters, each with its ``variant``: ``envs`` takes exact ids or families (``Hopper``
-    matches every Hopper version), ``sources`` names from :data:`SOURCES`; ``dedupe`` leaves out runs
-    flagged as another's copy (:mod:`store.duplicates`)."""
+    """Runs matching the filters, each with its ``variant``, one per method and seed (:mod:`store.seeds`):
+    ``envs`` takes exact ids or families (``Hopper`` matches every Hopper version), ``sources`` names from
+    :data:`SOURCES`; ``dedupe`` leaves out runs flagged as another's copy (:mod:`store.duplicates`)."""
+    return _matching(db, algos, envs, corrections, run_ids, sources, dedupe)[0]
+
+
+def repeated_runs(
+    db: sqlite_utils.Database,
+    algos: list[str] | None = None,
+    envs: list[str] | None = None,
+    corrections: list[str] | None = None,
+    run_ids: list[int] | None = None,
+    sources: list[str] | None = None,
+    dedupe: bool = False,
+) -> list[tuple[RunRow, RunRow]]:
+    """The runs :func:`matching_runs` leaves out as repeating a seed of their method, each with the run kept."""
+    return _matching(db, algos, envs, corrections, run_ids, sources, dedupe)[1]
+
+
+def _matching(
+    db: sqlite_utils.Database,
+    algos: list[str] | None,
+    envs: list[str] | None,
+    corrections: list[str] | None,
+    run_ids: list[int] | None,
+    sources: list[str] | None,
+    dedupe: bool,
+) -> tuple[list[RunRow], list[tuple[RunRow, RunRow]]]:
+    from store.budget import reach_of
+    from store.seeds import one_per_seed
+
     runs = [
         r
         for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids, sources=sources)
         if (envs is None or env_matches(r["env"], envs)) and not (dedupe and r.get("duplicate_of") is not None)
     ]
-    return label_variants(db, runs)
+    labelled = label_variants(db, runs)
+    return one_per_seed(labelled, reach_of(db, [r["id"] for r in labelled]))
 
 
 def _summary_order(r: SummaryRow) -> tuple[Any, ...]:

@@ -61,7 +61,7 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     cells: dict[tuple[str, str], tuple[str, bool]] = {}
     for row in rows:
         if row.training:
-            text = f"training ({row.n_short} short of {row.budget:,})" if row.budget is not None else "training"
+            text = f"none at {row.budget:,} ({row.n_short} short)" if row.budget is not None else "no evaluations"
         else:
             text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
         if len(versions[row.env_family]) > 1:
@@ -120,7 +120,7 @@ def budget_note(rows: list[SummaryRow]) -> str:
     short = sum(r.n_short for r in rows)
     if short:
         text += f" {short} seed{'s' if short > 1 else ''} short of the budget (still training, or ended before it)"
-        text += " are left out; a row with none there is marked training."
+        text += " are left out; a row with none there says so."
     return text + "\n"
 
 

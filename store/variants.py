@@ -25,7 +25,8 @@ from store.runs import RunRow
 from store.tasks import source_of
 
 __all__ = [
-    "CONFIG_DEFAULTS", "NOT_A_VARIANT", "OPTION_OWNERS", "label_variants", "method_of", "record_catalogue", "variants",
+    "CONFIG_DEFAULTS", "CORRECTION_ONLY", "NOT_A_VARIANT", "OPTION_OWNERS", "baseline_variant", "label_variants",
+    "method_of", "record_catalogue", "variants",
 ]  # fmt: skip
 
 NOT_A_VARIANT = frozenset(
@@ -44,6 +45,10 @@ CONFIG_DEFAULTS = "config_defaults"
 """``meta`` key: the defaults the last submission's offpoc resolved, ``{"algorithms": {algo: {field:
 value}}, "options": {flat name: value}}``: a setting a run holds at another value is part of its
 variant even where no other run of its method differs."""
+
+CORRECTION_ONLY = frozenset({"ref_std", "correction_start"})
+"""Config entries every run holds that only a correction reads: never part of a baseline's (``none``)
+variant, and left out when a method looks for its baseline's."""
 
 MethodKey = tuple[str, str, str, str | None, str, str]
 ABSENT = "\x00absent"
@@ -83,8 +88,13 @@ def variants(
     labelled: dict[int, str] = {}
     for key, ids in groups.items():
         plugins = {key[2], key[5]}
+        idle = CORRECTION_ONLY if key[2] == "none" else frozenset()
         members = [
-            {k: v for k, v in found.get(run_id, {}).items() if k not in owners or plugins & set(owners[k])}
+            {
+                k: v
+                for k, v in found.get(run_id, {}).items()
+                if (k not in owners or plugins & set(owners[k])) and k not in idle
+            }
             for run_id in ids
         ]
         keys = list(dict.fromkeys(k for config in members for k in config if k not in NOT_A_VARIANT))
@@ -97,6 +107,12 @@ def variants(
         for run_id, config in zip(ids, members, strict=True):
             labelled[run_id] = ", ".join(f"{k}={_text(config[k])}" for k in shown if k in config)
     return labelled
+
+
+def baseline_variant(variant: str) -> str:
+    """The variant a method's baseline would have: ``variant`` without :data:`CORRECTION_ONLY` settings
+    (``correction_start=2000, start_steps=1000`` → ``start_steps=1000``)."""
+    return ", ".join(p for p in variant.split(", ") if p and p.split("=", 1)[0] not in CORRECTION_ONLY)
 
 
 def label_variants(db: sqlite_utils.Database, runs: list[RunRow]) -> list[RunRow]:

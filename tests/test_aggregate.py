@@ -155,8 +155,8 @@ def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
     md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "sac", "--env", "Hopper",
                              "--until", "100000", "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
     assert (
-        "Each task's runs at its budget (seeds short of it left out): sac Hopper at 100,000 steps (asked for),"
-        in md.stdout
+        "Each task's runs at its budget (seeds short of it left out):"
+        " sac Hopper published at 100,000 steps (asked for)," in md.stdout
     )
 
 
@@ -254,3 +254,34 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     assert across_tasks(runs[:6], curves, FinalWindow()) == ""  # one task: nothing across
     pendulum = [dict(r, env="Pendulum-v1") for r in runs[:3]] + runs[6:9]
     assert "no random and reference scores for Pendulum-v1" in across_tasks(pendulum, curves, FinalWindow())
+
+
+@needs_reference
+def test_published_aggregate_rows_do_not_move_when_own_runs_are_added(reference_store: Path, tmp_path: Path) -> None:
+    """Three own 3,000-step Hopper runs once cut the published Hopper curves to 3,000 steps and pooled them with
+    the other tasks at 1M (TD3 IQM 1.00 → 0.88). Each source is budgeted apart; the own rows say their budgets."""
+    import shutil
+
+    from store import open_store
+    from store.runs import create_runs, finish
+    from tests.storefill import fill, spec
+
+    db = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db)
+
+    def table() -> list[dict[str, object]]:
+        result = runner.invoke(app, ["export", "--table", "aggregate", "--format", "json", "--algo", "td3",
+                                     "--bootstrap", "50", "--db", str(db)])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return [r for r in json.loads(result.stdout) if r["source"] == "published"]
+
+    before = table()
+    store = open_store(db)
+    ids = create_runs(store, [spec("td3", "none", seed=s) for s in range(3)] + [spec("td3", "none", env="Ant-v4")])
+    for run_id in ids:
+        fill(db, run_id, steps=3000 if run_id != ids[-1] else 5000)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))
+    assert table() == before
+    md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "td3", "--bootstrap",
+                             "50", "--db", str(db)])  # fmt: skip
+    assert "budgets differ between tasks pooled: td3 Ant offpoc 5,000, td3 Hopper offpoc 3,000 steps" in md.stdout

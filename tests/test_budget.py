@@ -44,13 +44,13 @@ def test_compare_sets_a_correction_at_3k_beside_its_baseline_at_3k_not_at_20k() 
     """The issue's screen: AC-Off-POC at 3,000 steps against the baseline at 20,000 read −73%, p 0.012."""
     runs = [run(1, "none"), run(2, "none"), run(3, "acoffpoc"), run(4, "acoffpoc")]
     curves = {1: curve(20_000, 1000.0), 2: curve(20_000, 1100.0), 3: curve(3_000, 1000.0), 4: curve(3_000, 1100.0)}
-    rows, _, b = compare(group_runs(runs), curves, {i: {} for i in curves})
+    rows, _, b, _ = compare(group_runs(runs), curves, {i: {} for i in curves})
     assert b.step == 3_000
     base, corrected = rows
     assert base.final_span == corrected.final_span == (0, 3_000)
     assert corrected.diff_pct is not None and abs(corrected.diff_pct) < 1e-9  # the same curves, cut alike
     # Asked for 20,000 steps: the correction has no seed there, so it is training, with no difference or test.
-    rows, _, b = compare(group_runs(runs), curves, {i: {} for i in curves}, until=20_000)
+    rows, _, b, _ = compare(group_runs(runs), curves, {i: {} for i in curves}, until=20_000)
     base, corrected = rows
     assert base.n_seeds == 2 and corrected.training and corrected.short == 2
     assert corrected.diff_pct is None and corrected.p_value is None and corrected.improvement is None
@@ -61,8 +61,68 @@ def test_compare_sets_a_correction_at_3k_beside_its_baseline_at_3k_not_at_20k() 
 
 def test_a_group_without_an_evaluation_is_queued_and_compares_with_nothing() -> None:
     runs = [run(1, "none"), run(2, "acoffpoc", "queued")]
-    rows, _, b = compare(group_runs(runs), {1: curve(5_000, 10.0)}, {1: {}, 2: {}})
+    rows, _, b, _ = compare(group_runs(runs), {1: curve(5_000, 10.0)}, {1: {}, 2: {}})
     assert b.step == 5_000 and b.queued == 1
     queued = rows[1]
     assert queued.training and queued.queued == 1 and queued.diff_pct is None
     assert [str(c) for c in row_cells(queued)][1:3] == ["0 of 1", "queued"]
+
+
+def test_a_seed_that_just_started_does_not_drag_the_budget_back() -> None:
+    """The issue's screen: 'compared at 0 steps, reached by 4 of 7 runs' mid-study. Finished runs set the
+    budget; while none has, each method's furthest seed does, and the seeds behind it show as training."""
+    runs = [run(1, "none", "finished"), run(2, "acoffpoc", "finished"), run(3, "none"), run(4, "acoffpoc", "queued")]
+    reach = {1: 100_000, 2: 100_000, 3: 0}
+    b = budget(runs, reach)
+    assert b.step == 100_000 and b.describe() == "at 100,000 steps, reached by 2 of 4 runs (1 short of it, 1 queued)"
+    live = [run(1, "none"), run(2, "none"), run(3, "acoffpoc"), run(4, "acoffpoc")]
+    assert budget(live, {1: 40_000, 2: 0, 3: 30_000, 4: 1_000}).step == 30_000  # not 0: each method has a seed there
+    curves = {1: curve(40_000, 10.0), 2: curve(0, 10.0), 3: curve(30_000, 10.0), 4: curve(1_000, 10.0)}
+    rows, _, b, _ = compare(group_runs(live), curves, {i: {} for i in curves})
+    assert b.step == 30_000 and [(r.n_seeds, r.short, r.training_now) for r in rows] == [(1, 1, 1), (1, 1, 1)]
+
+
+def test_a_row_says_training_only_while_a_seed_can_still_reach_the_budget() -> None:
+    runs = [run(1, "none", "finished"), run(2, "acoffpoc", "failed"), run(3, "ace", "running"),
+            run(4, "ris-off-pac", "failed")]  # fmt: skip
+    curves = {1: curve(5_000, 10.0), 2: curve(2_000, 10.0), 3: curve(1_000, 10.0)}
+    rows, *_ = compare(group_runs(runs), curves, {i: {} for i in curves})
+    words = {r.key[2]: [str(c) for c in row_cells(r)][1:3] for r in rows}
+    assert words["acoffpoc"] == ["0 of 1", "ended short"] and words["ace"] == ["0 of 1", "training"]
+    assert words["ris-off-pac"] == ["0 of 1", "ended short"]  # failed before its first evaluation: not queued
+    assert words["none"][0] == "1" and words["none"][1].endswith(" (1 seed)")  # one seed: no interval, no "± nan"
+
+
+def test_a_method_counts_one_run_a_seed_the_furthest() -> None:
+    """quick.toml's seed 0 at 3,000 steps and a study's seed 0 at 4,000 (runs that differ only in budget) are
+    one replication: the furthest is kept, the other left out and said."""
+    from store.seeds import one_per_seed, repeats_note
+
+    runs = [run(1, "none", "finished"), run(9, "none", "finished"), run(3, "acoffpoc", "finished")]
+    runs[1]["seed"] = 1  # run 9 repeats run 1's seed
+    runs[0]["seed"] = 1
+    kept, dropped = one_per_seed(runs, {1: 3_000, 9: 4_000, 3: 3_000})
+    assert [r["id"] for r in kept] == [9, 3] and [(a["id"], b["id"]) for a, b in dropped] == [(1, 9)]
+    assert repeats_note(dropped).startswith("1 run repeats a seed of its method, left out (run 1 for run 9)")
+    curves = {1: curve(3_000, 10.0), 9: curve(4_000, 20.0), 3: curve(3_000, 10.0)}
+    rows, _, b, repeats = compare(group_runs(runs), curves, {i: {} for i in curves})
+    assert [r.n_seeds for r in rows] == [1, 1] and [a["id"] for a, _ in repeats] == [1] and b.step == 3_000
+    other_env = {**runs[0], "env": "Hopper-v5"}  # another environment version: another method's seed
+    assert one_per_seed([other_env, runs[1]], {1: 3_000, 9: 4_000})[1] == []
+
+
+def test_tables_that_pool_tasks_budget_each_source_apart_and_say_when_budgets_differ() -> None:
+    """Own Hopper runs at 3,000 steps must not cut the published Hopper curves pooled with tasks at 1M."""
+    from store.budget import mixed_note, source_budgets
+
+    pub = [run(i, "none", "finished", env=env, origin="reference:x") for i, env in ((1, "Hopper-v2"), (2, "Ant-v2"))]
+    own = [run(3, "none", "finished"), run(4, "none", "finished", env="Ant-v4")]
+    reach = {1: 1_000_000, 2: 1_000_000, 3: 3_000, 4: 100_000}
+    found = source_budgets([*pub, *own], reach)
+    assert found[("td3", "Hopper", "published")].step == 1_000_000 and found[("td3", "Hopper", "offpoc")].step == 3_000
+    assert task_budgets([*pub, *own], reach)[("td3", "Hopper")].step == 3_000  # one task's table: like with like
+    assert (
+        mixed_note(found)
+        == "budgets differ between tasks pooled: td3 Ant offpoc 100,000, td3 Hopper offpoc 3,000 steps"
+    )
+    assert mixed_note(source_budgets(pub, reach)) == ""

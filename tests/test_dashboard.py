@@ -205,7 +205,8 @@ def test_compare_shows_published_curves_beside_the_users_runs(dashboard_store: P
         assert str(published[3]) == "991k–1M"  # the paper's statistic: the last 10 of evaluations every 1,000 steps
         assert str(published[4]) == f"{100 * (3658.846488622688 / 3174.564622039358 - 1):+.1f}%"  # vs published TD3
         own = pane.table.get_row_at(0)
-        assert [str(own[i]) for i in (1, 2, 4, 5)] == ["0 of 3", "training", "baseline", "–"]
+        # finished at 20,000 steps: they ended short of 1M, not "training"
+        assert [str(own[i]) for i in (1, 2, 4, 5)] == ["0 of 3", "ended short", "baseline", "–"]
         assert str(pane.table.get_row_at(1)[4]) == "–"  # no difference for a method short of the budget
         assert "(asked for)" in shown_text(app, "#compare-note")
 

@@ -122,7 +122,7 @@ def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_pa
     assert spans["published"]["mean"] == pytest.approx(curves[:, 51:101].mean(), rel=1e-12)
     md = invoke("export", "--table", "summary", "--format", "md", *filters, "--until", "100000", "--db", str(db))
     assert "Mean over seeds of the last 10 evaluations up to step 100,000 ±" in md.stdout
-    assert "training (2 short of 100,000)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
+    assert "none at 100,000 (2 short)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
     assert "**training" not in md.stdout  # a row short of the budget is never the best
 
 
@@ -208,7 +208,7 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
     asked = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--env", "Hopper", "--until",
                    "1000000", "--db", str(db)).stdout.splitlines()  # fmt: skip
     assert any(line.startswith("| TD3 + AC-Off-POC [published] | **3658.85 ± 354.52 (v2)**") for line in asked)
-    assert any(line.startswith("| TD3 [offpoc] | training (2 short of 1,000,000) (v4)") for line in asked)
+    assert any(line.startswith("| TD3 [offpoc] | none at 1,000,000 (2 short) (v4)") for line in asked)
 
     out = invoke("export", "--table", "summary", "--env", "Hopper-v4", "--db", str(db), "-o", str(tmp_path / "s.csv"))
     assert out.exit_code == 0 and "wrote 2 summary rows" in out.stderr
@@ -243,3 +243,22 @@ def test_summary_of_a_single_seed_has_no_interval(filled_store: Path) -> None:
     assert all(r["ci95"] is None for r in rows)
     md = invoke("export", "--table", "summary", "--format", "md", "--db", str(filled_store)).stdout
     assert "±" not in md.split("\n\n")[0]
+
+
+def test_a_seed_trained_twice_counts_once_in_the_summary_and_the_table_says_so(tmp_path: Path) -> None:
+    """quick.toml's TD3 seed 0 and a --compare study's seed 0 (differing only in budget) once showed as two
+    seeds: one run a seed is counted, the furthest, and the Markdown note names the one left out."""
+    from store.runs import finish
+    from store.summary import summary_rows
+    from tests.storefill import fill
+
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    ids = create_runs(store, [spec("td3", "none", seed=0), spec("td3", "none", seed=0), spec("td3", "none", seed=1)])
+    for run_id, steps in zip(ids, (3000, 4000, 4000), strict=True):
+        fill(db, run_id, steps=steps)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))
+    rows = summary_rows(open_store(db))
+    assert [(r.n_seeds, r.budget) for r in rows] == [(2, 4000)]  # runs 2 and 3, at 4,000: run 1 left out
+    md = CliRunner().invoke(app, ["export", "--table", "summary", "--format", "md", "--db", str(db)])
+    assert f"1 run repeats a seed of its method, left out (run {ids[0]} for run {ids[1]})" in md.stdout

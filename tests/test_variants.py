@@ -87,3 +87,19 @@ def test_summary_and_compare_keep_each_setting_apart_and_pair_it_with_its_baseli
     assert {r["variant"] for r in json.loads(exported.stdout)} == {"batch_size=64", "batch_size=256"}
     md = CliRunner().invoke(app, ["export", "--table", "summary", "--format", "md", "--db", str(db)]).stdout
     assert "TD3 + AC-Off-POC {batch_size=64}" in md and "TD3 {batch_size=256}" in md
+
+
+def test_a_correction_only_setting_never_parts_a_method_from_its_baseline() -> None:
+    """sweeps/quick.toml's SAC: AC-Off-POC starts at 2,000 steps, the baseline keeps SAC's 5 × start_steps
+    (which it never reads). The baseline's variant leaves it out, and the method finds its baseline."""
+    runs = [{**run(1), "algo": "sac"}, {**run(2, "acoffpoc"), "algo": "sac"}]
+    found = {1: {"correction_start": 5000, "start_steps": 1000}, 2: {"correction_start": 2000, "start_steps": 1000}}
+    defaults = {"algorithms": {"sac": {"correction_start": None, "start_steps": None}}}
+    labels = variants(runs, found, defaults=defaults)
+    assert labels == {1: "start_steps=1000", 2: "correction_start=2000, start_steps=1000"}
+    for r in runs:
+        r["variant"], r["seed"], r["status"] = labels[int(r["id"])], 0, "finished"  # type: ignore[call-overload]
+    curves = {1: (np.arange(4) * 1000, np.full(4, 10.0)), 2: (np.arange(4) * 1000, np.full(4, 15.0))}
+    table, *_ = compare(group_runs(runs), curves, found)  # type: ignore[arg-type]
+    corrected = next(row for row in table if row.key[2] == "acoffpoc")
+    assert corrected.diff_pct == 50.0 and corrected.config_diff == "correction_start=2000"

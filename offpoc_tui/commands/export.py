@@ -112,18 +112,27 @@ def export(
             fail(str(error))
 
     def write_to(out: Any) -> int:
+        from store.seeds import repeats_note
+        from store.summary import repeated_runs
+
         if table == "summary":
             from store.summary import summary_rows
 
             described = window.describe() + (f" up to step {until:,}" if until is not None else "")
             summary = summary_rows(store, last=window, until=until, dedupe=dedupe, **filters)
-            return write_summary(out, format_, summary, described)
+            repeated = repeats_note(repeated_runs(store, dedupe=dedupe, **filters))
+            said = f"{repeated[:1].upper()}{repeated[1:]}." if repeated else ""
+            return write_summary(out, format_, summary, described, said)
         if table in ("aggregate", "improvement"):
             from store.aggregate_tables import final_table, task_budgets_of
-            from store.budget import budgets_note
+            from store.budget import budgets_note, mixed_note
 
-            budgets = budgets_note(task_budgets_of(store, until, dedupe=dedupe, **filters))
+            found = task_budgets_of(store, until, dedupe=dedupe, **filters)
+            budgets, mixed = budgets_note(found), mixed_note(found)
             note = f"Each task's runs at its budget (seeds short of it left out): {budgets}." if budgets else ""
+            note += f" Note: {mixed}." if mixed else ""
+            if repeated := repeats_note(repeated_runs(store, dedupe=dedupe, **filters)):
+                note += f" {repeated[0].upper()}{repeated[1:]}."
             return final_table(out, table, format_, scores, bootstrap, note)
         return write_rows(out, format_, columns(table), rows(store, table, **filters), objects=("config",))
 

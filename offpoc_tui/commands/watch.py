@@ -102,7 +102,9 @@ def ps(
         tables_out().print(runs_table(shown))
     ended = Counter(r["status"] for r in runs if r not in shown)
     hidden = ", ".join(f"{n:,} {status}" for status, n in sorted(ended.items()))
-    if not shown:
+    if not runs:
+        out.print(f"no runs yet in {db}: start some with offpoc run", markup=False, highlight=False)
+    elif not shown:
         out.print("no active or resumable runs" + (f"; not shown: {hidden} (offpoc ps --all)" if hidden else ""))
     elif hidden:
         out.print(f"not shown: {hidden} (offpoc ps --all)", style="dim", markup=False)

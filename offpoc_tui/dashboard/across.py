@@ -13,12 +13,13 @@ import numpy as np
 
 from offpoc_tui.dashboard.groups import BASELINE, group_key
 from store.aggregate import improvement_interval, interval, iqm
-from store.budget import cut, reach_of_curves, task_budgets
+from store.budget import cut, mixed_note, reach_of_curves, source_budgets
 from store.normalise import NormalisationError, normaliser
 from store.runs import RunRow
 from store.stats import FinalWindow, final_returns
 from store.summary import method_rank
-from store.tasks import env_family, task_of
+from store.tasks import env_family, source_of, task_of
+from store.variants import baseline_variant
 
 RESAMPLES = 500
 
@@ -34,9 +35,9 @@ def across_tasks(
     count at its budget (:mod:`store.budget`), as in its Compare table."""
     methods: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     reach = reach_of_curves(curves)
-    budgets = task_budgets(runs, reach, until)
+    budgets = source_budgets(runs, reach, until)
     for run in runs:
-        budget = budgets[task_of(run)]
+        budget = budgets[(*task_of(run), source_of(run))]
         if not budget.counts(reach.get(run["id"])):
             continue
         steps, returns = cut(*curves[run["id"]], budget.step)
@@ -60,7 +61,8 @@ def across_tasks(
         name += f" {{{method[4]}}}" if method[4] else ""
         text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
         base = methods.get(
-            (BASELINE, None, method[2], method[3], method[4]), methods.get((BASELINE, None, method[2], method[3], ""))
+            (BASELINE, None, method[2], method[3], baseline_variant(method[4])),
+            methods.get((BASELINE, None, method[2], method[3], "")),
         )
         if method[0] != BASELINE and base is not None and set(base) & set(scores):
             p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
@@ -68,4 +70,5 @@ def across_tasks(
         parts.append(text)
     families = ", ".join(sorted({env_family(t) for t in tasks}))
     heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget, IQM [95% CI]: "
-    return heading + " · ".join(parts)
+    mixed = mixed_note(budgets)
+    return heading + " · ".join(parts) + (f" ({mixed})" if mixed else "")

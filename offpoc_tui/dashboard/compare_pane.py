@@ -20,9 +20,9 @@ HEADERS = (
     "method", "seeds", "final return ± 95% CI", "final over steps", "vs baseline", "Welch p", "P(>base)",
     "steps to thr.", "config vs baseline",
 )  # fmt: skip
-METHOD_WIDTH = 24
-"""Fixed widths (the method column; the others their header's) instead of DataTable measuring the
-rows on idle, which a snapshot taken under load caught half-done; only the config column grows."""
+METHOD_WIDTH_MAX = 64
+"""Widths are set from the cells when the rows are (instead of DataTable measuring them on idle, which a
+snapshot taken under load caught half-done); the method column at most this wide."""
 
 
 def p_text(p: float | None) -> str:
@@ -51,9 +51,17 @@ def seeds_text(row: CompareRow) -> str:
 
 
 def final_text(row: CompareRow) -> str:
+    """The final return ± its interval (none with one seed); where no seed is at the budget, why: training
+    (a seed running), queued (seeds waiting), or ended short (every seed left ended before the budget)."""
     if row.training:
+        if row.training_now == 0:
+            return "ended short"
         return "queued" if row.short == 0 else "training"
-    return "–" if math.isnan(row.final_mean) else f"{row.final_mean:,.1f} ± {number(row.final_ci, ',.1f')}"
+    if math.isnan(row.final_mean):
+        return "–"
+    if math.isnan(row.final_ci):
+        return f"{row.final_mean:,.1f} (1 seed)"
+    return f"{row.final_mean:,.1f} ± {row.final_ci:,.1f}"
 
 
 def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
@@ -101,9 +109,16 @@ class ComparePane(Vertical):
         yield self.table
 
     def on_mount(self) -> None:
+        self._columns([])
+
+    def _columns(self, cells: list[list[Text | str]]) -> None:
+        """The table's columns, each as wide as its widest cell (the method column up to
+        :data:`METHOD_WIDTH_MAX`), set before the rows: a long method name or ``12 of 20`` seeds is shown whole."""
+        self.table.clear(columns=True)
         *fixed, config = HEADERS
-        for header in fixed:
-            self.table.add_column(header, width=METHOD_WIDTH if header == "method" else len(header))
+        for i, header in enumerate(fixed):
+            widest = max([len(header), *(len(str(row[i])) for row in cells)])
+            self.table.add_column(header, width=min(widest, METHOD_WIDTH_MAX) if i == 0 else widest)
         self.table.add_column(config)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
@@ -130,14 +145,14 @@ class ComparePane(Vertical):
 
     def show(self, data: CompareData) -> None:
         self.plot.show(data.figure)
-        table = self.table
-        table.clear()
         versions = versions_shown(data.rows)
-        for row in data.rows:
-            table.add_row(*row_cells(row, versions))
+        cells = [row_cells(row, versions) for row in data.rows]
+        self._columns(cells)
+        for row in cells:
+            self.table.add_row(*row)
         threshold = f"threshold {number(data.threshold, ',.1f')}" if data.threshold is not None else "no threshold"
         budget = f"compared {data.budget} · " if data.budget else ""
         across = f"\n{data.across}" if data.across else ""
         self.decisions.update(Text("\n".join(data.decisions)))
         self.decisions.set_class(bool(data.decisions), "visible")
-        self.note.update(Text(f"{budget}{threshold}\n{note(self.window)}{across}"))
+        self.note.update(Text(f"{budget}{threshold}{across}\n{note(self.window)}"))

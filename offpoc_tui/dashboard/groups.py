@@ -19,6 +19,7 @@ from store.aggregate import probability_of_improvement
 from store.budget import Budget, budget, cut, reach_of_curves
 from store.reader import DEFAULT_SAMPLER
 from store.runs import RunRow
+from store.seeds import one_per_seed
 from store.stats import (
     LAST_EVALUATIONS,
     Band,
@@ -32,7 +33,7 @@ from store.stats import (
 )
 from store.summary import series_order
 from store.tasks import env_version
-from store.variants import method_of
+from store.variants import baseline_variant, method_of
 
 GroupKey = tuple[str, str, str, str | None, str, str, str]
 """(algo, env, correction, divergence, source, sampler, variant)."""
@@ -118,20 +119,29 @@ class CompareRow:
     short: int = 0
     """Seeds with evaluations short of the budget (still training, or ended before it): not in ``n_seeds``."""
     queued: int = 0
-    """Seeds without an evaluation yet."""
+    """Seeds without an evaluation yet (queued, or ended before their first)."""
+    training_now: int = 0
+    """Seeds not in ``n_seeds`` that are queued or running: they may reach the budget yet."""
 
     @property
     def training(self) -> bool:
         """No seed has reached the budget: no final return, no difference, no test."""
         return self.n_seeds == 0
 
+    @property
+    def ended_short(self) -> int:
+        """Seeds not in ``n_seeds`` that ended (failed, stopped, lost, or finished before the budget)."""
+        return self.short + self.queued - self.training_now
+
 
 class Comparison(NamedTuple):
-    """One task's Compare table: its rows, the threshold used, and the budget they meet at."""
+    """One task's Compare table: its rows, the threshold used, the budget they meet at, and the runs left out
+    as repeating a seed of their method (:mod:`store.seeds`), each with the run kept instead."""
 
     rows: list[CompareRow]
     threshold: float | None
     budget: Budget
+    repeats: tuple[tuple[RunRow, RunRow], ...] = ()
 
 
 def config_diff(config: dict[str, Any], baseline: dict[str, Any], varying: frozenset[str] = frozenset()) -> str:
@@ -164,8 +174,10 @@ def compare(
     Each row is compared with the baseline of its own env and source (the published AC-Off-POC
     with the published TD3). ``threshold`` defaults to the first baseline's final return.
     """
-    members = [run for runs in groups.values() for run in runs]
-    reach = reach_of_curves({r["id"]: curves[r["id"]] for r in members if r["id"] in curves})
+    every_run = [run for runs in groups.values() for run in runs]
+    reach = reach_of_curves({r["id"]: curves[r["id"]] for r in every_run if r["id"] in curves})
+    members, repeats = one_per_seed(every_run, reach)
+    groups = group_runs(members)
     budgeted = budget(members, reach, until)
     every = {key: [curves[r["id"]] for r in runs if r["id"] in reach] for key, runs in groups.items()}
     seeds = {
@@ -182,7 +194,7 @@ def compare(
     rows = []
     for key in keys:
         n, mean, half = performance[key]
-        base = baselines.get((key[1], key[4], key[5], key[6]))  # the baseline run with the same settings,
+        base = baselines.get((key[1], key[4], key[5], baseline_variant(key[6])))  # the baseline with its settings,
         for fallback in ((key[1], key[4], key[5], ""), (key[1], key[4], DEFAULT_SAMPLER, "")):  # else its default's
             base = base or baselines.get(fallback)
         diff = p = improvement = None
@@ -211,6 +223,10 @@ def compare(
                 final_span=final_span(seeds[key], last),
                 short=len(every[key]) - n,
                 queued=len(groups[key]) - len(every[key]),
+                training_now=sum(
+                    r["status"] in ("queued", "running") and not budgeted.counts(reach.get(r["id"]))
+                    for r in groups[key]
+                ),
             )
         )
-    return Comparison(rows, threshold, budgeted)
+    return Comparison(rows, threshold, budgeted, tuple(repeats))

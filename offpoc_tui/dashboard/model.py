@@ -43,6 +43,7 @@ from offpoc_tui.dashboard.groups import (
 )
 from store.reader import configs, histograms, quantities, run_detail, train_points
 from store.runs import TERMINAL, RunRow
+from store.seeds import repeats_note
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.study_text import task_lines
 from store.tasks import env_family, source_of
@@ -457,10 +458,11 @@ def compare_data(
 ) -> CompareData:
     if key is None:
         return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
-    rows, threshold, budget = compare_rows(db, members, curves, threshold, window, until)
+    rows, threshold, budget, repeats = compare_rows(db, members, curves, threshold, window, until)
     figure = compare_figure(key, rows, threshold, kind, budget.step)
     decisions = tuple(task_lines(db, *key))
-    return CompareData(key, figure, rows, threshold, budget=budget.describe(), decisions=decisions)
+    said = budget.describe() + (f"; {repeated}" if (repeated := repeats_note(repeats)) else "")
+    return CompareData(key, figure, rows, threshold, budget=said, decisions=decisions)
 
 
 def compare_figure(

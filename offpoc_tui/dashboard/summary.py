@@ -16,6 +16,7 @@ from offpoc_tui.dashboard.groups import task_name, versions_shown
 from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
+from store.seeds import repeats_note
 from store.stats import FinalWindow
 from store.study_text import task_lines
 from store.variants import label_variants
@@ -51,9 +52,10 @@ def summary(
     keys = compare_keys(runs)
     for i, key in enumerate(keys):
         members = compare_members(runs, key)
-        rows, threshold, budget = compare_rows(db, members, evals.update(db, [r["id"] for r in members]), None,
-                                               window, until)  # fmt: skip
-        parts += [compare_table(*key, rows, threshold, budget.describe()), Text("")]
+        rows, threshold, budget, repeats = compare_rows(db, members, evals.update(db, [r["id"] for r in members]),
+                                                        None, window, until)  # fmt: skip
+        said = budget.describe() + (f"; {repeated}" if (repeated := repeats_note(repeats)) else "")
+        parts += [compare_table(*key, rows, threshold, said), Text("")]
         if decided := task_lines(db, *key):  # sequential studies of this task: their decisions, as they stand
             parts += [Text("\n".join(decided)), Text("")]
         if i + 1 == len(keys) or keys[i + 1][0] != key[0]:  # the algorithm's last environment: the line across
