@@ -125,11 +125,6 @@ class Outcome:
         """Methods in a comparison still open: only these run further seeds."""
         return {m for pair, v in self.verdicts.items() if v == "continue" for m in pair}
 
-    def seeds_needed(self, method: str) -> int:
-        """Seeds ``method`` runs in all, as far as decided now: those of its last open interim."""
-        last = max((self.decided_at.get(p, len(self.interims) + 1) for p in self.comparisons if method in p), default=0)
-        return self.design.interim_seeds * min(last, self.design.max_interims)
-
 
 class _Permutations:
     """The permutation samples: per interim, how each sample deals that interim's values out to the arms.

@@ -351,3 +351,23 @@ def test_sweep_decide_refuses_a_file_without_one_baseline_in_one_line(
     result = offpoc(tmp_path / "s.db", "sweep", str(file), "--decide", check=False)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "s.db").exists()
+
+
+def test_the_scheduler_reads_a_study_again_only_when_its_runs_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """advance(db, seen), called each scheduler poll, skips a study whose runs have not changed since."""
+    import store.studies as module
+
+    db_path, _, ids = _study(tmp_path)
+    db = open_store(db_path)
+    reads: list[int] = []
+    real = module.state
+    monkeypatch.setattr(module, "state", lambda db, study: reads.append(study.id) or real(db, study))
+    seen: dict[int, tuple[Any, ...]] = {}
+    advance(db, seen)
+    advance(db, seen)
+    assert len(reads) == 1  # the second poll: nothing changed, nothing read
+    _finish(db_path, ids[0], 0.0)
+    advance(db, seen)
+    assert len(reads) == 2

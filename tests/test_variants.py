@@ -103,3 +103,18 @@ def test_a_correction_only_setting_never_parts_a_method_from_its_baseline() -> N
     table, *_ = compare(group_runs(runs), curves, found)  # type: ignore[arg-type]
     corrected = next(row for row in table if row.key[2] == "acoffpoc")
     assert corrected.diff_pct == 50.0 and corrected.config_diff == "correction_start=2000"
+
+
+def test_a_method_with_settings_of_its_own_meets_the_tasks_only_baseline_and_says_how_they_differ() -> None:
+    """A sweep's `acoffpoc` with `start_steps = 2500` beside the one baseline at 500: compared, the difference
+    named in the config column (before, no baseline matched and the row had no difference or p)."""
+    runs = [{**run(i), "seed": i, "status": "finished"} for i in (1, 2)]
+    runs += [{**run(i, "acoffpoc"), "seed": i, "status": "finished"} for i in (3, 4)]
+    found = {i: {"start_steps": 500 if i < 3 else 2500} for i in (1, 2, 3, 4)}
+    for r in runs:
+        r["variant"] = f"start_steps={found[int(r['id'])]['start_steps']}"  # type: ignore[call-overload]
+    curves = {i: (np.arange(4) * 1000, np.full(4, 10.0 if i < 3 else 20.0) + i) for i in (1, 2, 3, 4)}
+    table, *_ = compare(group_runs(runs), curves, found)  # type: ignore[arg-type]
+    corrected = next(row for row in table if row.key[2] == "acoffpoc")
+    assert corrected.diff_pct is not None and corrected.p_value is not None
+    assert corrected.config_diff == "start_steps=2500"

@@ -34,6 +34,8 @@ def across_tasks(
     empty with fewer than two tasks, a reason where a task has no normalising scores. Each task's runs
     count at its budget (:mod:`store.budget`), as in its Compare table."""
     methods: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    if len({run["env"] for run in runs}) < 2:
+        return ""
     reach = reach_of_curves(curves)
     budgets = source_budgets(runs, reach, until)
     for run in runs:

@@ -172,7 +172,9 @@ def compare(
     here has reached; ``until`` asks for one): a seed counts with its evaluations up to it, a seed short
     of it not at all, and a group with no seed there is training (no final return, difference or test).
     Each row is compared with the baseline of its own env and source (the published AC-Off-POC
-    with the published TD3). ``threshold`` defaults to the first baseline's final return.
+    with the published TD3): the one trained with its settings, else with the default ones, else the only
+    baseline there is (its config column says how they differ). ``threshold`` defaults to the first
+    baseline's final return.
     """
     every_run = [run for runs in groups.values() for run in runs]
     reach = reach_of_curves({r["id"]: curves[r["id"]] for r in every_run if r["id"] in curves})
@@ -197,6 +199,8 @@ def compare(
         base = baselines.get((key[1], key[4], key[5], baseline_variant(key[6])))  # the baseline with its settings,
         for fallback in ((key[1], key[4], key[5], ""), (key[1], key[4], DEFAULT_SAMPLER, "")):  # else its default's
             base = base or baselines.get(fallback)
+        alone = [k for k in baselines.values() if k[1] == key[1] and k[4] == key[4]]
+        base = base or (alone[0] if len(alone) == 1 else None)  # else the task's only one; config diff says how
         diff = p = improvement = None
         if base is not None and key != base and len(finals[base]) and n:
             reference = performance[base][1]
