@@ -349,7 +349,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     assert result.status == "finished" and result.updates == 1500
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
-    logged = {b.quantity.name for b in sink.weights}
+    logged = {b.quantity.name for b in sink.weights} - {"at_bound"}  # DDPG's and TD3's own: tests elsewhere
     expected = {
         "ace": {"rho_bar"},
         "ace-emphatic": {"rho_bar", "ace_m"},

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import noisy_action, q_actor_backward, q_actor_loss
+from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
 
 class DDPG(ActorCritic):
     policy_kind = "deterministic"
+    quantities = (AT_BOUND,)
     actor: DeterministicActor
     actor_target: DeterministicActor
 
@@ -34,7 +36,10 @@ class DDPG(ActorCritic):
         return y
 
     def actor_loss(self, obs: Tensor) -> Tensor:
-        return q_actor_loss(self.actor, self.critic, obs)
+        return q_actor_loss(self.actor, self.critic, obs, self.pi)
+
+    def logged(self) -> Mapping[str, Tensor]:
+        return at_bound(self.pi)
 
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)

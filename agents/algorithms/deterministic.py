@@ -11,6 +11,7 @@ from torch import Tensor
 from agents.algorithms.base import Action
 from agents.algorithms.memo import PolicyMemo
 from agents.networks import DDPGCritic, DeterministicActor, TwinCritic
+from agents.quantities import Quantity
 
 
 def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Generator) -> Action:
@@ -24,9 +25,24 @@ def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Gener
     return Action(pi)
 
 
-def q_actor_loss(actor: DeterministicActor, critic: TwinCritic | DDPGCritic, obs: Tensor) -> Tensor:
-    """ℓ_i = −Q₁(s_i, π(s_i)): the first critic at the policy's action."""
-    return -critic(obs, actor(obs), first_only=True)[0]
+AT_BOUND = Quantity("at_bound", "share of π(s) at the bounds")
+"""Per actor update, the share of the batch's action entries π(s)_j with |π(s)_j| ≥ :data:`NEAR_BOUND`: an
+actor saturated at its bounds (DDPG's failure mode, issue 49) reads near 1 in the Weights view."""
+NEAR_BOUND = 0.99
+"""Within 1% of the bound of [-1, 1]."""
+
+
+def at_bound(pi: PolicyMemo) -> dict[str, Tensor]:
+    """:data:`AT_BOUND`'s value for this update (none when the actor did not step), read once."""
+    output, pi.last_output = pi.last_output, None
+    return {} if output is None else {AT_BOUND.name: (output.abs() >= NEAR_BOUND).float().mean()}
+
+
+def q_actor_loss(actor: DeterministicActor, critic: TwinCritic | DDPGCritic, obs: Tensor, pi: PolicyMemo) -> Tensor:
+    """ℓ_i = −Q₁(s_i, π(s_i)): the first critic at the policy's action (kept in ``pi.last_output``)."""
+    action = actor(obs)
+    pi.last_output = action.detach()
+    return -critic(obs, action, first_only=True)[0]
 
 
 def q_actor_backward(
@@ -38,6 +54,7 @@ def q_actor_backward(
     no gradient), then through the actor.
     """
     action, actor_tape = pi.for_actor_loss(obs)
+    pi.last_output = action.detach()
     q, critic_tapes = critic.forward_tape(obs, action, first_only=True)  # (1, B, 1)
     action_grad = critic.backward(critic_tapes, torch.full_like(q, -1.0) * c, params=False, action_grad=True)
     assert action_grad is not None

@@ -25,6 +25,9 @@ class PolicyMemo:
         """False under the autograd backend: the actor loss runs its own forward pass."""
         self._obs: Tensor | None = None
         self._result: tuple[Any, Any] | None = None
+        self.last_output: Tensor | None = None
+        """The actor's output in this update's actor loss, detached (DDPG's and TD3's logged share at the
+        bounds reads it); None until then."""
 
     def for_correction(self, obs: Tensor, actor_due: bool) -> Any:
         """The actor's output on ``obs``."""
