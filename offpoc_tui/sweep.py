@@ -201,9 +201,15 @@ def load_sweep(path: Path) -> Sweep:
             name=name,
         )
         try:
-            cells.append(Cell(algo, env, key, build_specs(request)))
+            built = build_specs(request)
         except UsageError as error:
             raise UsageError(f"sweep {name}, cell {label}: {error}") from None
+        twin = next(
+            (c for c in cells if c.algo == algo and c.env == env and c.specs[0].config == built[0].config), None
+        )
+        if twin is not None:
+            raise UsageError(f"sweep {name}: the methods {twin.method} and {key} are the same runs (listed twice)")
+        cells.append(Cell(algo, env, key, built))
     unused = [k for k in shared if k not in used]
     if unused and cells:
         group = group_of(unused[0])

@@ -101,8 +101,11 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     for key, tasks in scores.items():
         algo, correction, _, sampler, source, variant = key
         base: MethodKey = (algo, BASELINE, None, sampler, source, baseline_variant(variant))
-        if base not in scores:  # a variant the baseline was not run in: the baseline's default settings
+        if base not in scores:  # a variant the baseline was not run in: the baseline's default settings,
             base = (algo, BASELINE, None, sampler, source, "")
+        alone = [k for k in scores if k[0] == algo and k[1] == BASELINE and k[4] == source]
+        if base not in scores and len(alone) == 1:  # else the only baseline there is (as Compare does)
+            base = alone[0]
         if correction == BASELINE or base not in scores or not set(tasks) & set(scores[base]):
             continue
         probability, low, high = improvement_interval(tasks, scores[base], resamples, seed)

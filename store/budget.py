@@ -10,8 +10,9 @@ curves). By default its budget is where the compared seeds are:
 - while none has finished, the running ones: each method's furthest seed, and the budget is the
   smallest of those, so every method has a seed there and a seed that has just started (or was
   queued behind the others) does not drag the whole task back to step 0;
-- a run that failed or was stopped early never holds the comparison back; where a task has no run
-  trained here, its imported runs set it alike (the smallest of their last steps).
+- a run that failed or was stopped early never holds the comparison back: with no run trained here
+  finished or running, the imported runs set it alike (the smallest of their last steps), and only
+  where there are none either, the runs that ended early.
 
 Imported curves are cut at it. ``--until STEP`` asks for a budget instead.
 
@@ -98,8 +99,9 @@ def budget(runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int 
         own = [r for r in started if source_of(r) == "offpoc"]
         finished = [r for r in own if r["status"] == "finished"]
         running = [r for r in own if r["status"] == "running"]
-        if finished or not running:
-            step = min((reach[r["id"]] for r in finished or own or started), default=None)
+        if finished or not running:  # nothing finished or running here: the imported curves, else what there is
+            imported = [r for r in started if source_of(r) != "offpoc"]
+            step = min((reach[r["id"]] for r in finished or imported or own), default=None)
         else:  # each method's furthest seed; the budget is the least of those
             furthest: dict[Any, int] = {}
             for r in running:

@@ -1,7 +1,7 @@
 """One run per seed: the runs a method's statistics count.
 
-A method's seeds are its independent replications. Two runs of one method with the same seed, on one
-environment from one source (say `sweeps/quick.toml`'s seed 0 at 3,000 steps and a `--compare` study's
+A method's seeds are its independent replications. Two runs of one method trained here with the same
+seed, on one environment (say `sweeps/quick.toml`'s seed 0 at 3,000 steps and a `--compare` study's
 seed 0 at 100,000 steps, which differ only in their budget or evaluation schedule), are the same
 replication trained twice: counting both would count one seed as two and shrink every interval and
 p-value. So each method keeps one run per seed, the one that has reached furthest (it counts at the most
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from store.tasks import source_of
 from store.variants import method_of
 
 Run = TypeVar("Run", bound=Mapping[str, Any])
@@ -22,10 +23,10 @@ def one_per_seed(runs: Sequence[Run], reach: Mapping[int, int]) -> tuple[list[Ru
     """(``runs`` with one per method and seed, in their order; (left out, kept instead) for each other).
 
     A method is :func:`store.variants.method_of` and the run's ``variant``; ``reach``: each run's latest
-    evaluated step (a run without an evaluation reaches nowhere). A run without a seed stands alone."""
+    evaluated step (a run without an evaluation reaches nowhere). Imported runs and runs without a seed stand alone."""
     best: dict[tuple[Any, ...], Run] = {}
     for run in runs:
-        if run.get("seed") is None:
+        if not _own(run):
             continue
         key = (*method_of(run), run.get("variant", ""), run["seed"])
         held = best.get(key)
@@ -33,7 +34,7 @@ def one_per_seed(runs: Sequence[Run], reach: Mapping[int, int]) -> tuple[list[Ru
             best[key] = run
     kept, dropped = [], []
     for run in runs:
-        if run.get("seed") is None:
+        if not _own(run):
             kept.append(run)
             continue
         chosen = best[(*method_of(run), run.get("variant", ""), run["seed"])]
@@ -42,6 +43,13 @@ def one_per_seed(runs: Sequence[Run], reach: Mapping[int, int]) -> tuple[list[Ru
         else:
             dropped.append((run, chosen))
     return kept, dropped
+
+
+def _own(run: Mapping[str, Any]) -> bool:
+    """A run trained here with a seed. Imported curves keep theirs: the published ones are distinct seeds
+    already, and a zoo import's seed is its folder's number (or one given for a whole folder), which two
+    different runs may share; copies among imports are :mod:`store.duplicates`' to find."""
+    return run.get("seed") is not None and source_of(run) == "offpoc"
 
 
 def repeats_note(dropped: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:

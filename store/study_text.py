@@ -12,11 +12,6 @@ from store.studies import StudyState, state, studies
 from store.summary import method_label
 from store.tasks import env_matches
 
-FIXED_NOTE = (
-    "Welch p and P(>base): one look at the seeds there are now, not a decision if looked at again"
-    " (offpoc run --compare --decide makes a sequential one)"
-)
-
 
 def label(now: StudyState, method: str) -> str:
     """The method's row name; a sweep's method with settings of its own (``none, batch_size=64``) says them."""

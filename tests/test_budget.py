@@ -79,7 +79,7 @@ def test_a_seed_that_just_started_does_not_drag_the_budget_back() -> None:
     assert budget(live, {1: 40_000, 2: 0, 3: 30_000, 4: 1_000}).step == 30_000  # not 0: each method has a seed there
     curves = {1: curve(40_000, 10.0), 2: curve(0, 10.0), 3: curve(30_000, 10.0), 4: curve(1_000, 10.0)}
     rows, _, b, _ = compare(group_runs(live), curves, {i: {} for i in curves})
-    assert b.step == 30_000 and [(r.n_seeds, r.short, r.training_now) for r in rows] == [(1, 1, 1), (1, 1, 1)]
+    assert b.step == 30_000 and [(r.n_seeds, r.short, r.running_now) for r in rows] == [(1, 1, 1), (1, 1, 1)]
 
 
 def test_a_row_says_training_only_while_a_seed_can_still_reach_the_budget() -> None:
@@ -126,3 +126,31 @@ def test_tables_that_pool_tasks_budget_each_source_apart_and_say_when_budgets_di
         == "budgets differ between tasks pooled: td3 Ant offpoc 100,000, td3 Hopper offpoc 3,000 steps"
     )
     assert mixed_note(source_budgets(pub, reach)) == ""
+
+
+def test_the_line_across_tasks_counts_a_seed_trained_twice_once() -> None:
+    from offpoc_tui.dashboard.across import across_tasks
+    from store.stats import FinalWindow
+
+    runs = [run(i, "none", "finished", env=env) for i, env in ((1, "Hopper-v4"), (2, "Hopper-v4"),
+            (3, "Walker2d-v4"), (4, "Walker2d-v4"))]  # fmt: skip
+    repeat = {**run(5, "none", "finished"), "seed": 1}  # run 1's seed again, shorter: left out
+    curves = {1: curve(4_000, 500.0), 2: curve(4_000, 900.0), 3: curve(4_000, 300.0), 4: curve(4_000, 700.0),
+              5: curve(3_000, 3000.0)}  # fmt: skip
+    window = FinalWindow()
+    once = across_tasks(runs, {i: curves[i] for i in range(1, 5)}, window)
+    assert once and across_tasks([*runs, repeat], curves, window) == once
+
+
+def test_compare_names_only_the_settings_that_tell_its_rows_apart() -> None:
+    from offpoc_tui.dashboard.groups import row_label, shared_settings
+
+    keys = [("td3", "Hopper-v4", "none", None, "offpoc", "uniform", "start_steps=300"),
+            ("td3", "Hopper-v4", "acoffpoc", "jsd", "offpoc", "uniform", "correction_start=300, start_steps=300"),
+            ("td3", "Hopper-v4", "acoffpoc", "jsd", "offpoc", "uniform",
+             "batch_size=64, correction_start=300, start_steps=300")]  # fmt: skip
+    shared = shared_settings(keys)
+    assert shared == ["start_steps=300"]
+    assert [row_label(k, 1, shared) for k in keys] == [
+        "none", "acoffpoc/jsd {correction_start=300}", "acoffpoc/jsd {batch_size=64, correction_start=300}"
+    ]  # fmt: skip

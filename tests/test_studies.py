@@ -283,7 +283,7 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         assert "seeds run 10 of the fixed design's 30 (15 a method): 20 saved" in shown
         assert pane.decisions.size.height == 4  # every line on screen: the study, its pair, its interim, its seeds
         note = " ".join(shown_text(app, "#compare-note").split())
-        assert "p: one look at the seeds there are, not a decision if looked at again" in note
+        assert "p is one look at the seeds there are, not a decision if looked at again" in note
 
     drive(db_path, scenario)
     once = offpoc(db_path, "dashboard", "--once", env={"COLUMNS": "200"}).stdout
@@ -333,6 +333,14 @@ def test_sweep_decide_follows_each_study_through_its_interims_to_the_end_once(tm
     assert "done: 12 finished" in first.stdout and "TD3 + AC-Off-POC" in first.stdout.split("done:")[1]
     again = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2")
     assert "made before: nothing queued" in again.stdout and len(_runs(db)) == 12
+    changed = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "4", "--max-interims", "2", check=False)
+    assert changed.returncode == 2 and "was declared with another design, estimand or methods" in changed.stderr
+    store = open_store(db)
+    store.execute("UPDATE studies SET status = 'abandoned'")  # as `offpoc rm` of a running study's seeds leaves it
+    store.conn.commit()
+    abandoned = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2", check=False)
+    assert abandoned.returncode == 2 and "is abandoned and cannot go on" in abandoned.stderr
+    assert len(_runs(db)) == 12 and len(studies(open_store(db))) == 1
 
 
 @pytest.mark.parametrize(
@@ -341,6 +349,11 @@ def test_sweep_decide_follows_each_study_through_its_interims_to_the_end_once(tm
         ('[[methods]]\ncorrection = "acoffpoc"\n[[methods]]\ncorrection = "ace"\n', 'correction = "none", it has 0'),
         ('[[methods]]\ncorrection = "none"\n', "one method, nothing to compare it with"),
         ('[[methods]]\ncorrection = "none"\n[[methods]]\ncorrection = "none"\n', "the method none is listed twice"),
+        (
+            '[[methods]]\ncorrection = "none"\n[[methods]]\ncorrection = "acoffpoc"\n'
+            '[[methods]]\ncorrection = "acoffpoc"\ndivergence = "jsd"\n',
+            "the methods acoffpoc and acoffpoc/jsd are the same runs",
+        ),
     ],
 )
 def test_sweep_decide_refuses_a_file_without_one_baseline_in_one_line(

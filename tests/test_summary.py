@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from offpoc_tui.cli import app
 from store import open_store
-from store.runs import create_runs
+from store.runs import create_runs, finish
 from store.stats import final_performance
 from store.summary import method_label
 from store.tasks import env_family
@@ -105,6 +105,7 @@ def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_pa
     store.close()
     for run_id in ids:
         fill_learning(db, run_id, 12_000, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))  # finished runs set the budget
     filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
     # By default the published curves meet the runs trained here at their budget: 12,000 steps.
     default = {r["source"]: r for r in summary_json(db, *filters)}
@@ -192,6 +193,7 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
     store.close()
     for run_id in ids:
         fill_learning(db, run_id, 12_000, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))  # finished runs set the budget
     rows = summary_json(db, "--algo", "td3", "--env", "Hopper")
     assert {(r["env"], r["source"]) for r in rows} == {("Hopper-v4", "offpoc"), ("Hopper-v2", "published")}
     assert [r["correction"] for r in rows if r["source"] == "offpoc"] == ["none", "acoffpoc"]
@@ -248,7 +250,6 @@ def test_summary_of_a_single_seed_has_no_interval(filled_store: Path) -> None:
 def test_a_seed_trained_twice_counts_once_in_the_summary_and_the_table_says_so(tmp_path: Path) -> None:
     """quick.toml's TD3 seed 0 and a --compare study's seed 0 (differing only in budget) once showed as two
     seeds: one run a seed is counted, the furthest, and the Markdown note names the one left out."""
-    from store.runs import finish
     from store.summary import summary_rows
     from tests.storefill import fill
 

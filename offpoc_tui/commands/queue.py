@@ -334,6 +334,33 @@ def sweep(
         follow_runs(db, ids)
 
 
+def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any, target: Any) -> None:
+    """A study this sweep made before must be the one asked for now: its design, estimand and methods are
+    fixed before its first seed runs, so a changed file is refused (exit 2), not silently kept; one that
+    was abandoned or failed cannot go on, and is said so."""
+    from dataclasses import asdict
+
+    from store.studies import studies
+
+    for study in studies(store):
+        if study.name != name or (study.algo, study.env) not in tasks:
+            continue
+        where = f"study {study.id} of sweep {name} ({study.algo} {study.env})"
+        arms = tasks[(study.algo, study.env)]
+        same = (
+            study.design == design
+            and study.estimand == target
+            and json.loads(json.dumps({m: asdict(spec) for m, spec in arms.items()})) == study.arms
+        )
+        if not same:
+            fail(
+                f"{where} was declared with another design, estimand or methods, fixed before its first seed:"
+                " give the sweep a new name to start another study"
+            )
+        if study.status in ("abandoned", "failed"):
+            fail(f"{where} is {study.status} and cannot go on: give the sweep a new name to start again")
+
+
 def sweep_baseline(grid: Any) -> str:
     """The method every other is compared with by ``sweep --decide``: the one with correction none."""
     from offpoc_tui.specs import UsageError
@@ -387,6 +414,8 @@ def _sweep_studies(
             markup=False,
             highlight=False,
         )
+    if store is not None:
+        _check_made_before(store, grid.name, tasks, design, target)
     if dry_run:
         if store is not None:
             store.close()
@@ -417,8 +446,13 @@ def _sweep_studies(
         said = f"queued its first interim, {len(queued)} runs" if queued else "made before: nothing queued"
         out.print(f"study {study_id}: {algo} {env}, {said}", markup=False, highlight=False)
     if not ids:
-        out.print(f"sweep {grid.name} --decide: every study exists already (offpoc dashboard shows them)")
+        from store.studies import studies
+
+        running = [s.id for s in studies(store, status="running") if s.id in made]
         store.close()
+        out.print(f"sweep {grid.name} --decide: every study exists already (offpoc dashboard shows them)")
+        if follow_ and running:
+            follow_runs(db, [], running)
         return
     RunFiles.of(store, db).ensure()
     limit = start_runs(db, store, where)

@@ -73,7 +73,7 @@ def follow(
     ids = resolve_runs(store, runs) if runs else [r["id"] for r in list_runs(store, statuses=["queued", "running"])]
     running = [] if runs else [s.id for s in stored_studies(store, status="running")]
     store.close()
-    if not ids:
+    if not ids and not running:
         out.print("no active runs")
         return
     follow_runs(db, ids, running)

@@ -16,6 +16,7 @@ from store.aggregate import improvement_interval, interval, iqm
 from store.budget import cut, mixed_note, reach_of_curves, source_budgets
 from store.normalise import NormalisationError, normaliser
 from store.runs import RunRow
+from store.seeds import one_per_seed
 from store.stats import FinalWindow, final_returns
 from store.summary import method_rank
 from store.tasks import env_family, source_of, task_of
@@ -37,6 +38,7 @@ def across_tasks(
     if len({run["env"] for run in runs}) < 2:
         return ""
     reach = reach_of_curves(curves)
+    runs = one_per_seed(runs, reach)[0]
     budgets = source_budgets(runs, reach, until)
     for run in runs:
         budget = budgets[(*task_of(run), source_of(run))]
@@ -62,9 +64,10 @@ def across_tasks(
         name += "" if method[2] == "offpoc" else f" {method[2]}"
         name += f" {{{method[4]}}}" if method[4] else ""
         text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
+        alone = [k for k in methods if k[0] == BASELINE and k[2] == method[2]]
         base = methods.get(
             (BASELINE, None, method[2], method[3], baseline_variant(method[4])),
-            methods.get((BASELINE, None, method[2], method[3], "")),
+            methods.get((BASELINE, None, method[2], method[3], ""), methods[alone[0]] if len(alone) == 1 else None),
         )
         if method[0] != BASELINE and base is not None and set(base) & set(scores):
             p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)

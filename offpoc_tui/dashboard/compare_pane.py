@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
-from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, versions_shown
+from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, shared_settings, versions_shown
 from offpoc_tui.dashboard.model import CompareData
 from offpoc_tui.dashboard.plots import FigurePlot, short
 from offpoc_tui.views import number
@@ -34,9 +34,9 @@ def p_text(p: float | None) -> str:
 def note(window: FinalWindow) -> str:
     """What the table's figures are (the steps each row's final window spans are its 'final over steps')."""
     return (
-        f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width"
-        " · vs baseline, Welch p, P(>base) (a seed beats a baseline seed): the baseline of the same env and source;"
-        " p: one look at the seeds there are, not a decision if looked at again (--decide makes one)"
+        f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width · vs"
+        " baseline, Welch p, P(>base): against the baseline of its env and source; p is one look at the"
+        " seeds there are, not a decision if looked at again (--decide)"
     )
 
 
@@ -50,13 +50,16 @@ def seeds_text(row: CompareRow) -> str:
     return str(total) if row.n_seeds == total else f"{row.n_seeds} of {total}"
 
 
+def shared_text(shared: list[str]) -> str:
+    """`` · every row: start_steps=300``, or nothing."""
+    return f" · every row: {', '.join(shared)}" if shared else ""
+
+
 def final_text(row: CompareRow) -> str:
     """The final return ± its interval (none with one seed); where no seed is at the budget, why: training
     (a seed running), queued (seeds waiting), or ended short (every seed left ended before the budget)."""
     if row.training:
-        if row.training_now == 0:
-            return "ended short"
-        return "queued" if row.short == 0 else "training"
+        return "training" if row.running_now else "queued" if row.queued_now else "ended short"
     if math.isnan(row.final_mean):
         return "–"
     if math.isnan(row.final_ci):
@@ -64,11 +67,12 @@ def final_text(row: CompareRow) -> str:
     return f"{row.final_mean:,.1f} ± {row.final_ci:,.1f}"
 
 
-def row_cells(row: CompareRow, versions: int = 1) -> list[Text | str]:
-    """``versions``: how many env versions the table shows (their rows then name theirs)."""
+def row_cells(row: CompareRow, versions: int = 1, shared: list[str] | None = None) -> list[Text | str]:
+    """``versions``: how many env versions the table shows (their rows then name theirs); ``shared``: the
+    settings every row holds, said once by :func:`shared_text` instead of in each name."""
     diff = "baseline" if row.key[2] == BASELINE else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
     return [
-        Text(row_label(row.key, versions), style="" if row.key[4] == "offpoc" else "dim"),
+        Text(row_label(row.key, versions, shared), style="" if row.key[4] == "offpoc" else "dim"),
         Text(seeds_text(row), justify="right"),
         Text(final_text(row), justify="right"),
         Text(span_text(row.final_span), justify="right"),
@@ -146,7 +150,8 @@ class ComparePane(Vertical):
     def show(self, data: CompareData) -> None:
         self.plot.show(data.figure)
         versions = versions_shown(data.rows)
-        cells = [row_cells(row, versions) for row in data.rows]
+        shared = shared_settings([row.key for row in data.rows])
+        cells = [row_cells(row, versions, shared) for row in data.rows]
         self._columns(cells)
         for row in cells:
             self.table.add_row(*row)
@@ -155,4 +160,4 @@ class ComparePane(Vertical):
         across = f"\n{data.across}" if data.across else ""
         self.decisions.update(Text("\n".join(data.decisions)))
         self.decisions.set_class(bool(data.decisions), "visible")
-        self.note.update(Text(f"{budget}{threshold}{across}\n{note(self.window)}"))
+        self.note.update(Text(f"{budget}{threshold}{shared_text(shared)}{across}\n{note(self.window)}"))

@@ -60,8 +60,21 @@ def group_label(key: GroupKey, n: int) -> str:
     return f"{key[0]} {key[1]} {method(key)}{source} (n={n})"
 
 
-def row_label(key: GroupKey, versions: int) -> str:
-    """A Compare row: the method, then (where it helps) the source and the env version."""
+def shared_settings(keys: list[GroupKey]) -> list[str]:
+    """The ``k=v`` settings every one of two or more rows' variants holds: they tell no row apart, so Compare
+    says them once instead of in every row's name."""
+    if len(keys) < 2:
+        return []
+    parts = [key[6].split(", ") if key[6] else [] for key in keys]
+    return [p for p in parts[0] if all(p in other for other in parts[1:])]
+
+
+def row_label(key: GroupKey, versions: int, shared: list[str] | None = None) -> str:
+    """A Compare row: the method, then (where it helps) the source and the env version; ``shared``: settings
+    every row holds, left out of the name (:func:`shared_settings`)."""
+    if shared:
+        variant = ", ".join(p for p in key[6].split(", ") if p and p not in shared)
+        key = (*key[:6], variant)
     label = method(key)
     if key[4] != "offpoc":
         label += f" {'pub' if key[4] == 'published' else key[4]}"
@@ -120,8 +133,10 @@ class CompareRow:
     """Seeds with evaluations short of the budget (still training, or ended before it): not in ``n_seeds``."""
     queued: int = 0
     """Seeds without an evaluation yet (queued, or ended before their first)."""
-    training_now: int = 0
-    """Seeds not in ``n_seeds`` that are queued or running: they may reach the budget yet."""
+    running_now: int = 0
+    """Seeds not in ``n_seeds`` that are running: they may reach the budget yet."""
+    queued_now: int = 0
+    """Seeds not in ``n_seeds`` that are queued."""
 
     @property
     def training(self) -> bool:
@@ -131,7 +146,7 @@ class CompareRow:
     @property
     def ended_short(self) -> int:
         """Seeds not in ``n_seeds`` that ended (failed, stopped, lost, or finished before the budget)."""
-        return self.short + self.queued - self.training_now
+        return self.short + self.queued - self.running_now - self.queued_now
 
 
 class Comparison(NamedTuple):
@@ -142,6 +157,11 @@ class Comparison(NamedTuple):
     threshold: float | None
     budget: Budget
     repeats: tuple[tuple[RunRow, RunRow], ...] = ()
+
+
+def _waiting(runs: list[RunRow], status: str, budgeted: Budget, reach: dict[int, int]) -> int:
+    """How many of ``runs`` have ``status`` and do not count at the budget."""
+    return sum(r["status"] == status and not budgeted.counts(reach.get(r["id"])) for r in runs)
 
 
 def config_diff(config: dict[str, Any], baseline: dict[str, Any], varying: frozenset[str] = frozenset()) -> str:
@@ -227,10 +247,8 @@ def compare(
                 final_span=final_span(seeds[key], last),
                 short=len(every[key]) - n,
                 queued=len(groups[key]) - len(every[key]),
-                training_now=sum(
-                    r["status"] in ("queued", "running") and not budgeted.counts(reach.get(r["id"]))
-                    for r in groups[key]
-                ),
+                running_now=_waiting(groups[key], "running", budgeted, reach),
+                queued_now=_waiting(groups[key], "queued", budgeted, reach),
             )
         )
     return Comparison(rows, threshold, budgeted, tuple(repeats))

@@ -442,7 +442,7 @@ def compare_rows(
     """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
     groups = group_runs(members)
     returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}  # (steps, returns)
-    found = configs(db, [g[0]["id"] for g in groups.values()])
+    found = configs(db, [r["id"] for r in members])  # every run's: a group's first may be a repeat left out
     return compare(groups, returns, found, threshold, window or FinalWindow(), until)
 
 

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from offpoc_tui.dashboard.across import across_tasks
 from offpoc_tui.dashboard.caches import EvalCache
-from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells
-from offpoc_tui.dashboard.groups import task_name, versions_shown
+from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells, shared_text
+from offpoc_tui.dashboard.groups import shared_settings, task_name, versions_shown
 from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
@@ -26,12 +26,14 @@ def compare_table(algo: str, env: str, rows: list[Any], threshold: float | None,
     env = task_name(env, rows)
     title = f"{algo} on {env}" + (f", compared {budget}" if budget else "")
     title += f" · threshold {number(threshold, ',.1f')}" if threshold is not None else ""
+    shared = shared_settings([row.key for row in rows])
+    title += shared_text(shared)
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", box=None)
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("method", "config vs baseline") else "right")
     versions = versions_shown(rows)
     for row in rows:
-        table.add_row(*row_cells(row, versions))
+        table.add_row(*row_cells(row, versions, shared))
     return table
 
 
