@@ -196,7 +196,7 @@ def run(
     if follow_:
         follow_runs(db, ids, [study_id] if study is not None else None)
     elif study is not None:  # `follow` with no runs named follows the study's next interims too
-        out.print(f"watch: offpoc follow{on}  ·  offpoc dashboard{on} (Compare, c)", markup=False)
+        out.print(f"watch: offpoc follow{on}  ·  offpoc dashboard{on} (Compare: 4)", markup=False)
     else:
         out.print(
             f"watch: offpoc follow {id_list(ids)}{on}  ·  offpoc ps{on}  ·  offpoc show {ids[0]}{on}", markup=False
