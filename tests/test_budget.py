@@ -154,3 +154,26 @@ def test_compare_names_only_the_settings_that_tell_its_rows_apart() -> None:
     assert [row_label(k, 1, shared) for k in keys] == [
         "none", "acoffpoc/jsd {correction_start=300}", "acoffpoc/jsd {batch_size=64, correction_start=300}"
     ]  # fmt: skip
+
+
+def test_imported_runs_sharing_a_seed_number_are_all_kept_and_failed_runs_never_cut_them() -> None:
+    """A zoo import's seed is its folder's number: two different zoo runs may share it, and both count.
+    A failed run of ours at 250 steps does not cut the published curves to 250."""
+    from store.seeds import one_per_seed
+
+    zoo = [{**run(i, "none", "finished", origin="zoo:x"), "seed": 0} for i in (1, 2)]
+    assert one_per_seed(zoo, {1: 5_000, 2: 5_000}) == (zoo, [])
+    published = [run(3, "none", "finished", env="Hopper-v2", origin="reference:x")]
+    failed = [run(4, "none", "failed"), run(5, "acoffpoc", "stopped")]
+    assert budget([*published, *failed], {3: 1_000_000, 4: 250, 5: 50_000}).step == 1_000_000
+    assert budget(failed, {4: 250, 5: 50_000}).step == 250  # nothing else: what there is
+
+
+def test_the_improvement_table_meets_the_tasks_only_baseline_as_compare_does() -> None:
+    from store.aggregate_tables import improvement_rows
+
+    base = ("td3", "none", None, "uniform", "offpoc", "start_steps=500")
+    method = ("td3", "acoffpoc", "jsd", "uniform", "offpoc", "start_steps=7500")
+    scores = {base: {"Hopper-v4": np.array([0.1, 0.2])}, method: {"Hopper-v4": np.array([0.5, 0.6])}}
+    (row,) = improvement_rows(scores, resamples=50)  # type: ignore[arg-type]
+    assert row[3] == "none {start_steps=500}" and row[4] == 1.0

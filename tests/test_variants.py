@@ -118,3 +118,32 @@ def test_a_method_with_settings_of_its_own_meets_the_tasks_only_baseline_and_say
     corrected = next(row for row in table if row.key[2] == "acoffpoc")
     assert corrected.diff_pct is not None and corrected.p_value is not None
     assert corrected.config_diff == "start_steps=2500"
+
+
+def test_compares_config_column_reads_the_run_kept_when_a_groups_first_run_is_a_repeat(tmp_path: Path) -> None:
+    """The repeat left out (run 1, seed 0 at 3,000 steps) is its group's first: the config column must still
+    read the settings of the runs kept, not fall back to nothing and say "same"."""
+    from offpoc_tui.dashboard.caches import EvalCache
+    from offpoc_tui.dashboard.model import compare_rows
+    from store.runs import finish
+
+    db = tmp_path / "r.db"
+    store = open_store(db, create=True)
+
+    def spec(correction: str, seed: int, batch: int, steps: int) -> RunSpec:
+        config = {"algo": "td3", "env_id": "Hopper-v4", "correction": correction, "seed": seed, "batch_size": batch,
+                  "sampler": "uniform", "total_steps": steps}  # fmt: skip
+        divergence = "jsd" if correction != "none" else None
+        return RunSpec("r", "td3", "Hopper-v4", correction, divergence, seed, steps, config)
+
+    ids = create_runs(store, [spec("acoffpoc", 0, 64, 3000), spec("acoffpoc", 0, 64, 6000), spec("none", 0, 256, 6000)])
+    store.close()
+    for run_id, steps in zip(ids, (3000, 6000, 6000), strict=True):
+        fill_learning(db, run_id, steps, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))
+    store = open_store(db)
+    runs = label_variants(store, list_runs(store))
+    rows, _, _, repeats = compare_rows(store, runs, EvalCache().update(store, ids), None)
+    corrected = next(row for row in rows if row.key[2] == "acoffpoc")
+    assert [a["id"] for a, _ in repeats] == [ids[0]] and corrected.n_seeds == 1
+    assert "batch_size=64" in corrected.config_diff

@@ -334,25 +334,29 @@ def sweep(
         follow_runs(db, ids)
 
 
-def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any, target: Any) -> None:
+def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any, target: Any, first_seed: int) -> None:
     """A study this sweep made before must be the one asked for now: its design, estimand and methods are
     fixed before its first seed runs, so a changed file is refused (exit 2), not silently kept; one that
     was abandoned or failed cannot go on, and is said so."""
     from dataclasses import asdict
 
+    from agents.config import TrainConfig
     from store.studies import studies
+
+    def resolved(arms: dict[str, Any]) -> dict[str, Any]:  # as the config reads them (a field added since: its value)
+        return {
+            m: {**arm, "config": TrainConfig.from_dict(arm["config"]).to_dict(), "seed": None}
+            for m, arm in json.loads(json.dumps(arms)).items()
+        }
 
     for study in studies(store):
         if study.name != name or (study.algo, study.env) not in tasks:
             continue
         where = f"study {study.id} of sweep {name} ({study.algo} {study.env})"
-        arms = tasks[(study.algo, study.env)]
-        same = (
-            study.design == design
-            and study.estimand == target
-            and json.loads(json.dumps({m: asdict(spec) for m, spec in arms.items()})) == study.arms
-        )
-        if not same:
+        asked = {m: asdict(spec) for m, spec in tasks[(study.algo, study.env)].items()}
+        if study.first_seed != first_seed:
+            fail(f"{where} starts at seed {study.first_seed}, the file now at {first_seed}: give the sweep a new name")
+        if (study.design, study.estimand) != (design, target) or resolved(asked) != resolved(study.arms):
             fail(
                 f"{where} was declared with another design, estimand or methods, fixed before its first seed:"
                 " give the sweep a new name to start another study"
@@ -415,7 +419,7 @@ def _sweep_studies(
             highlight=False,
         )
     if store is not None:
-        _check_made_before(store, grid.name, tasks, design, target)
+        _check_made_before(store, grid.name, tasks, design, target, first)
     if dry_run:
         if store is not None:
             store.close()
@@ -446,9 +450,9 @@ def _sweep_studies(
         said = f"queued its first interim, {len(queued)} runs" if queued else "made before: nothing queued"
         out.print(f"study {study_id}: {algo} {env}, {said}", markup=False, highlight=False)
     if not ids:
-        from store.studies import studies
+        from store.studies import state, studies
 
-        running = [s.id for s in studies(store, status="running") if s.id in made]
+        running = [s.id for s in studies(store, status="running") if s.id in made and not state(store, s).holds]
         store.close()
         out.print(f"sweep {grid.name} --decide: every study exists already (offpoc dashboard shows them)")
         if follow_ and running:

@@ -65,13 +65,14 @@ def follow(
 ) -> None:
     """Progress bars for runs until they end (Ctrl-C detaches; the runs keep going); with no runs named, every
     active run and the next interims of running --decide studies."""
+    from store.studies import state
     from store.studies import studies as stored_studies
 
     store = open_db(db)
     reap_lost(store)
     wake_scheduler(store, db)
     ids = resolve_runs(store, runs) if runs else [r["id"] for r in list_runs(store, statuses=["queued", "running"])]
-    running = [] if runs else [s.id for s in stored_studies(store, status="running")]
+    running = [] if runs else [s.id for s in stored_studies(store, status="running") if not state(store, s).holds]
     store.close()
     if not ids and not running:
         out.print("no active runs")
