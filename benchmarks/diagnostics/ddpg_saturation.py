@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.checkpoint import load
+from agents.checkpoint import load, read_state
 from agents.training import Trainer
 from store import open_store
 from store.files import RunFiles
@@ -83,8 +83,9 @@ def main() -> None:
         trainer = load(Trainer, path, sink=None, should_stop=None, total_steps=None)
         m = measure(trainer)
         r = rows[run_id]
+        step = read_state(path)["counters"]["step"]  # the checkpoint's, which a running run is past
         print(
-            f"{run_id:>3}  {r['algo']:<5} {r['env']:<15} {r['correction']:<11} {r['seed']:>4} {r['steps']:>7,}"
+            f"{run_id:>3}  {r['algo']:<5} {r['env']:<15} {r['correction']:<11} {r['seed']:>4} {step:>7,}"
             f" {m['return']:>8.1f} {m['at_bound']:>8.1%} {m['all_at_bound']:>9.1%} {m['q_abs']:>7.1f}"
             f" {m['td_mse']:>9.3f} {m['decay_term']:>10.3f}"
         )
