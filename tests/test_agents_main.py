@@ -42,5 +42,8 @@ def test_a_short_run_writes_json_records(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in records if r["type"] == "EvalRecord"]
     assert evals == [0, 100, 200, 300]
-    lams = [v for r in records if r["type"] == "QuantityBlock" for row in r["values"] for v in row]
+    blocks = [r for r in records if r["type"] == "QuantityBlock"]
+    lams = [v for r in blocks if r["quantity"]["name"] == "lambda" for row in r["values"] for v in row]
     assert len(lams) == 200 and all(0 <= v <= 1 for v in lams)
+    shares = [v for r in blocks if r["quantity"]["name"] == "at_bound" for row in r["values"] for v in row]
+    assert len(shares) == 100 and all(0 <= v <= 1 for v in shares)  # TD3's actor steps every other update

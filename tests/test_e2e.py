@@ -34,9 +34,13 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     evaluations = export(db, "evaluations")
     assert [int(r["step"]) for r in evaluations] == [0, 1000, 2000, 3000]
     assert all(r["algo"] == "td3" and r["correction"] == "acoffpoc" and r["divergence"] == "jsd" for r in evaluations)
-    weights = export(db, "weights")
+    every = export(db, "weights")
+    weights = [r for r in every if r["quantity"] == "lambda"]
     assert len(weights) == 2500 and [int(r["step"]) for r in weights] == list(range(501, 3001))
-    assert all(r["quantity"] == "lambda" and 0.0 <= float(r["value"]) <= 1.0 for r in weights)
+    assert all(0.0 <= float(r["value"]) <= 1.0 for r in weights)
+    shares = [r for r in every if r["quantity"] == "at_bound"]  # TD3's actor, every other update from step 501
+    assert len(shares) == 1250 and all(0.0 <= float(r["value"]) <= 1.0 for r in shares)
+    assert len(every) == len(weights) + len(shares)
     run = runs(db)[1]
     assert run["status"] == "finished" and run["steps"] == 3000
     assert (tmp_path / "offpoc.db-runs" / "1" / "checkpoint.pt").exists()

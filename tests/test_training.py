@@ -33,8 +33,10 @@ def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
     assert [s.step for s in stats] == [1000, 1500, 2000] and all(np.isfinite(s.critic_loss) for s in stats)
     assert all(s.sps > 0 for s in sink.stats)
     weights = sink.weight_values()
+    own = {"at_bound"} if algo != "sac" else set()  # DDPG's and TD3's share of actions at the bounds
+    assert {h.quantity.name for h in sink.histograms} - {"lambda", "lambda_ess"} == own
     if correction == "none":
-        assert weights.shape[0] == 0 and not sink.histograms
+        assert weights.shape[0] == 0 and {h.quantity.name for h in sink.histograms} == own
         return
     # Every batch from the correction's start (the update in step 1000) has its weight recorded.
     active = 1001
