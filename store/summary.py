@@ -133,7 +133,13 @@ def matching_runs(
     return _matching(db, algos, envs, corrections, run_ids, sources, dedupe)[0]
 
 
-def repeated_runs(
+def repeated_runs(db: sqlite_utils.Database, **filters: Any) -> list[tuple[RunRow, RunRow]]:
+    """The runs :func:`matching_runs` (same ``filters``) leaves out as repeating a seed of their method, each
+    with the run kept."""
+    return _matching(db, **filters)[1]
+
+
+def _matching(
     db: sqlite_utils.Database,
     algos: list[str] | None = None,
     envs: list[str] | None = None,
@@ -141,19 +147,6 @@ def repeated_runs(
     run_ids: list[int] | None = None,
     sources: list[str] | None = None,
     dedupe: bool = False,
-) -> list[tuple[RunRow, RunRow]]:
-    """The runs :func:`matching_runs` leaves out as repeating a seed of their method, each with the run kept."""
-    return _matching(db, algos, envs, corrections, run_ids, sources, dedupe)[1]
-
-
-def _matching(
-    db: sqlite_utils.Database,
-    algos: list[str] | None,
-    envs: list[str] | None,
-    corrections: list[str] | None,
-    run_ids: list[int] | None,
-    sources: list[str] | None,
-    dedupe: bool,
 ) -> tuple[list[RunRow], list[tuple[RunRow, RunRow]]]:
     from store.budget import reach_of
     from store.seeds import one_per_seed
