@@ -26,6 +26,7 @@ from agents.options import Options, docstrings
 
 ALGORITHMS: tuple[str, ...] = ("ddpg", "td3", "sac")
 BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
+DECAY_FORMS: tuple[str, ...] = ("loss", "adam")
 
 
 class ConfigError(ValueError):
@@ -99,7 +100,10 @@ class TrainConfig:
     critic_lr: float | None = None
     """Critic Adam learning rate; None = the algorithm's default."""
     critic_weight_decay: float | None = None
-    """Critic Adam L2 weight decay; None = the algorithm's default (DDPG 1e-2)."""
+    """Critic L2 weight decay wd (the gradient of wd/2·‖θ‖²); None = the algorithm's default (DDPG 1e-2)."""
+    critic_decay_form: str = "loss"
+    """Where the critic's weight decay enters: loss (inside the weighted loss, scaled by a correction's
+    weight as the TD term is) or adam (Adam's L2, outside the weights: the authors' code)."""
     hidden: tuple[int, ...] | None = None
     """Hidden layer sizes of every network; None = the algorithm's default."""
     layer_norm: bool = False
@@ -235,6 +239,10 @@ class TrainConfig:
         return self.backend
 
     def _validate(self) -> None:
+        if self.critic_decay_form not in DECAY_FORMS:
+            raise ConfigError(
+                f"unknown critic_decay_form {self.critic_decay_form!r}: choose one of {', '.join(DECAY_FORMS)}"
+            )
         if self.divergence not in DIVERGENCES:
             raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
@@ -321,7 +329,7 @@ class TrainConfig:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
         correction, sampler = data.get("correction", "none"), data.get("sampler", "uniform")
         owned = {flat for group in plugins.owned_groups(correction, sampler) for flat in group.flat_names()}
-        legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned}
+        legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned or k in _COMMON}
         values = {k: v for k, v in {**legacy, **data}.items() if k in _COMMON or k in owned}
         return cls.make(**values)
 
@@ -331,6 +339,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "geoff_m2": "all",
     "geoff_traces": "fresh",
     "ris_ratio": "stored",
+    "critic_decay_form": "adam",
 }
 """Fields added after runs were stored, with the value that reproduces how such a run trained (the
 behaviour before the field existed), where that differs from today's default: a stored config that

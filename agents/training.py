@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +25,7 @@ from agents.algorithms import make_algorithm
 from agents.config import ConfigError, TrainConfig
 from agents.corrections import Collected, CorrectionSettings, make_correction
 from agents.envs import env_dims, make_env
-from agents.evaluation import evaluate
+from agents.evaluation import eval_at_bound, evaluate
 from agents.recorder import QuantityRecorders, StatsAccumulator
 from agents.replay import ReplayBuffer
 from agents.samplers import make_sampler
@@ -146,14 +146,15 @@ class Trainer:
         if record is not None:
             emit(self.sink, record)
 
-    def _emit_all(self, records: list[QuantityBlock] | list[QuantityHistogram]) -> None:
+    def _emit_all(self, records: Sequence[QuantityBlock | QuantityHistogram]) -> None:
         for record in records:
             emit(self.sink, record)
 
     def _evaluate(self, clock: float) -> None:
         c = self.config
-        returns, lengths = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
+        returns, lengths, at_bound = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
         self._emit_all(self.weights.histograms(self.step))
+        self._emit_all(eval_at_bound(at_bound, self.step, self.agent.updates, c.histogram_bins))
         self._emit(
             EvalRecord(
                 step=self.step,

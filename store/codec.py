@@ -11,7 +11,6 @@ stored. One million TD3 updates take about 2 MB; one million SAC summaries
 
 from __future__ import annotations
 
-import itertools
 import json
 import zlib
 from collections.abc import Sequence
@@ -55,10 +54,18 @@ def decode_counts(text: str) -> np.ndarray:
     return np.asarray(json.loads(text), dtype=np.int64)
 
 
-def contiguous_runs(updates: np.ndarray, steps: np.ndarray) -> list[slice]:
-    """Slices of rows whose updates and steps both advance by exactly one."""
-    if len(updates) == 0:
-        return []
-    breaks = np.flatnonzero((np.diff(updates) != 1) | (np.diff(steps) != 1)) + 1
-    edges = [0, *breaks.tolist(), len(updates)]
-    return [slice(a, b) for a, b in itertools.pairwise(edges)]
+def regular_runs(updates: np.ndarray, steps: np.ndarray) -> list[tuple[slice, int]]:
+    """(rows, stride) of maximal runs of rows whose updates and steps both advance by one stride k ≥ 1 from
+    row to row: every update (k = 1), or every other one (what TD3 logs at its actor steps, k = 2). A block
+    stores its first update, first step and stride; its rows' own follow."""
+    runs: list[tuple[slice, int]] = []
+    start, n = 0, len(updates)
+    while start < n:
+        end, stride = start + 1, 1
+        if end < n and updates[end] - updates[start] == steps[end] - steps[start] >= 1:
+            stride = int(updates[end] - updates[start])
+            while end < n and updates[end] - updates[end - 1] == stride == steps[end] - steps[end - 1]:
+                end += 1
+        runs.append((slice(start, end), stride))
+        start = end
+    return runs

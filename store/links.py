@@ -44,15 +44,16 @@ INSERTS = {
     "train": "INSERT OR IGNORE INTO train (run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     "quantities": "INSERT OR IGNORE INTO quantities (run_id, name, label, low, high) VALUES (?, ?, ?, ?, ?)",
-    "weights": "INSERT OR IGNORE INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "weights": "INSERT OR IGNORE INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data,"
+    " stride) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "histograms": "INSERT OR IGNORE INTO histograms (run_id, quantity, step, counts) VALUES (?, ?, ?, ?)",
 }
 LAST_STEP_SQL = {
     "evaluations": "SELECT '', MAX(step) FROM evaluations WHERE run_id = ?",
     "episodes": "SELECT '', MAX(step) FROM episodes WHERE run_id = ?",
     "train": "SELECT '', MAX(step) FROM train WHERE run_id = ?",
-    "weights": "SELECT quantity, MAX(first_step + count - 1) FROM weights WHERE run_id = ? GROUP BY quantity",
+    "weights": "SELECT quantity, MAX(first_step + (count - 1) * stride) FROM weights WHERE run_id = ?"
+    " GROUP BY quantity",
     "histograms": "SELECT quantity, MAX(step) FROM histograms WHERE run_id = ? GROUP BY quantity",
 }
 

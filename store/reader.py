@@ -111,29 +111,30 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
 
 def weight_blocks(
     db: sqlite_utils.Database, run_id: int, after_step: int = -1, quantity: str = "lambda"
-) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
+) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray, int]]:
     """A run's blocks of one logged quantity (λ by default) starting past ``after_step``, in order.
 
-    Yields (first update, first step, columns, (count, columns) values). A run never writes
+    Yields (first update, first step, columns, (count, columns) values, stride): row i is at update
+    first + i·stride and step first step + i·stride (stride 2: every other update). A run never writes
     a step twice, so ``after_step`` (the last block's first step) is a watermark that misses nothing
     while the run's ``revision`` stays (a resumed run that replaced records bumps it).
     """
-    for first_update, first_step, count, columns, data in db.execute(
-        "SELECT first_update, first_step, count, columns, data FROM weights"
+    for first_update, first_step, count, columns, data, stride in db.execute(
+        "SELECT first_update, first_step, count, columns, data, stride FROM weights"
         " WHERE run_id = ? AND quantity = ? AND first_step > ? ORDER BY first_step",
         [run_id, quantity, after_step],
     ):
         names = tuple(columns.split(","))
-        yield first_update, first_step, names, decode_weights(data, len(names), count)
+        yield first_update, first_step, names, decode_weights(data, len(names), count), stride
 
 
 def weight_rows(
     db: sqlite_utils.Database, run_id: int, quantity: str = "lambda"
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
     """Per update: (update, step, columns, values) decoded from the run's blocks of ``quantity``, in order."""
-    for first_update, first_step, names, values in weight_blocks(db, run_id, quantity=quantity):
+    for first_update, first_step, names, values, stride in weight_blocks(db, run_id, quantity=quantity):
         for i in range(len(values)):
-            yield first_update + i, first_step + i, names, values[i]
+            yield first_update + i * stride, first_step + i * stride, names, values[i]
 
 
 def quantities(db: sqlite_utils.Database, run_ids: list[int]) -> list[dict[str, Any]]:

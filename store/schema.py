@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -231,7 +231,13 @@ ALTER TABLE runs ADD COLUMN interim INTEGER;
 ALTER TABLE runs ADD COLUMN arm TEXT
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9}
+# A block of a logged quantity may hold every other update (TD3 logs its actor's quantities at its actor
+# steps): its rows' updates and steps advance by ``stride``; 1 for every block written before.
+_V10 = """
+ALTER TABLE weights ADD COLUMN stride INTEGER NOT NULL DEFAULT 1
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10}
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
 DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import sqlite_utils
 
-from store.codec import contiguous_runs, encode_counts, encode_episodes, encode_weights
+from store.codec import encode_counts, encode_episodes, encode_weights, regular_runs
 from store.links import INSERTS, LAST_STEP_SQL, MEAN_LAMBDA_QUANTITY, Link, LocalLink, Rows
 
 FLUSH_INTERVAL_S = 1.0
@@ -157,12 +157,12 @@ class RunWriter:
         unit = (quantity.low, quantity.high) == (0.0, 1.0)
         keep = steps > self.last_step.get(("weights", name), -1)
         updates, steps, values = updates[keep], steps[keep], values[keep]
-        for part in contiguous_runs(updates, steps):
+        for part, stride in regular_runs(updates, steps):
             block = values[part]
             mean = float(block[:, 0].mean())
             self.pending["weights"].append(
                 (self.run_id, name, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns),
-                 mean, encode_weights(block, unit))
+                 mean, encode_weights(block, unit), stride)
             )  # fmt: skip
             if name == LAMBDA.name:
                 self.progress["mean_lambda"] = mean

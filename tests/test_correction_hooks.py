@@ -279,7 +279,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     writer.flush(400, 200)
 
     exported = [dict(zip(columns("weights"), r, strict=True)) for r in rows(db, "weights")]
-    assert {r["quantity"] for r in exported} == {LOSS.name, ERROR.name}
+    assert {r["quantity"] for r in exported} == {LOSS.name, ERROR.name, "eval_at_bound"}  # (and every evaluation's)
     losses = [r for r in exported if r["quantity"] == LOSS.name]
     assert len(losses) == 200 and all(r["value"] > 0 and r["min"] is None for r in losses)  # one value per update
     errors = [r for r in exported if r["quantity"] == ERROR.name]
@@ -287,11 +287,13 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
 
     runs = list_runs(db)
     model = Model()
-    shown = [model.answer(db, runs, Request(view="weights", cursor=run_id, quantity=i)) for i in range(3)]
+    shown = [model.answer(db, runs, Request(view="weights", cursor=run_id, quantity=i)) for i in range(4)]
     titles = [data.histogram.title for data in shown]  # type: ignore[union-attr]
-    assert titles[0].startswith("|r̂ − r| histogram") and "(v: reward-model loss)" in titles[0]
-    assert titles[1].startswith("reward-model loss histogram") and titles[2] == titles[0]
-    assert shown[1].training.ylabel == "reward-model loss"  # type: ignore[union-attr]
+    # λ first when logged, then by name: every evaluation's share at the bounds, then the correction's two
+    assert titles[0].startswith("evaluation actions at the bounds histogram") and titles[3] == titles[0]
+    assert titles[1].startswith("|r̂ − r| histogram") and "reward-model loss)" in titles[1]
+    assert titles[2].startswith("reward-model loss histogram")
+    assert shown[2].training.ylabel == "reward-model loss"  # type: ignore[union-attr]
 
 
 def test_an_algorithm_logs_a_quantity_on_the_same_path() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from store import SCHEMA_VERSION, StoreError, open_store
-from store.codec import MAX_ERROR, contiguous_runs, decode_weights, encode_weights
+from store.codec import MAX_ERROR, decode_weights, encode_weights, regular_runs
 from store.db import check_writable
 from store.export import columns, rows, write_rows
 from store.files import RunFiles
@@ -93,10 +93,15 @@ def test_quantities_off_the_unit_interval_round_trip_as_float32() -> None:
     np.testing.assert_allclose(decode_weights(encode_weights(pair), 2, 1), pair, atol=MAX_ERROR)
 
 
-def test_contiguous_runs_split_on_gaps() -> None:
+def test_regular_runs_split_where_the_stride_changes() -> None:
     updates = np.array([1, 2, 3, 7, 8, 10])
-    assert contiguous_runs(updates, updates + 100) == [slice(0, 3), slice(3, 5), slice(5, 6)]
-    assert contiguous_runs(np.array([], dtype=int), np.array([], dtype=int)) == []
+    assert regular_runs(updates, updates + 100) == [(slice(0, 3), 1), (slice(3, 5), 1), (slice(5, 6), 1)]
+    assert regular_runs(np.array([], dtype=int), np.array([], dtype=int)) == []
+    every_other = np.arange(2, 402, 2)  # TD3's actor steps: one block of stride 2, not 200 blocks
+    assert regular_runs(every_other, every_other + 1000) == [(slice(0, 200), 2)]
+    steps = every_other + 1000
+    steps[100:] += 1  # a step without an update: steps and updates part ways there, a new block begins
+    assert regular_runs(every_other, steps) == [(slice(0, 100), 2), (slice(100, 200), 2)]
 
 
 # ---- writer --------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
     assert all(s.sps > 0 for s in sink.stats)
     weights = sink.weight_values()
     own = {"at_bound"} if algo != "sac" else set()  # DDPG's and TD3's share of actions at the bounds
+    own |= {"eval_at_bound"}  # every algorithm's, per evaluation
+    own |= {"decay_share"} if algo == "ddpg" else set()  # DDPG's critic has a weight decay
+    assert [int(b.steps[0]) for b in sink.weights if b.quantity.name == "eval_at_bound"] == [0, 1000, 2000]
     assert {h.quantity.name for h in sink.histograms} - {"lambda", "lambda_ess"} == own
     if correction == "none":
         assert weights.shape[0] == 0 and {h.quantity.name for h in sink.histograms} == own
@@ -103,7 +106,7 @@ def test_stop_checkpoints_and_resume_continues_from_the_same_step(tmp_path: Path
     assert [e.return_mean for e in sinks[0].evals] == [e.return_mean for e in sinks[1].evals]
     assert [e.step for e in sinks[0].evals] == [2000]  # no evaluation step is repeated
     np.testing.assert_array_equal(sinks[0].weight_values(), sinks[1].weight_values())
-    first_update = sinks[0].weights[0].updates[0]
+    first_update = next(b for b in sinks[0].weights if b.quantity.name == "lambda").updates[0]
     assert first_update == result.updates + 1
 
 

@@ -45,6 +45,11 @@ from agents.optim import AdamStep, FlushSubnormals
 from agents.quantities import Quantity
 from agents.replay import Batch
 
+DECAY_SHARE = Quantity("decay_share", "decay's share of the critic's gradient")
+"""Per update with a critic weight decay, ‖d‖ / (‖g‖ + ‖d‖) of the gradient the critic's Adam receives, g
+the TD term's part and d the decay's (in whichever ``critic_decay_form``): 0 without decay, near 1 when
+the decay drives the critic. With the decay in Adam, a λ < 1 shrinks g alone and raises it (issue 49)."""
+
 
 def loss_coefficients(weight: Tensor | None, batch_size: int, normalised: bool = True) -> Tensor | float:
     """The c_i of L = Σ_i c_i ℓ_i, i.e. ∂L/∂ℓ_i: the only place weights enter.
@@ -64,6 +69,16 @@ def loss_coefficients(weight: Tensor | None, batch_size: int, normalised: bool =
     return weight / weight.sum().clamp_min(torch.finfo(weight.dtype).tiny)
 
 
+def total_weight(weight: Tensor | None, normalised: bool = True) -> Tensor | float:
+    """Σ_i c_i of :func:`loss_coefficients`: 1 for the plain mean, λ for a per-batch λ; for per-transition
+    λ_i, 1 normalised (0 when every λ_i is 0), mean λ_i otherwise."""
+    if weight is None:
+        return 1.0
+    if weight.ndim == 0:
+        return weight
+    return (weight.sum() > 0).to(weight.dtype) if normalised else weight.mean()
+
+
 def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:
     """L = Σ_i c_i ℓ_i for (B, 1) or (E, B, 1) per-sample losses."""
     return (coefficients * per_sample).sum()
@@ -79,6 +94,11 @@ def _set_grads(module: nn.Module, loss: Tensor) -> None:
     params = list(module.parameters())
     for param, grad in zip(params, torch.autograd.grad(loss, params), strict=True):
         param.grad = grad
+
+
+def _norm(tensors: list[Tensor]) -> Tensor:
+    """The 2-norm of a list of tensors taken as one vector."""
+    return torch.stack(torch._foreach_norm(tensors)).norm()
 
 
 class SoftUpdate:
@@ -160,7 +180,12 @@ class ActorCritic(ABC):
             SoftUpdate(target, source, config.tau)  # type: ignore[arg-type]
             for target, source in self.target_pairs()
         ]
-        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, config.critic_weight_decay)  # type: ignore[arg-type]
+        self._critic_params: list[Tensor] = list(self.critic.parameters())
+        self.critic_optimizer = adam(self._critic_params, config.critic_lr)  # type: ignore[arg-type]
+        self._decay_share: Tensor | None = None
+        self.set_critic_decay(float(config.critic_weight_decay or 0.0), config.critic_decay_form)
+        if config.critic_weight_decay:
+            self.quantities = (*self.quantities, DECAY_SHARE)
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr)  # type: ignore[arg-type]
         self._critic_adam, self._actor_adam = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
 
@@ -269,7 +294,38 @@ class ActorCritic(ABC):
         update = self._update_fast if self.fast else self._update_autograd
         losses = update(batch, weights, correction)
         logged = {**weights.logged, **self.logged()} if self.quantities else weights.logged
+        if self._decay_share is not None:
+            logged = {**logged, DECAY_SHARE.name: self._decay_share}
         return UpdateStats(*losses, alpha=self.alpha_value(), logged=logged)
+
+    def set_critic_decay(self, decay: float, form: str) -> None:
+        """The critic's weight decay ``decay`` and where it enters (``critic_decay_form``: loss or adam)."""
+        self.critic_decay = decay if form == "loss" else 0.0  # the update adds it to the loss
+        self._adam_decay = decay if form == "adam" else 0.0  # Adam's L2 adds it
+        self.critic_optimizer.param_groups[0]["weight_decay"] = self._adam_decay
+
+    def _add_critic_decay(self, weights: Weights) -> None:
+        """The decay term's gradient, with ``critic_decay_form`` loss: L = Σ_i c_i (ℓ_i + wd/2·‖θ‖²), so the
+        critic's gradient gains (Σ_i c_i)·wd·θ and a correction's weight scales the decay as it scales the
+        TD term (a sampler's importance weights do not: they reweight transitions, and the decay is no
+        transition's). With the plain mean, Σ_i c_i = 1: Adam's L2 exactly. Either form, it also measures
+        :data:`DECAY_SHARE`."""
+        if not (self.critic_decay or self._adam_decay):
+            return
+        grads: list[Tensor] = [p.grad for p in self._critic_params]  # type: ignore[misc]
+        td = _norm(grads)
+        if self._adam_decay:  # Adam adds wd·θ to the gradient itself
+            decay = _norm(self._critic_params) * self._adam_decay
+        else:
+            scale = total_weight(weights.critic, weights.normalised)
+            if isinstance(scale, Tensor) and scale.device.type == "cpu":
+                scale = float(scale)  # no sync to pay for here; as a number, λ = 1 is Adam's L2 to the bit
+            if isinstance(scale, Tensor):  # on a GPU: no host sync per update
+                torch._foreach_add_(grads, torch._foreach_mul(self._critic_params, scale * self.critic_decay))
+            else:
+                torch._foreach_add_(grads, self._critic_params, alpha=scale * self.critic_decay)
+            decay = _norm(self._critic_params) * (scale * self.critic_decay)
+        self._decay_share = decay / (td + decay).clamp_min(torch.finfo(td.dtype).tiny)
 
     def _actor_inputs(
         self, batch: Batch, weights: Weights, critic_c: Tensor | float, correction: Correction | None
@@ -297,6 +353,7 @@ class ActorCritic(ABC):
             critic_c = c if batch.importance is None else c * batch.importance
             critic_loss = weighted_sum(td_error.square().sum(0), critic_c)
             self.critic.backward(tapes, td_error * (2 * critic_c))
+            self._add_critic_decay(weights)
             self._critic_adam()
 
             # Actor (delayed for TD3); gradients reach the actor's parameters only.
@@ -325,6 +382,8 @@ class ActorCritic(ABC):
         critic_c = c if batch.importance is None else c * batch.importance
         critic_loss = weighted_sum((q - y).square().sum(0), critic_c)
         _set_grads(self.critic, critic_loss)
+        with torch.no_grad():
+            self._add_critic_decay(weights)
         self._critic_adam()
 
         # Actor (delayed for TD3): L = Σ_i c_i ℓ_i, gradients to the actor's parameters only.

@@ -118,8 +118,8 @@ class WeightCache:
 
     def update(self, db: sqlite_utils.Database, run_id: int, quantity: str = "lambda") -> RunQuantiles:
         run = self.runs.setdefault((run_id, quantity), RunQuantiles())
-        for _, first_step, columns, values in weight_blocks(db, run_id, run.last_first_step, quantity):
-            run.steps.append(first_step + (len(values) - 1) / 2)
+        for _, first_step, columns, values, stride in weight_blocks(db, run_id, run.last_first_step, quantity):
+            run.steps.append(first_step + (len(values) - 1) * stride / 2)
             run.values.append(block_quantiles(columns, values))
             run.last_first_step = first_step
         return run
