@@ -103,7 +103,8 @@ class TrainConfig:
     """Critic L2 weight decay wd (the gradient of wd/2·‖θ‖²); None = the algorithm's default (DDPG 1e-2)."""
     critic_decay_form: str = "loss"
     """Where the critic's weight decay enters: loss (inside the weighted loss, scaled by a correction's
-    weight as the TD term is) or adam (Adam's L2, outside the weights: the authors' code)."""
+    weight as the TD term is) or adam (Adam's L2, outside the weights: the authors' code). Without a decay
+    or a correction the two are the same update: the resolved config then says loss, and stores nothing."""
     hidden: tuple[int, ...] | None = None
     """Hidden layer sizes of every network; None = the algorithm's default."""
     layer_norm: bool = False
@@ -180,6 +181,10 @@ class TrainConfig:
         if self.algo not in ALGORITHM_DEFAULTS:
             raise ConfigError(f"unknown algorithm {self.algo!r}: choose one of {', '.join(ALGORITHMS)}")
         self._check_plugin_names()
+        if self.critic_decay_form not in DECAY_FORMS:
+            raise ConfigError(
+                f"unknown critic_decay_form {self.critic_decay_form!r}: choose one of {', '.join(DECAY_FORMS)}"
+            )
         d = ALGORITHM_DEFAULTS[self.algo]
         start_steps = d.start_steps if self.start_steps is None else self.start_steps
         config = dataclasses.replace(
@@ -197,8 +202,18 @@ class TrainConfig:
             backend=self._backend(),
             options=self._options(),
         )
+        if not config.decay_form_matters():
+            config = dataclasses.replace(config, critic_decay_form=DECAY_FORMS[0])
         config._validate()
         return config
+
+    def decay_form_matters(self) -> bool:
+        """Whether ``critic_decay_form`` can change training: a critic weight decay and a correction."""
+        decay = self.critic_weight_decay
+        if decay is None:
+            defaults = ALGORITHM_DEFAULTS.get(self.algo)
+            decay = defaults.critic_weight_decay if defaults is not None else 0.0
+        return bool(decay) and self.correction != "none"
 
     def _options(self) -> tuple[Options, ...]:
         """Exactly the chosen plug-ins' groups, in their registration order, each checked."""
@@ -239,10 +254,6 @@ class TrainConfig:
         return self.backend
 
     def _validate(self) -> None:
-        if self.critic_decay_form not in DECAY_FORMS:
-            raise ConfigError(
-                f"unknown critic_decay_form {self.critic_decay_form!r}: choose one of {', '.join(DECAY_FORMS)}"
-            )
         if self.divergence not in DIVERGENCES:
             raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
@@ -314,6 +325,8 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict by flat names: the common fields, then each option group's."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        if self.critic_decay_form == DECAY_FORMS[0] and not self.decay_form_matters():
+            del values["critic_decay_form"]  # no effect: stored as before the field existed, and read back so
         for options in self.options:
             values.update(options.flat())
         return values
@@ -329,7 +342,12 @@ class TrainConfig:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
         correction, sampler = data.get("correction", "none"), data.get("sampler", "uniform")
         owned = {flat for group in plugins.owned_groups(correction, sampler) for flat in group.flat_names()}
-        legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned or k in _COMMON}
+        legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned}
+        if (
+            "critic_decay_form" not in data
+            and TrainConfig.make(**{k: data[k] for k in _DECAY_INPUTS if k in data}).decay_form_matters()
+        ):
+            legacy["critic_decay_form"] = "adam"  # stored before the field existed: Adam's L2 is how it trained
         values = {k: v for k, v in {**legacy, **data}.items() if k in _COMMON or k in owned}
         return cls.make(**values)
 
@@ -339,7 +357,6 @@ LEGACY_VALUES: dict[str, Any] = {
     "geoff_m2": "all",
     "geoff_traces": "fresh",
     "ris_ratio": "stored",
-    "critic_decay_form": "adam",
 }
 """Fields added after runs were stored, with the value that reproduces how such a run trained (the
 behaviour before the field existed), where that differs from today's default: a stored config that
@@ -347,6 +364,8 @@ lacks one resumes, compares and shows as what it ran, not as today's default."""
 
 
 _COMMON: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
+_DECAY_INPUTS = ("algo", "correction", "critic_weight_decay")
+"""What :meth:`TrainConfig.decay_form_matters` reads."""
 
 
 def config_defaults() -> dict[str, Any]:

@@ -12,7 +12,7 @@ from agents.algorithms.deterministic import NEAR_BOUND
 from agents.quantities import Quantity
 from agents.sink import QuantityBlock, QuantityHistogram
 
-EVAL_AT_BOUND = Quantity("eval_at_bound", "evaluation actions at the bounds")
+EVAL_AT_BOUND = Quantity("eval_at_bound", "share of eval actions at the bounds")
 """Per evaluation, the share of the deterministic policy's action entries within 1% of the bounds of
 [-1, 1] (|a_j| ≥ 0.99), over every step of every episode: an actor saturated at its bounds (issue 49)."""
 

@@ -110,7 +110,8 @@ def run_view(run: RunRow) -> RenderableType:
         ("evaluations", "0" if first is None else f"{counts['evaluations']} (steps {number(first)}–{number(last)})"),
         ("return", f"last {number(run['last_return'], ',.1f')}, best {number(run['best_return'], ',.1f')}"),
         ("mean λ (last block)", number(run["mean_lambda"], ".4f")),
-        ("weights stored", f"{counts['weights']:,} updates, {counts['histograms']} histograms"),
+        ("logged values", ", ".join(f"{name} {n:,}" for name, n in run["logged"].items()) or "none"),
+        ("histograms", f"{counts['histograms']:,}"),
         ("training episodes", f"{counts['episodes']:,}"),
         ("checkpoint", f"step {run['checkpoint_step']:,}" if run["checkpoint_step"] is not None else "none yet"),
     ]

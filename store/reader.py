@@ -99,10 +99,14 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
         table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         for table in ("evaluations", "episodes", "train", "histograms")
     }
-    counts["weights"] = db.execute(  # updates with logged values (each quantity covers the same ones)
-        "SELECT COALESCE(MAX(n), 0) FROM (SELECT SUM(count) AS n FROM weights WHERE run_id = ? GROUP BY quantity)",
-        [run_id],
-    ).fetchone()[0]
+    run["logged"] = dict(  # values stored per logged quantity (per update, per actor step or per evaluation)
+        db.execute(
+            "SELECT quantity, SUM(count) FROM weights WHERE run_id = ? GROUP BY quantity"
+            " ORDER BY quantity != ?, quantity",
+            [run_id, "lambda"],
+        ).fetchall()
+    )
+    counts["weights"] = sum(run["logged"].values())  # values, every quantity's
     run["counts"] = counts
     first_last = db.execute("SELECT MIN(step), MAX(step) FROM evaluations WHERE run_id = ?", [run_id]).fetchone()
     run["evaluated_steps"] = list(first_last)

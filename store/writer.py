@@ -210,7 +210,7 @@ class RunWriter:
     def _row_step(table: str, row: Sequence[Any]) -> tuple[tuple[str, str], int]:
         """The (table, quantity) a pending row belongs to, and its last step."""
         if table == "weights":
-            return (table, row[1]), int(row[3] + row[4] - 1)
+            return (table, row[1]), int(row[3] + (row[4] - 1) * row[8])  # first step + (count − 1) × stride
         if table == "histograms":
             return (table, row[1]), int(row[2])
         return (table, ""), int(row[1])

@@ -24,6 +24,7 @@ from agents import ConfigError, RecordingSink, TrainConfig, Trainer
 from agents.algorithms import TD3, ActorCritic
 from agents.algorithms.deterministic import AT_BOUND
 from agents.corrections import Collected, Correction, Weights, register, unregister
+from agents.evaluation import EVAL_AT_BOUND
 from agents.quantities import Quantity
 from agents.replay import Batch, ReplayBuffer
 from tests.test_algorithms import ACT, agent, batch, params, same
@@ -243,7 +244,7 @@ def test_an_auxiliary_network_trains_logs_and_resumes_exactly(algo: str, registe
     assert first_sink.weight_values(LOSS.name).shape == (200, 1)
     assert first_sink.weight_values(ERROR.name).shape == (200, 8)  # per transition: mean, min, max, quantiles
     own = {AT_BOUND} if algo == "td3" else set()  # TD3 logs its actor's share at the bounds
-    assert {h.quantity for h in first_sink.histograms} == {LOSS, ERROR, *own}
+    assert {h.quantity for h in first_sink.histograms} == {LOSS, ERROR, EVAL_AT_BOUND, *own}
 
     # The run's last checkpoint (step 400) restores the reward model, its optimiser and its counter;
     # two resumes from it continue identically.
@@ -290,7 +291,9 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     shown = [model.answer(db, runs, Request(view="weights", cursor=run_id, quantity=i)) for i in range(4)]
     titles = [data.histogram.title for data in shown]  # type: ignore[union-attr]
     # λ first when logged, then by name: every evaluation's share at the bounds, then the correction's two
-    assert titles[0].startswith("evaluation actions at the bounds histogram") and titles[3] == titles[0]
+    assert titles[0].startswith("share of eval actions at the bounds histogram, run 1: evaluation at step")
+    assert "one value per evaluation" in shown[0].training.title and titles[3] == titles[0]  # type: ignore[union-attr]
+    assert "quantiles per 50 updates" in shown[2].training.title  # SMALL's weights_block  # type: ignore[union-attr]
     assert titles[1].startswith("|r̂ − r| histogram") and "reward-model loss)" in titles[1]
     assert titles[2].startswith("reward-model loss histogram")
     assert shown[2].training.ylabel == "reward-model loss"  # type: ignore[union-attr]

@@ -16,11 +16,16 @@ from agents import TrainConfig
 from agents.algorithms import make_algorithm
 from agents.algorithms.base import DECAY_SHARE, ActorCritic
 from agents.config import ConfigError
+from agents.corrections import Weights
 from tests.test_algorithms import ACT, OBS, ConstantWeight, batch
 
 
 def agent(backend: str, form: str, **overrides: object) -> ActorCritic:
-    config = TrainConfig.make(algo="ddpg", hidden=(32, 32), backend=backend, critic_decay_form=form, **overrides)
+    """A DDPG agent whose config names a correction (else the form would not matter and resolve to loss);
+    each test passes its own weights to ``update``."""
+    config = TrainConfig.make(
+        algo="ddpg", correction="acoffpoc", hidden=(32, 32), backend=backend, critic_decay_form=form, **overrides
+    )
     torch.manual_seed(0)
     return make_algorithm(config.resolved(), OBS, ACT, torch.Generator().manual_seed(0))
 
@@ -83,13 +88,24 @@ def test_per_transition_weights_keep_the_decay_of_the_plain_mean() -> None:
     assert close(critic(decayed), critic(plain), rtol=1e-5, atol=1e-6)
 
 
-def test_the_form_is_checked_and_old_stored_configs_read_as_adam() -> None:
+def test_the_form_is_checked_and_old_stored_configs_read_as_what_they_ran() -> None:
     with pytest.raises(ConfigError, match="unknown critic_decay_form 'l2': choose one of loss, adam"):
         TrainConfig.make(algo="ddpg", critic_decay_form="l2").resolved()
     stored = TrainConfig.make(algo="ddpg", correction="acoffpoc").resolved().to_dict()
     assert stored["critic_decay_form"] == "loss"
     del stored["critic_decay_form"]  # a run stored before the field existed trained with Adam's L2
     assert TrainConfig.from_dict(stored).critic_decay_form == "adam"
+
+
+@pytest.mark.parametrize(("algo", "correction"), [("td3", "acoffpoc"), ("sac", "acoffpoc"), ("ddpg", "none")])
+def test_where_the_form_changes_nothing_it_is_not_stored(algo: str, correction: str) -> None:
+    """No decay (TD3, SAC) or no weight (plain DDPG): both forms are the same update, so a run stores no
+    form, as runs did before the field existed; old and new runs of one method stay one method (tables
+    pool their seeds, a sweep does not queue them again)."""
+    for form in ("loss", "adam"):
+        config = TrainConfig.make(algo=algo, correction=correction, critic_decay_form=form).resolved()
+        assert config.critic_decay_form == "loss" and "critic_decay_form" not in config.to_dict()
+        assert TrainConfig.from_dict(config.to_dict()) == config
 
 
 @pytest.mark.parametrize("backend", ["fast", "autograd"])
@@ -111,3 +127,42 @@ def test_the_decay_share_shows_what_a_weight_does_to_the_decay(backend: str) -> 
 
 def test_no_decay_no_decay_share() -> None:
     assert DECAY_SHARE.name not in agent("fast", "loss", critic_weight_decay=0.0).update(batch(seed=1)).logged
+
+
+class Unnormalised(ConstantWeight):
+    """Per-transition weights taken as L = mean_i λ_i ℓ_i (importance weights), not a weighted mean."""
+
+    def weights(self, batch: object, agent: object) -> Weights:
+        return Weights(self.value, self.value, {}, normalised=False)
+
+
+def critic_gradient(a: ActorCritic, correction: ConstantWeight) -> list[torch.Tensor]:
+    """The gradient the critic's Adam receives in one update."""
+    seen: list[list[torch.Tensor]] = []
+    step = a._critic_adam
+
+    def spy() -> None:
+        seen.append([p.grad.clone() for p in a.critic.parameters()])  # type: ignore[union-attr]
+        step()
+
+    a._critic_adam = spy  # type: ignore[method-assign,assignment]
+    a.update(batch(seed=4), correction)
+    return seen[0]
+
+
+@pytest.mark.parametrize(
+    ("correction", "total"),
+    [
+        (ConstantWeight(torch.zeros(32, 1)), 0.0),  # a weighted mean of nothing: no loss, no decay
+        (ConstantWeight(torch.full((32, 1), 1e-3)), 1.0),  # a weighted mean: Σ c_i = 1 whatever the λ_i
+        (Unnormalised(torch.full((32, 1), 0.25)), 0.25),  # mean_i λ_i ℓ_i: Σ c_i = mean λ_i
+    ],
+)
+def test_per_transition_weights_scale_the_decay_by_their_total(correction: ConstantWeight, total: float) -> None:
+    """The decay's part of the critic's gradient is (Σ_i c_i)·wd·θ: the gradient with the decay less the
+    same update's without it."""
+    decayed, undecayed = agent("autograd", "loss"), agent("autograd", "loss", critic_weight_decay=0.0)
+    theta = [p.detach().clone() for p in decayed.critic.parameters()]
+    with_decay, without = critic_gradient(decayed, correction), critic_gradient(undecayed, correction)
+    for g, h, t in zip(with_decay, without, theta, strict=True):
+        torch.testing.assert_close(g - h, total * 0.01 * t, rtol=1e-4, atol=1e-7)

@@ -40,7 +40,10 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     assert all(0.0 <= float(r["value"]) <= 1.0 for r in weights)
     shares = [r for r in every if r["quantity"] == "at_bound"]  # TD3's actor, every other update from step 501
     assert len(shares) == 1250 and all(0.0 <= float(r["value"]) <= 1.0 for r in shares)
-    assert len(every) == len(weights) + len(shares)
+    assert [int(r["step"]) for r in shares] == list(range(502, 3001, 2))  # each at its own step
+    evaluated = [r for r in every if r["quantity"] == "eval_at_bound"]  # one per evaluation
+    assert [int(r["step"]) for r in evaluated] == [0, 1000, 2000, 3000]
+    assert len(every) == len(weights) + len(shares) + len(evaluated)
     run = runs(db)[1]
     assert run["status"] == "finished" and run["steps"] == 3000
     assert (tmp_path / "offpoc.db-runs" / "1" / "checkpoint.pt").exists()

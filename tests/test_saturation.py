@@ -15,6 +15,7 @@ from agents import RecordingSink, TrainConfig, Trainer
 from agents.algorithms.base import DECAY_SHARE
 from agents.algorithms.deterministic import AT_BOUND
 from agents.evaluation import EVAL_AT_BOUND
+from offpoc_tui.dashboard.caches import WeightCache
 from offpoc_tui.lifecycle import StoreSink
 from store import open_store
 from store.links import opened
@@ -90,6 +91,12 @@ def test_td3s_every_other_update_values_are_stored_as_blocks_with_a_stride(tmp_p
     assert [u for u, *_ in stored] == list(range(2, 401, 2)) and [s for _, s, *_ in stored] == list(range(202, 601, 2))
     np.testing.assert_allclose([v[0] for *_, v in stored], sink.weight_values(AT_BOUND.name)[:, 0], atol=1e-4)
     assert opened(db, run_id).last_step["weights", AT_BOUND.name] == 600  # where a resumed run goes on
+    cached = WeightCache().update(db, run_id, AT_BOUND.name)  # the Weights view's line: a block's middle step
+    assert cached.steps == [401.0] and cached.spans == [400] and not cached.per_evaluation
+    again = np.arange(2, 401, 2)  # the same values offered again (a record delivered twice): none stored twice
+    writer.add_weights(("at_bound",), again, again + 200, np.zeros((200, 1), np.float32), AT_BOUND)
+    writer.flush(600, 400)
+    assert db.execute("SELECT COUNT(*) FROM weights WHERE quantity = 'at_bound'").fetchone()[0] == 1
 
 
 class Both:

@@ -311,6 +311,7 @@ class ActorCritic(ABC):
         transition's). With the plain mean, Σ_i c_i = 1: Adam's L2 exactly. Either form, it also measures
         :data:`DECAY_SHARE`."""
         if not (self.critic_decay or self._adam_decay):
+            self._decay_share = None
             return
         grads: list[Tensor] = [p.grad for p in self._critic_params]  # type: ignore[misc]
         td = _norm(grads)

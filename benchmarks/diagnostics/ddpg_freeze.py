@@ -8,11 +8,13 @@ transitions:
 2. **The critic's preference.** ∂Q/∂a at a = π(s): the share of saturated entries where the critic asks
    to go further out (the bound is where it wants the action) rather than back in.
 3. **The decay beside the TD term.** The critic's TD gradient g (the run's own target networks), scaled
-   by the batch's λ as the run scaled it, against wd·θ: the decay's share of what Adam's L2 form feeds the
-   optimiser, ‖wd·θ‖ / ‖λ·g + wd·θ‖, and the same with the decay in the loss, ‖λ·wd·θ‖ / ‖λ·(g + wd·θ)‖
-   (one number: the form does not change the ratio's λ-free part).
+   by the batch's λ as the run scaled it, against wd·θ: the decay's norm against the whole gradient's,
+   ‖wd·θ‖ / ‖λ·g + wd·θ‖ with Adam's L2 and ‖λ·wd·θ‖ / ‖λ·(g + wd·θ)‖ in the loss (not the logged
+   ``decay_share``, ‖d‖ / (‖g‖ + ‖d‖)); and per coordinate, the share of the critic's parameters where
+   |wd·θ_i| outweighs the TD term's |λ·g_i| (Adam scales each coordinate's step by its own gradient).
 4. **Counterfactual continuations.** From the checkpoint, ``--updates`` further updates on the same fixed
-   buffer (no new data: only the optimisation differs) under each variant: as the run trained; the decay
+   buffer, sampled uniformly whatever the run's sampler (no new data: only the optimisation differs),
+   under each variant: as the run trained; the decay
    in the loss; in Adam; no correction (λ = 1); no weight decay. The share of π(s) at the bounds after each says
    which of them, if any, lets the actor leave the bounds.
 
@@ -133,7 +135,7 @@ def main() -> None:
     print(f"π(s) at the bounds {m['at_bound']:.1%}; |z| > 3 (tanh' < 0.01) {m['z_over_3']:.1%};"
           f" median |z| {m['z_median']:.1f}; mean tanh'(z) {m['tanh_grad']:.4f}")  # fmt: skip
     print(f"of the saturated entries, the critic asks to go further out on {m['outward']:.1%}")
-    print(f"λ {m['lambda']:.3f}, |y| {m['q_abs']:.1f}; the decay's share of the critic's gradient:"
+    print(f"λ {m['lambda']:.3f}, |y| {m['q_abs']:.1f}; ‖decay‖ / ‖critic gradient‖:"
           f" {m['decay_share_adam']:.1%} with Adam's L2 (λ·g + wd·θ), {m['decay_share_loss']:.1%} with it in"
           " the loss (λ·(g + wd·θ))")  # fmt: skip
     print(f"critic coordinates where the decay outweighs the TD term: {m['decay_wins_adam']:.1%} with Adam's L2,"

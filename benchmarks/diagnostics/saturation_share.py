@@ -4,7 +4,8 @@ For every run of a store (or those named): the mean of ``at_bound`` (the share o
 replayed states within 1% of the bounds, per actor update) over env steps (--from, --to], the share of
 evaluation actions at the bounds and the return at the last evaluation in the window, the mean λ and
 the decay's share of the critic's gradient over the window, and where the critic's decay entered
-(``critic_decay_form``; runs stored before the option read as adam). A last table pairs methods by
+(``critic_decay_form``, where it matters: a decay and a correction; runs stored before the option
+read as adam). A last table pairs methods by
 seed: each correction against the plain run of the same seed, algorithm and environment.
 
     python -m benchmarks.diagnostics.saturation_share --db offpoc.db --from 5000 --to 10000
@@ -51,7 +52,8 @@ def main() -> None:
     header = "run  algo  env             correction  decay  seed  π(s) at bounds  eval at bounds  return"
     print(header + "     λ    decay share")
     for r in runs:
-        form = stored[r["id"]].get("critic_decay_form", "adam")
+        config = TrainConfig.from_dict(stored[r["id"]])
+        form = config.critic_decay_form if config.decay_form_matters() else "–"
         ret = db.execute(
             "SELECT return_mean FROM evaluations WHERE run_id = ? AND step > ? AND step <= ? ORDER BY step DESC",
             [r["id"], args.low, args.high],

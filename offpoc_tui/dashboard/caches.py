@@ -92,7 +92,15 @@ class RunQuantiles:
 
     steps: list[float] = field(default_factory=list)
     values: list[tuple[float, float, float]] = field(default_factory=list)
+    spans: list[int] = field(default_factory=list)
+    """Updates each block covers (values × stride: TD3's actor-step quantities cover twice their count);
+    0 for a block of one value (one per evaluation: :data:`agents.evaluation.EVAL_AT_BOUND`)."""
     last_first_step: int = -1
+
+    @property
+    def per_evaluation(self) -> bool:
+        """Every block one value: a quantity recorded once per evaluation, not per update."""
+        return bool(self.spans) and not any(self.spans)
 
 
 def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float, float, float]:
@@ -121,6 +129,7 @@ class WeightCache:
         for _, first_step, columns, values, stride in weight_blocks(db, run_id, run.last_first_step, quantity):
             run.steps.append(first_step + (len(values) - 1) * stride / 2)
             run.values.append(block_quantiles(columns, values))
+            run.spans.append(len(values) * stride if len(values) > 1 else 0)
             run.last_first_step = first_step
         return run
 

@@ -15,7 +15,7 @@ import numpy as np
 import sqlite_utils
 
 from offpoc_tui.dashboard.across import across_tasks
-from offpoc_tui.dashboard.caches import EvalCache, RunCurve, WeightCache
+from offpoc_tui.dashboard.caches import EvalCache, RunCurve, RunQuantiles, WeightCache
 from offpoc_tui.dashboard.figures import (
     PALETTE,
     Area,
@@ -199,29 +199,35 @@ class Model:
             return WeightsData(nothing, nothing)
         shown = Shown.of(logged, request.quantity)
         hists = histograms(db, ids, shown.name)
+        per_run = [q for q in (self.weights.update(db, r["id"], shown.name) for r in members) if q.steps]
+        per_evaluation = bool(per_run) and all(q.per_evaluation for q in per_run)
         return WeightsData(
-            histogram=histogram_figure(subject, hists, request.interval, shown),
+            histogram=histogram_figure(subject, hists, request.interval, shown, per_evaluation),
             training=(
                 heatmap_figure(subject, hists, shown)
                 if request.heatmap
-                else self.quantile_figure(db, subject, members, shown)
+                else quantile_figure(subject, per_run, shown, per_evaluation)
             ),
         )
 
-    def quantile_figure(self, db: sqlite_utils.Database, subject: str, members: list[RunRow], shown: Shown) -> Figure:
-        per_run = [self.weights.update(db, r["id"], shown.name) for r in members]
-        per_run = [q for q in per_run if q.steps]
-        if not per_run:
-            return empty(f"{shown.label} over training, {subject}", "no values recorded yet")
-        curves = [(np.asarray(q.steps), np.asarray(q.values)) for q in per_run]
-        lines = []
-        for j, (name, shade) in enumerate((("p10", 0.55), ("p50", 1.0), ("p90", 0.55))):
-            grid = band([(s, v[:, j]) for s, v in curves])
-            lines.append(Line(grid.steps.astype(np.float64), grid.mean, faint(colour(0), shade), name))
-        title = f"{shown.label} over training, {subject}: quantiles per 1,000 updates" + (
-            f", mean over {len(per_run)} seeds" if len(per_run) > 1 else ""
-        )
-        return LinesFigure(title + shown.others, "environment steps", shown.label, lines)
+
+def quantile_figure(subject: str, per_run: list[RunQuantiles], shown: Shown, per_evaluation: bool) -> Figure:
+    """p10/p50/p90 per stored block of updates over training (one line: the value, for a quantity recorded
+    once per evaluation), averaged over a group's seeds."""
+    if not per_run:
+        return empty(f"{shown.label} over training, {subject}", "no values recorded yet")
+    curves = [(np.asarray(q.steps), np.asarray(q.values)) for q in per_run]
+    quantiles = (("value", 1.0),) if per_evaluation else (("p10", 0.55), ("p50", 1.0), ("p90", 0.55))
+    lines = []
+    for j, (name, shade) in enumerate(quantiles):
+        grid = band([(s, v[:, 1 if per_evaluation else j]) for s, v in curves])
+        lines.append(Line(grid.steps.astype(np.float64), grid.mean, faint(colour(0), shade), name))
+    spans = sorted({span for q in per_run for span in q.spans if span})
+    span = f"{spans[-1]:,}" if spans else "1,000"  # the full blocks' (a last, partial one is shorter)
+    what = "one value per evaluation" if per_evaluation else f"quantiles per {span} updates"
+    seeds = f", mean over {len(per_run)} seeds" if len(per_run) > 1 else ""
+    return LinesFigure(f"{shown.label} over training, {subject}: {what}{seeds}{shown.others}",
+                       "environment steps", shown.label, lines)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -369,8 +375,11 @@ def no_weights(run: RunRow, runs: list[RunRow]) -> str | None:
     return f"{why}; runs with λ: {shown} (move the cursor to one)"
 
 
-def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int, shown: Shown) -> Figure:
-    """A quantity's distribution over one evaluation interval (summed over a group's seeds)."""
+def histogram_figure(
+    subject: str, hists: list[tuple[int, int, np.ndarray]], interval: int, shown: Shown, per_evaluation: bool = False
+) -> Figure:
+    """A quantity's distribution over one evaluation interval, or over one evaluation's steps for a quantity
+    recorded per evaluation (summed over a group's seeds)."""
     steps = sorted({step for _, step, _ in hists})
     if not steps:
         return empty(f"{shown.label} histogram, {subject}", "no interval finished yet")
@@ -381,7 +390,8 @@ def histogram_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], int
     share = counts / max(counts.sum(), 1)
     centres = shown.low + (np.arange(len(counts)) + 0.5) / len(counts) * (shown.high - shown.low)
     position = index % len(steps) + 1
-    title = f"{shown.label} histogram, {subject}: interval ending at step {step:,} ({position} of {len(steps)};"
+    at = "evaluation at" if per_evaluation else "interval ending at"
+    title = f"{shown.label} histogram, {subject}: {at} step {step:,} ({position} of {len(steps)};"
     return BarsFigure(title + f" [ ] to move){shown.others}", shown.label, "share of values", centres, share)
 
 
