@@ -79,13 +79,14 @@ CREATE TABLE weights_v3 (
     id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, first_update INTEGER NOT NULL, first_step INTEGER NOT NULL,
     count INTEGER NOT NULL, columns TEXT NOT NULL, mean REAL NOT NULL, data BLOB NOT NULL, UNIQUE (run_id, first_step)
 );
-INSERT INTO weights_v3 SELECT id, run_id, first_update, first_step, count, columns, mean, data FROM weights;
+INSERT INTO weights_v3 SELECT id, run_id, first_update, first_step, count, columns, mean, data FROM weights
+    WHERE quantity = 'lambda';
 DROP TABLE weights;
 ALTER TABLE weights_v3 RENAME TO weights;
 CREATE TABLE histograms_v3 (
     id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, step INTEGER NOT NULL, counts TEXT NOT NULL, UNIQUE (run_id, step)
 );
-INSERT INTO histograms_v3 SELECT id, run_id, step, counts FROM histograms;
+INSERT INTO histograms_v3 SELECT id, run_id, step, counts FROM histograms WHERE quantity = 'lambda';
 DROP TABLE histograms;
 ALTER TABLE histograms_v3 RENAME TO histograms;
 """
@@ -96,7 +97,8 @@ def as_schema_2(db_path: Path) -> None:
 
     Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before);
     schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
-    schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm.
+    schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm;
+    schema 10 the weights' stride. Before schema 4 only λ was logged: the other quantities' rows go.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)

@@ -335,6 +335,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, args: l
         # under load could otherwise happen between the two listings.
         log = tmp_path / "offpoc.db-runs" / "scheduler.log"
         wait_for(lambda: "scheduler done" in log.read_text(), what="the scheduler's end")
+        # It logs that line before it closes the store: its last connection takes -wal and -shm with it.
+        wait_for(lambda: not (tmp_path / "offpoc.db-wal").exists(), what="the scheduler's last connection closed")
     before = sorted(p.name for p in tmp_path.iterdir())
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:surrogateescape"}
     command = [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)]

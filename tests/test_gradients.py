@@ -57,12 +57,16 @@ def test_update_gradients_equal_autograd(algo: str, weighting: str) -> None:
     state = agent.generator.get_state()
     stats = agent.update(b, ConstantWeight(weight) if weight is not None else None)  # type: ignore[arg-type]
 
-    # Critic: Σ_k (Q_k − y)², reduced, back-propagated by autograd.
+    # Critic: Σ_k (Q_k − y)², reduced, back-propagated by autograd; DDPG's weight decay is a term of the
+    # same weighted loss, wd/2·‖θ‖² under each transition's weight (Σ of the weights: λ per batch, else 1).
     r = reference
     r.generator.set_state(state)
     y = r.target(b)
     critic_loss = reference_reduce((r.critic(b.obs, b.action) - y).square().sum(0), weight)
-    assert_grads_close(grads(agent.critic), torch.autograd.grad(critic_loss, list(r.critic.parameters())))
+    decay = float(r.config.critic_weight_decay or 0.0) / 2 * sum(p.square().sum() for p in r.critic.parameters())
+    total = weight if weight is not None and weight.ndim == 0 else 1.0
+    decayed = critic_loss + total * decay
+    assert_grads_close(grads(agent.critic), torch.autograd.grad(decayed, list(r.critic.parameters())))
     torch.testing.assert_close(stats.critic_loss, critic_loss.detach(), rtol=1e-5, atol=1e-6)
 
     # Actor, against the critic as the update left it (same noise stream for SAC).

@@ -521,7 +521,8 @@ def config(
     if algo is not None and algo.lower() not in ALGORITHMS:
         fail(f"unknown algorithm {algo!r}: choose one of {', '.join(ALGORITHMS)}")
     base = TrainConfig(algo=algo.lower()) if algo else TrainConfig()
-    defaults = (base.resolved() if algo else base).to_dict()
+    shown_config = base.resolved() if algo else base
+    defaults = {name: getattr(shown_config, name) for name in common_names()}  # every field, stored or not
     docs = field_docs()
     common = [name for name in common_names() if name not in ("algo", "env_id", "correction")]  # run's arguments
     sections: list[tuple[str, list[str]]] = [("every run", common)]
