@@ -23,13 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agents.algorithms.deterministic import NEAR_BOUND
 from agents.checkpoint import load, read_state
 from agents.training import Trainer
 from store import open_store
 from store.files import RunFiles
 from store.reader import list_runs
 
-NEAR = 0.99
+NEAR = NEAR_BOUND
 """|a| at or beyond this share of the bound counts as at the bound (the issue's "within 1%")."""
 
 

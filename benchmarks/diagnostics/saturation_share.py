@@ -23,13 +23,18 @@ from store import open_store
 from store.reader import configs, list_runs, weight_rows
 
 
+def in_window(db: Any, run_id: int, quantity: str, low: int, high: int) -> list[float]:
+    """A run's values of ``quantity`` logged at env steps in (low, high], in order."""
+    return [float(v[0]) for _, step, _, v in weight_rows(db, run_id, quantity) if low < step <= high]
+
+
 def window_mean(db: Any, run_id: int, quantity: str, low: int, high: int) -> float | None:
-    values = [float(v[0]) for _, step, _, v in weight_rows(db, run_id, quantity) if low < step <= high]
+    values = in_window(db, run_id, quantity, low, high)
     return statistics.fmean(values) if values else None
 
 
 def last_in_window(db: Any, run_id: int, quantity: str, low: int, high: int) -> float | None:
-    values = [float(v[0]) for _, step, _, v in weight_rows(db, run_id, quantity) if low < step <= high]
+    values = in_window(db, run_id, quantity, low, high)
     return values[-1] if values else None
 
 
