@@ -189,16 +189,32 @@ def read_state(path: Path) -> dict[str, Any]:
         if "global" not in text.lower():  # not a refused class or function: a damaged or foreign file
             raise CheckpointMismatch(f"cannot read checkpoint {path}: not a checkpoint, or damaged") from None
         reason = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
+        reason = reason.split(". ")[0].rstrip(".")  # torch's advice after it (to unpickle anyway) is never ours
         refused = f"{path} holds more than plain data ({reason}): refused, nothing in it was run"
         raise CheckpointMismatch(refused) from None
-    except (OSError, RuntimeError, EOFError, ValueError) as error:
+    except Exception as error:  # whatever torch raises on a file it cannot read (a text file gives IndexError):
+        # the file is not a checkpoint, and that is all there is to say
         raise CheckpointMismatch(f"cannot read checkpoint {path}: {_first_line(error)}") from None
     if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
         raise CheckpointMismatch(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION}): not loaded")
     missing = [key for key in _REQUIRED if not isinstance(state.get(key), dict)]
     if missing or not isinstance(state["counters"].get("step"), int):
         raise CheckpointMismatch(f"{path} is not a whole offpoc checkpoint (no {(missing or ['step'])[0]}): not loaded")
+    counters = {k: v for k, v in state["counters"].items() if k in _COUNTS}
+    wrong = [k for k, v in counters.items() if not isinstance(v, int) or isinstance(v, bool) or v < _COUNTS[k]]
+    if wrong:
+        raise CheckpointMismatch(f"{path}: its {wrong[0]} is {counters[wrong[0]]!r}, not a count: not loaded")
+    generators = [r.get("bit_generator") for r in (state["rng"].get("env"), state["rng"].get("env_reset")) if r]
+    unknown = [g for g in generators if g not in BIT_GENERATORS]
+    if unknown:
+        raise CheckpointMismatch(f"{path}: its environment RNG {unknown[0]!r} is not one of NumPy's: not loaded")
     return dict(_numpy(state))
+
+
+_COUNTS = {"step": 0, "episode": 0, "updates": 0, "last_eval_step": -1}
+"""Counters that are counts, and the least each may be (``last_eval_step`` -1: no evaluation yet)."""
+BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+"""NumPy's bit generators: the only names a checkpoint's RNG state may give (looked up in ``np.random``)."""
 
 
 _REQUIRED = ("config", "counters", "modules", "optimizers", "rng")
@@ -208,6 +224,14 @@ _REQUIRED = ("config", "counters", "modules", "optimizers", "rng")
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def _reason(error: BaseException, limit: int = 300) -> str:
+    """An error's message on one line: torch's ``Error(s) in loading state_dict for X:`` says what is wrong
+    on the lines after it (``size mismatch for net.0.weight: ...``), so those are kept."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = " ".join(lines) if lines else type(error).__name__
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def load(
@@ -247,10 +271,8 @@ def load(
     )
     try:
         _restore(trainer, state)
-    except (KeyError, TypeError, RuntimeError) as error:  # a file with the right config and the wrong insides
-        raise CheckpointMismatch(
-            f"{path} does not hold what its config says ({_first_line(error)}): not loaded"
-        ) from None
+    except (KeyError, TypeError, RuntimeError, ValueError) as error:  # the right config, the wrong insides
+        raise CheckpointMismatch(f"{path} does not hold what its config says ({_reason(error)}): not loaded") from None
     return trainer
 
 
@@ -277,6 +299,7 @@ def _restore(trainer: Trainer, state: dict[str, Any]) -> None:
     # simulator's state is not saved (Box2D cannot give it): a fresh episode starts instead.
     boundary = state["rng"].get("env_reset")
     env_state = boundary if boundary is not None else state["rng"]["env"]
+    assert env_state["bit_generator"] in BIT_GENERATORS  # read_state refused any other name
     env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
     env_rng.bit_generator.state = env_state
     trainer.env.np_random = env_rng

@@ -268,14 +268,15 @@ class TrainConfig:
             raise ConfigError(f"batch_size must be at least 2 (a covariance needs two samples), got {self.batch_size}")
         if self.buffer_size < self.batch_size:
             raise ConfigError(f"buffer_size ({self.buffer_size}) must be at least batch_size ({self.batch_size})")
-        for name in ["ref_std", "actor_lr", "critic_lr", "tau"]:
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a positive number, got {value}")
         for name in ["exploration_std", "target_noise", "noise_clip", "critic_weight_decay"]:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be a non-negative number, got {value}")
+        # after exploration_std: ref_std defaults to it, and a bad one is to be named as itself
+        for name in ["ref_std", "actor_lr", "critic_lr", "tau"]:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number, got {value}")
         if not 0 <= self.gamma <= 1:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.tau is not None and self.tau > 1:

@@ -107,12 +107,12 @@ def _umask() -> int:
 
 def resolve_runs(db: Any, tokens: list[str]) -> list[int]:
     """Run ids for ids, names, comma lists and id ranges (``1,2``, ``3-6``)."""
-    from offpoc_tui.params import expand_runs
+    from offpoc_tui.params import run_refs
     from store.runs import resolve
 
     try:
-        return resolve(db, expand_runs(tokens))
-    except LookupError as error:
+        return resolve(db, run_refs(tokens))
+    except (LookupError, ValueError) as error:
         fail(str(error))
 
 

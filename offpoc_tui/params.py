@@ -31,14 +31,33 @@ def count(text: str) -> int:
         raise typer.BadParameter(str(error)) from None
 
 
-def expand_runs(tokens: list[str]) -> list[str]:
-    """``["1,2", "5-7", "exp"]`` → ``["1", "2", "5", "6", "7", "exp"]``: ids by commas and ranges, names as they are."""
-    expanded: list[str] = []
+RunRef = int | tuple[int, int] | str
+"""One run token: an id, an id range ``(low, high)`` or a name."""
+
+_ID = re.compile(r"[0-9]+")
+_RANGE = re.compile(r"([0-9]+)-([0-9]+)")
+
+
+def run_refs(tokens: list[str]) -> list[RunRef]:
+    """``["1,2", "5-7", "exp"]`` → ``[1, 2, (5, 7), "exp"]``: ids and ranges (ASCII digits only), names as they are.
+
+    Ranges stay ranges: the store checks them against the ids it holds, so ``1-10000000000`` costs no memory.
+    ValueError for a range that runs backwards."""
+    refs: list[RunRef] = []
     for token in tokens:
         for part in (p for p in token.split(",") if p):
-            low, dash, high = part.partition("-")
-            if dash and low.isdigit() and high.isdigit() and int(low) <= int(high):
-                expanded.extend(str(i) for i in range(int(low), int(high) + 1))
+            if _ID.fullmatch(part):
+                refs.append(int(part))
+            elif (match := _RANGE.fullmatch(part)) is not None:
+                low, high = int(match[1]), int(match[2])
+                if low > high:
+                    raise ValueError(f"run range {part!r} runs backwards: write {high}-{low}")
+                refs.append((low, high))
             else:
-                expanded.append(part)
-    return expanded
+                refs.append(part)
+    return refs
+
+
+def reads_as_ids(name: str) -> bool:
+    """Whether a run name would be read as ids on a command line (``3``, ``1-3``, ``1,2``): names cannot be."""
+    return "," in name or bool(_ID.fullmatch(name) or _RANGE.fullmatch(name.strip()))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import os
 import re
 import warnings
 from typing import Any
@@ -12,6 +14,8 @@ from offpoc_tui.console import visible
 from store import RunSpec
 
 MAX_SEEDS = 1000
+MEMORY_SHARE = 0.8
+"""The share of this machine's memory one run's networks and replay buffer may need at most."""
 
 
 class UsageError(ValueError):
@@ -110,6 +114,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                 check_correction_starts(config)
                 if request.local:
                     check_device(config.device)
+                    check_machine(config, check_env(request.env))
                 divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
                 label += f"-{config.sampler}" if config.sampler != "uniform" else ""
@@ -135,8 +140,14 @@ def check_name(name: str, what: str = "--name") -> None:
     """A run name is shown on terminals and files: printable text that is not a number (numbers are ids)."""
     if any("\udc80" <= char <= "\udcff" for char in name):
         raise UsageError(f"{what} is not valid UTF-8")
-    if not name.strip() or name.isdigit():
-        raise UsageError(f"{what} must be non-empty text that is not a number (numbers are run ids)")
+    from offpoc_tui.params import reads_as_ids
+
+    if not name.strip():
+        raise UsageError(f"{what} must be non-empty text")
+    if reads_as_ids(name):
+        raise UsageError(
+            f"{what} {name!r} would read as run ids: a name cannot be a number or a range (3, 1-3) or hold a comma"
+        )
     if not name.isprintable():
         raise UsageError(f"{what} holds control characters: {visible(name)}")
 
@@ -168,11 +179,43 @@ def check_correction_starts(config: Any) -> None:
 
 
 @functools.cache
-def check_env(env_id: str) -> None:
-    """Build the environment once (per process): :class:`~agents.envs.EnvError` if it cannot serve."""
+def check_env(env_id: str) -> tuple[int, int]:
+    """Build the environment once (per process): its (observation, action) sizes, or
+    :class:`~agents.envs.EnvError` if it cannot serve."""
+    import numpy as np
+
     from agents.envs import MujocoWarning, make_env
 
     with warnings.catch_warnings():  # gymnasium's "v4 is out of date" is noise here: v4 is the paper's
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", MujocoWarning)  # the model's, not the user's: in the worker's log
-        make_env(env_id).close()
+        env = make_env(env_id)
+        sizes = (int(np.prod(env.observation_space.shape or ())), int(np.prod(env.action_space.shape or ())))
+        env.close()
+    return sizes
+
+
+def check_machine(config: Any, sizes: tuple[int, int]) -> None:
+    """A run on this machine must fit it: no more torch threads than cores, and its networks (with their target
+    copies, gradients and Adam's two moments) and the replay slots it fills within the memory."""
+    cores = os.cpu_count() or 1
+    if config.threads > cores:
+        raise UsageError(f"threads {config.threads:,} is more than this machine's {cores} cores")
+    obs, act = sizes
+
+    def parameters(inputs: int, outputs: int) -> int:
+        widths = [inputs, *config.hidden, outputs]
+        return sum(a * b + b for a, b in itertools.pairwise(widths))
+
+    critics = 1 if config.algo == "ddpg" else 2
+    actor, critic = parameters(obs, act), parameters(obs + act, 1)
+    online = actor + critics * critic
+    targets = critics * critic + (0 if config.algo == "sac" else actor)
+    slots = min(config.buffer_size, config.total_steps)
+    needed = 4 * (4 * online + targets + slots * (2 * obs + act + 2))  # float32 values
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > MEMORY_SHARE * memory:
+        raise UsageError(
+            f"hidden {','.join(map(str, config.hidden))} with {slots:,} replay slots needs about"
+            f" {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's {memory / 2**30:,.1f} GiB"
+        )

@@ -37,11 +37,13 @@ import sqlite_utils
 
 from agents.config import TrainConfig, applies, field_names, owner_text, unknown_field
 from agents.plugins import group_of
-from offpoc_tui.specs import RunRequest, UsageError, build_specs, check_name, parse_seeds
+from offpoc_tui.specs import MAX_SEEDS, RunRequest, UsageError, build_specs, check_name, parse_seeds
 from store import RunSpec
 from store.db import write
 from store.runs import insert_runs
 
+MAX_SWEEP_BYTES = 1_000_000
+"""A sweep file's size at most (the paper's whole study is a page)."""
 TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override"}
 MATCH_KEYS = {"algos": "algo", "envs": "env", "corrections": "correction"}
 
@@ -98,10 +100,18 @@ def _seeds(value: Any) -> list[int]:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        if min(value) < 0:
-            raise UsageError(f"seeds must be 0 or more, got {value!r}")
+        if min(value) < 0 or max(value) >= 2**63:
+            raise UsageError(f"seeds must be from 0 to 2^63 - 1, got {_clipped(value)}")
+        if len(set(value)) > MAX_SEEDS:  # the cap "0-999999" meets as text
+            raise UsageError(f"seeds lists {len(set(value)):,} seeds, more than {MAX_SEEDS}")
         return sorted(set(value))
-    raise UsageError(f'seeds takes ranges and lists such as "0-4" or [1, 3, 7], got {value!r}')
+    raise UsageError(f'seeds takes ranges and lists such as "0-4" or [1, 3, 7], got {_clipped(value)}')
+
+
+def _clipped(value: Any) -> str:
+    """``value``'s repr, at most 60 characters (a million-seed list is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _methods(entries: Any) -> list[dict[str, Any]]:
@@ -143,12 +153,18 @@ def _overrides(entries: Any) -> list[tuple[dict[str, list[str]], dict[str, Any]]
 
 def load_sweep(path: Path) -> Sweep:
     """Read, expand and validate a sweep file; :class:`UsageError` names the first problem (and its cell)."""
+    if path.exists() and not path.is_file():  # reading a FIFO would wait forever
+        raise UsageError(f"{path} is not a regular file (a sweep is a TOML file)")
     try:
+        if path.stat().st_size > MAX_SWEEP_BYTES:
+            raise UsageError(f"{path} is {path.stat().st_size:,} bytes: a sweep file is at most {MAX_SWEEP_BYTES:,}")
         sweep = tomllib.loads(path.read_text())
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise UsageError(f"{path} is not valid TOML: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{path} nests its tables or lists too deeply to read") from None
     unknown = set(sweep) - TOP_KEYS
     if unknown:
         raise UsageError(f"{path}: unknown key {sorted(unknown)[0]!r} (a sweep has {', '.join(sorted(TOP_KEYS))})")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
+from store.array_files import ArrayFileError, load_npy, load_npz, walk_files
 from store.codec import encode_episodes
 from store.db import write
 from store.runs import RunSpec
@@ -49,6 +50,11 @@ _REFERENCE_NAME = re.compile(
 ZOO_FILE = "evaluations.npz"
 _ZOO_RUN_FOLDER = re.compile(r"^(?P<env>.+-v\d+)_(?P<exp>\d+)$")
 """rl-baselines3-zoo writes ``logs/{algo}/{env}_{experiment}/evaluations.npz``."""
+MAX_STEP = 10**15
+"""An evaluation's environment step at most (a thousand times the paper's budget of 10⁶, a million times)."""
+MAX_RETURN = 1e12
+"""A return's magnitude at most: no benchmark task comes near, and a mean of two returns near 1e308 overflows."""
+MAX_EPISODE_LENGTH = 2**31 - 1
 _CHUNK = 64
 """Files per write transaction at most (each file stays atomic: it is parsed whole before any write)."""
 _CHUNK_ROWS = 50_000
@@ -107,7 +113,7 @@ def reference_files(path: Path) -> list[Path]:
     (anything misplaced is reported on reading)."""
     if path.is_file():
         return [path.resolve()]
-    return sorted(p for p in reference_root(path).rglob("*") if p.is_file() and not p.name.startswith("."))
+    return sorted(p for p in walk_files(reference_root(path)) if not p.name.startswith("."))
 
 
 def read_reference(root: Path, file: Path) -> Curve:
@@ -142,14 +148,29 @@ def _seed(file: Path, seed: int) -> int:
 
 def _load_npy(file: Path) -> np.ndarray:
     try:
-        values = np.load(file, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as error:
-        raise ImportProblem(f"{file}: not a readable .npy array ({_first_line(error)})") from None
-    if not isinstance(values, np.ndarray) or values.ndim != 1 or len(values) == 0:
-        raise ImportProblem(f"{file}: expected a 1-d array of returns, got shape {getattr(values, 'shape', '?')}")
-    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
-        raise ImportProblem(f"{file}: returns must be finite numbers ({values.dtype})")
-    return values.astype(np.float64)
+        values = load_npy(file)
+    except ArrayFileError as error:
+        raise ImportProblem(f"{file}: {error}") from None
+    if values.ndim != 1 or len(values) == 0:
+        raise ImportProblem(f"{file}: expected a 1-d array of returns, got shape {values.shape}")
+    return _returns(file, values, "returns")
+
+
+def _returns(file: Path, values: np.ndarray, what: str) -> np.ndarray:
+    """``values`` as float64 returns: finite and within ±:data:`MAX_RETURN`."""
+    as_float = values.astype(np.float64)
+    if not np.isfinite(as_float).all() or np.abs(as_float).max() > MAX_RETURN:
+        raise ImportProblem(f"{file}: {what} must be finite numbers within ±{MAX_RETURN:.0e}")
+    return as_float
+
+
+def _counts(file: Path, values: np.ndarray, what: str, high: int) -> np.ndarray:
+    """``values`` as int64 counts: whole numbers from 0 to ``high`` (a float array may hold them)."""
+    as_float = values.astype(np.float64)
+    whole = np.isfinite(as_float).all() and bool(np.all(as_float == np.floor(as_float)))
+    if not whole or as_float.min() < 0 or as_float.max() > high:
+        raise ImportProblem(f"{file}: {what} must be whole numbers from 0 to {high:,}")
+    return values.astype(np.int64)
 
 
 def reference_curves(path: Path, files: list[Path] | None = None) -> Iterator[Curve | ImportProblem]:
@@ -170,7 +191,7 @@ def zoo_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise ImportProblem(f"no file or folder {path}")
-    files = sorted(path.rglob(ZOO_FILE))
+    files = sorted(p for p in walk_files(path) if p.name == ZOO_FILE)
     if not files:
         raise ImportProblem(f"no {ZOO_FILE} under {path}")
     return files
@@ -192,22 +213,32 @@ def read_zoo(
                             "pass --algo and --env")  # fmt: skip
     seed = _seed(file, seed if seed is not None else (int(folder["exp"]) if folder else 0))
     try:
-        with np.load(file, allow_pickle=False) as data:
-            arrays = {key: np.asarray(data[key]) for key in ("timesteps", "results", "ep_lengths") if key in data}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise ImportProblem(f"{file}: not a readable .npz archive ({_first_line(error)})") from None
+        arrays = load_npz(file, ("timesteps", "results", "ep_lengths"))
+    except ArrayFileError as error:
+        raise ImportProblem(f"{file}: {error}") from None
     missing = {"timesteps", "results", "ep_lengths"} - set(arrays)
     if missing:
         raise ImportProblem(f"{file}: missing {', '.join(sorted(missing))} (not an EvalCallback evaluations.npz)")
     steps, results, lengths = arrays["timesteps"], arrays["results"], arrays["ep_lengths"]
     if results.ndim == 1:
         results, lengths = results[:, None], lengths.reshape(-1, 1)
-    if steps.ndim != 1 or len(steps) == 0 or results.shape[0] != len(steps) or lengths.shape != results.shape:
+    if (
+        steps.ndim != 1
+        or len(steps) == 0
+        or results.ndim != 2
+        or results.shape[0] != len(steps)
+        or lengths.shape != results.shape
+        or results.shape[1] == 0
+    ):
         raise ImportProblem(
-            f"{file}: shapes do not fit (timesteps {steps.shape}, results {results.shape}, ep_lengths {lengths.shape})"
+            f"{file}: shapes do not fit (timesteps {steps.shape}, results {results.shape}, ep_lengths {lengths.shape};"
+            " expected (T,), (T, episodes ≥ 1), (T, episodes))"
         )
-    if not np.isfinite(results).all() or np.any(np.diff(steps) <= 0):
-        raise ImportProblem(f"{file}: results must be finite and timesteps increasing")
+    steps = _counts(file, steps, "timesteps", MAX_STEP)
+    results = _returns(file, results, "results")
+    lengths = _counts(file, lengths, "ep_lengths", MAX_EPISODE_LENGTH)
+    if np.any(np.diff(steps) <= 0):
+        raise ImportProblem(f"{file}: timesteps must increase")
     resolved = file.resolve()
     config = {"imported": "Stable-Baselines3 evaluations.npz", "eval_episodes": int(results.shape[1]), "seed": seed}
     run = RunSpec(f"zoo-{file.parent.name}", algo, env, correction, None, seed, int(steps[-1]), config)
@@ -215,10 +246,10 @@ def read_zoo(
         run,
         origin=f"zoo:{resolved}",
         source=str(resolved),
-        steps=steps.astype(np.int64),
-        returns=results.mean(axis=1).astype(np.float64),
-        episode_returns=results.astype(np.float64),
-        episode_lengths=lengths.astype(np.int64),
+        steps=steps,
+        returns=results.mean(axis=1),
+        episode_returns=results,
+        episode_lengths=lengths,
     )
 
 
@@ -262,34 +293,47 @@ def import_curves(
 
 
 def _write_chunk(db: sqlite_utils.Database, chunk: list[Curve], report: ImportReport) -> None:
+    """One transaction for the chunk, a savepoint per curve: a curve the store refuses is rolled back alone
+    and reported, and the others are written."""
     with write(db):
         for curve in chunk:
-            row = db.execute("SELECT id FROM runs WHERE origin = ?", [curve.origin]).fetchone()
-            if row is None:
-                run_id = _insert_run(db, curve)
-                report.imported += 1
-                after = -1
-            else:
-                run_id = row[0]
-                sql = "SELECT COALESCE(MAX(step), -1) FROM evaluations WHERE run_id = ?"
-                after = db.execute(sql, [run_id]).fetchone()[0]
-            fresh = curve.steps > after
-            if not fresh.any():
-                report.unchanged += 1
-                continue
-            db.conn.executemany(
-                "INSERT INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean, returns,"
-                " lengths) VALUES (?, ?, NULL, ?, ?, ?, ?, ?)",
-                _evaluation_rows(run_id, curve, fresh),
-            )
-            if row is not None:
-                report.updated += 1
-            best = float(curve.returns.max())
-            db.execute(
-                "UPDATE runs SET steps = ?, total_steps = MAX(total_steps, ?), last_return = ?,"
-                " best_return = MAX(COALESCE(best_return, ?), ?) WHERE id = ?",
-                [int(curve.steps[-1]), int(curve.steps[-1]), float(curve.returns[-1]), best, best, run_id],
-            )
+            db.execute("SAVEPOINT curve")
+            try:
+                _write_curve(db, curve, report)
+            except sqlite3.IntegrityError as error:
+                db.execute("ROLLBACK TO curve")
+                report.problems.append(f"{curve.source}: the store refused it ({error})")
+            db.execute("RELEASE curve")
+
+
+def _write_curve(db: sqlite_utils.Database, curve: Curve, report: ImportReport) -> None:
+    row = db.execute("SELECT id FROM runs WHERE origin = ?", [curve.origin]).fetchone()
+    if row is None:
+        run_id = _insert_run(db, curve)
+        after = -1
+    else:
+        run_id = row[0]
+        sql = "SELECT COALESCE(MAX(step), -1) FROM evaluations WHERE run_id = ?"
+        after = db.execute(sql, [run_id]).fetchone()[0]
+    fresh = curve.steps > after
+    if not fresh.any():
+        report.unchanged += 1
+        return
+    db.conn.executemany(
+        "INSERT INTO evaluations (run_id, step, wall_time, return_mean, return_std, length_mean, returns,"
+        " lengths) VALUES (?, ?, NULL, ?, ?, ?, ?, ?)",
+        _evaluation_rows(run_id, curve, fresh),
+    )
+    best = float(curve.returns.max())
+    db.execute(
+        "UPDATE runs SET steps = ?, total_steps = MAX(total_steps, ?), last_return = ?,"
+        " best_return = MAX(COALESCE(best_return, ?), ?) WHERE id = ?",
+        [int(curve.steps[-1]), int(curve.steps[-1]), float(curve.returns[-1]), best, best, run_id],
+    )
+    if row is None:
+        report.imported += 1
+    else:
+        report.updated += 1
 
 
 def _insert_run(db: sqlite_utils.Database, curve: Curve) -> int:
@@ -316,7 +360,3 @@ def _episode_rows(run_id: int, curve: Curve, indices: np.ndarray) -> Iterator[tu
         returns, lengths = curve.episode_returns[i], curve.episode_lengths[i]
         yield (run_id, int(curve.steps[i]), float(curve.returns[i]), float(returns.std()), float(lengths.mean()),
                *encode_episodes(returns, lengths))  # fmt: skip
-
-
-def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -57,7 +57,7 @@ class StoreError(Exception):
 
 
 def _check_file(path: Path) -> None:
-    """Refuse a folder or an empty file at ``path``, by its metadata alone.
+    """Refuse a folder, a FIFO, device or socket, or an empty file at ``path``, by its metadata alone.
 
     Never ``open()`` the store file here (nor anywhere in a process that may hold a connection to it):
     closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included,
@@ -67,6 +67,8 @@ def _check_file(path: Path) -> None:
     """
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not an offpoc store")
+    if path.exists() and not path.is_file():  # SQLite would wait on a FIFO forever
+        raise StoreError(f"{path} is not a regular file (a FIFO, device or socket), not an offpoc store")
     with contextlib.suppress(FileNotFoundError):
         if path.stat().st_size == 0:
             raise StoreError(f"{path} is an empty file, not an offpoc store (remove it, or pass another --db)")

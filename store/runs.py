@@ -22,6 +22,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -171,21 +172,41 @@ def get_run(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
     return None if row is None else cast(RunRow, dict(zip([d[0] for d in cursor.description], row)))
 
 
-def resolve(db: sqlite_utils.Database, tokens: list[str]) -> list[int]:
-    """Run ids for tokens that are ids or names (a name may match several runs).
+def resolve(db: sqlite_utils.Database, refs: Sequence[int | tuple[int, int] | str]) -> list[int]:
+    """Run ids for refs that are ids, id ranges ``(low, high)`` (every id in it must be a run) or names
+    (a name may match several runs).
 
-    Raises ``LookupError`` naming the first token that matches nothing.
+    A range is checked against the ids the store holds before anything is expanded, so its cost is bounded
+    by the store, not by the range. Raises ``LookupError`` naming the first ref that matches nothing.
     """
     ids: list[int] = []
-    for token in tokens:
-        if token.isdigit():
-            found = [r[0] for r in db.execute("SELECT id FROM runs WHERE id = ?", [int(token)])]
+    seen: set[int] = set()
+    for ref in refs:
+        if isinstance(ref, str) and ref.isascii() and ref.isdigit():  # an id as text (names are never numbers)
+            ref = int(ref)
+        if isinstance(ref, tuple):
+            found = _range(db, *ref)
+        elif isinstance(ref, int):
+            found = _range(db, ref, ref)
         else:
-            found = [r[0] for r in db.execute("SELECT id FROM runs WHERE name = ? ORDER BY id", [token])]
-        if not found:
-            raise LookupError(f"no run {token!r} in this store (see `offpoc ps --all`)")
-        ids.extend(i for i in found if i not in ids)
+            found = [r[0] for r in db.execute("SELECT id FROM runs WHERE name = ? ORDER BY id", [ref])]
+            if not found:
+                raise LookupError(f"no run {ref!r} in this store (see `offpoc ps --all`)")
+        ids.extend(i for i in found if i not in seen)
+        seen.update(found)
     return ids
+
+
+def _range(db: sqlite_utils.Database, low: int, high: int) -> list[int]:
+    """The ids ``low`` to ``high``, all of which the store must hold (LookupError names the first it lacks)."""
+    top = min(high, 2**63 - 1)  # SQLite's integers; a larger id is none
+    sql = "SELECT id FROM runs WHERE id BETWEEN ? AND ? ORDER BY id"
+    found = [r[0] for r in db.execute(sql, [low, top])] if low <= top else []
+    if low > top or len(found) != high - low + 1:
+        missing = next((low + k for k, run_id in enumerate(found) if run_id != low + k), low + len(found))
+        where = "" if low == high else f" (range {low}-{high}: {len(found):,} of its ids are runs)"
+        raise LookupError(f"no run {missing} in this store{where} (see `offpoc ps --all`)")
+    return found
 
 
 class NotOwner(RuntimeError):

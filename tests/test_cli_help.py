@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agents.config import TrainConfig, field_docs, field_names
 from offpoc_tui.cli import app
-from offpoc_tui.params import expand_runs, parse_count
+from offpoc_tui.params import parse_count, reads_as_ids, run_refs
 from store import open_store
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.processes import offpoc
@@ -93,8 +93,12 @@ def test_a_count_that_is_not_a_whole_number_in_range_is_refused(text: str) -> No
 
 
 def test_run_lists_and_ranges() -> None:
-    assert expand_runs(["1,2", "5-7", "exp", "3"]) == ["1", "2", "5", "6", "7", "exp", "3"]
-    assert expand_runs(["my-run"]) == ["my-run"]  # a name with a dash stays a name
+    assert run_refs(["1,2", "5-7", "exp", "3"]) == [1, 2, (5, 7), "exp", 3]
+    assert run_refs(["my-run", "²", "²-3", "１"]) == ["my-run", "²", "²-3", "１"]  # only ASCII digits are ids
+    with pytest.raises(ValueError, match="runs backwards"):
+        run_refs(["7-5"])
+    assert all(reads_as_ids(name) for name in ("3", "1-3", "a,b", "007"))
+    assert not any(reads_as_ids(name) for name in ("my-run", "3a", "1-3-5", "²", "v1.2"))
 
 
 def test_set_finds_the_field_meant_and_takes_brackets(tmp_path: Path) -> None:

@@ -83,3 +83,65 @@ def test_own_runs_are_checked_too_and_flags_clear_when_the_cause_goes(tmp_path: 
     db.execute("DELETE FROM evaluations WHERE run_id = ?", [ids[1]])
     db.conn.commit()
     assert flag_duplicates(db) == [] and db.execute("SELECT MAX(duplicate_of) FROM runs").fetchone()[0] is None
+
+
+def test_candidate_pairs_flag_exactly_what_every_pair_flags_in_a_fraction_of_the_comparisons(tmp_path: Path) -> None:
+    """The near-linear check (store.duplicates._candidates) against the full comparison on one group of 300
+    seeds: copies among them, flat and short curves, and seeds on another step grid (compared pair by pair)."""
+    import itertools
+
+    from store import duplicates
+    from store.curve_imports import Curve, import_curves
+    from store.runs import RunSpec
+
+    rng = np.random.default_rng(5)
+    curves, values = [], []
+    for seed in range(300):
+        points = 201 if seed % 30 else 121  # one seed in 30 evaluated at other steps
+        steps = np.arange(points, dtype=np.int64) * (1000 if points == 201 else 1500)
+        if seed % 25 == 24:  # a copy plus white noise, of a seed on the same grid: correlated at 0.994 to 1
+            same = [v for v in values if len(v) == points]
+            original = same[rng.integers(len(same))]
+            curve = original + rng.normal(0, rng.uniform(0.01, 0.11) * original.std(), points)
+        elif seed == 100:
+            curve = np.full(points, 7.0)
+        else:
+            rise = rng.uniform(500, 4000) * (1 - np.exp(-np.linspace(0, 1, points) / rng.uniform(0.05, 0.5)))
+            drift = np.cumsum(rng.normal(0, 1, points))
+            curve = rise + drift * 0.5 * rise.std() / drift.std() + rng.normal(0, 60, points)
+        values.append(curve)
+        run = RunSpec("synthetic", "td3", "Hopper-v2", "none", None, seed, int(steps[-1]), {})
+        curves.append(Curve(run, f"synthetic:{seed}", f"synthetic/{seed}", steps, curve))
+    db = open_store(tmp_path / "dup.db", create=True)
+    import_curves(db, curves)
+    fast = find_duplicates(db)
+    loaded = {r[0]: duplicates._curve(db, r[0]) for r in db.execute("SELECT id FROM runs ORDER BY seed")}
+    candidates = duplicates._candidates(loaded)
+    every_pair = list(itertools.combinations(loaded, 2))
+    original = duplicates._candidates
+    duplicates._candidates = lambda curves: every_pair
+    try:
+        full = find_duplicates(db)
+    finally:
+        duplicates._candidates = original
+    assert fast == full and len(full) >= 10  # the same seeds flagged, as the same copies
+    assert len(candidates) < 0.1 * len(every_pair), len(candidates)
+
+
+def test_every_pair_at_the_correlation_bound_is_a_candidate_across_grid_cells() -> None:
+    """Pairs that differ along the hashed projections themselves (so they fall in neighbouring cells) are
+    still candidates wherever they correlate at MIN_CORRELATION or more."""
+    from store import duplicates
+
+    n = 201
+    rng = np.random.default_rng(3)
+    a = 3000 * (1 - np.exp(-np.linspace(0, 1, n) / 0.2)) + rng.normal(0, 60, n)
+    shifts = [np.cos(np.pi * (np.arange(n) + 0.5) * k / n) for k in (1, 2, 3)]
+    curves, expected = {0: (np.arange(n), a)}, set()
+    for run_id, scale in enumerate(np.linspace(-0.2, 0.2, 81), start=1):
+        b = a + scale * a.std() * shifts[run_id % 3] * np.sqrt(2)
+        curves[run_id] = (np.arange(n), b)
+        if np.corrcoef(a, b)[0, 1] >= duplicates.MIN_CORRELATION:
+            expected.add((0, run_id))
+    found = {pair for pair in duplicates._candidates(curves) if pair[0] == 0}
+    assert len(expected) > 20 and expected <= found

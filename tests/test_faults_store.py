@@ -7,6 +7,7 @@ another store's files, and the store stays usable. About two minutes.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -16,7 +17,9 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -246,17 +249,39 @@ def test_analyze_loads_only_a_runs_own_checkpoint_and_says_why_in_one_line(tmp_p
     torch.save({"format": 3, "owner": None, "config": {}, "x": Payload(marker)}, pickled)
     hollow = tmp_path / "hollow.pt"
     torch.save({"format": 3}, hollow)
+
+    def edited(change: Callable[[dict[str, Any]], None]) -> bytes:
+        """The run's own checkpoint with one thing changed."""
+        state = torch.load(io.BytesIO(original), weights_only=True)
+        change(state)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getvalue()
+
+    def reshape(state: dict[str, Any]) -> None:
+        weights = state["modules"]["actor"]
+        name = next(iter(weights))
+        weights[name] = torch.zeros(3, 3)
+
     cases = [
         ("belongs to another store", (tmp_path / "b.db-runs" / "1" / "checkpoint.pt").read_bytes()),
         ("cannot read checkpoint", original[: len(original) // 2]),
         ("cannot read checkpoint", b""),
+        ("cannot read checkpoint", Path("/etc/passwd").read_bytes()),  # torch raised IndexError on it
         ("is not a whole offpoc checkpoint", hollow.read_bytes()),
         ("holds more than plain data", pickled.read_bytes()),
+        ("size mismatch for", edited(reshape)),  # the reason, not torch's first line alone
+        ("its step is -5, not a count", edited(lambda state: state["counters"].update(step=-5))),
+        (
+            "RNG 'os.system' is not one of NumPy's",
+            edited(lambda state: state["rng"]["env"].update(bit_generator="os.system")),
+        ),
     ]
     for reason, content in cases:
         mine.write_bytes(content)
         result = offpoc(a, "analyze", "weights", "1", "2", check=False)
         assert result.returncode == 1 and reason in one_line(result), result.stderr
+        assert "weights_only" not in result.stderr  # torch's advice to unpickle anyway is never repeated
     assert not marker.exists()
 
 

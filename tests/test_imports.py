@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import sqlite3
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +218,115 @@ def test_zoo_overrides_and_malformed_archives(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "missing ep_lengths" in result.stderr and "not a readable .npz archive" in result.stderr
     assert open_store(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def _claims(values: np.ndarray, count: int) -> bytes:
+    """``values`` as .npy bytes whose header claims ``count`` values (the data is not there)."""
+    buffer = io.BytesIO()
+    np.save(buffer, values)
+    return buffer.getvalue().replace(f"({len(values)},)".encode(), f"({count},)".encode(), 1)
+
+
+T = np.arange(1, 6) * 1000
+HOSTILE_ZOO = {  # name: (timesteps, results, ep_lengths), what the skip line says
+    "no-episodes": ((T, np.ones((5, 0)), np.ones((5, 0))), "shapes do not fit"),
+    "3d": ((T, np.ones((5, 3, 2)), np.ones((5, 3, 2))), "shapes do not fit"),
+    "text-steps": ((T.astype(str), np.ones((5, 3)), np.ones((5, 3))), "timesteps: holds <U21 values, not numbers"),
+    "text-results": ((T, np.full((5, 3), "1"), np.ones((5, 3))), "results: holds <U1 values, not numbers"),
+    "text-lengths": ((T, np.ones((5, 3)), np.full((5, 3), "x")), "ep_lengths: holds <U1 values, not numbers"),
+    "uint64-steps": ((T.astype(np.uint64) + np.uint64(2**63), np.ones((5, 3)), np.ones((5, 3))), "timesteps must be"),
+    "huge-steps": ((T * 1e30, np.ones((5, 3)), np.ones((5, 3))), "timesteps must be whole numbers"),
+    "nan-step": ((np.array([1e3, np.nan, 3e3, 4e3, 5e3]), np.ones((5, 3)), np.ones((5, 3))), "timesteps must be"),
+    "negative-steps": ((-T[::-1], np.ones((5, 3)), np.ones((5, 3))), "timesteps must be whole numbers from 0"),
+    "returns-1e308": ((T, np.full((5, 3), 1e308), np.ones((5, 3))), "results must be finite numbers within"),
+    "lengths-1e300": ((T, np.ones((5, 3)), np.full((5, 3), 1e300)), "ep_lengths must be whole numbers"),
+}
+
+
+def test_a_folder_of_evaluations_imports_every_good_file_and_lists_each_bad_one(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "td3"
+    for exp in range(20):
+        _zoo_file(logs / f"Hopper-v3_{exp}", 4 + exp % 3)
+    for exp, (_name, ((steps, results, lengths), _)) in enumerate(HOSTILE_ZOO.items(), start=100):
+        (logs / f"Hopper-v3_{exp}").mkdir()
+        np.savez(logs / f"Hopper-v3_{exp}" / "evaluations.npz", timesteps=steps, results=results, ep_lengths=lengths)
+    bomb = logs / "Hopper-v3_200"
+    bomb.mkdir()
+    with zipfile.ZipFile(bomb / "evaluations.npz", "w") as archive:  # headers claiming 10^12 values
+        for key in ("timesteps", "results", "ep_lengths"):
+            archive.writestr(f"{key}.npy", _claims(np.ones(10), 10**12))
+    db = tmp_path / "s.db"
+    result = invoke("import", "zoo", str(tmp_path / "logs"), "--db", str(db))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"imported 20 runs, skipped {len(HOSTILE_ZOO) + 1} files in" in result.stdout
+    skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == len(HOSTILE_ZOO) + 1
+    for exp, (name, (_, reason)) in enumerate(HOSTILE_ZOO.items(), start=100):
+        assert any(f"Hopper-v3_{exp}/" in line and reason in line for line in skipped), (name, skipped)
+    assert any("Hopper-v3_200/" in line and "claims 1,000,000,000,000 values" in line for line in skipped)
+    assert counts(db)[0] == 20
+    assert "Infinity" not in invoke("ps", "--all", "--json", "--db", str(db)).stdout
+
+
+def test_a_header_claiming_more_than_the_file_holds_is_refused_unread(tmp_path: Path) -> None:
+    curves = _layout(tmp_path / "pub")
+    (curves / "TD3" / "Hopper-v2" / "TD3_Hopper-v2_5.npy").write_bytes(_claims(np.ones(11), 1000))
+    (curves / "TD3" / "Hopper-v2" / "TD3_Hopper-v2_6.npy").write_bytes(_claims(np.ones(11), 10**12))
+    result = invoke("import", "reference", str(curves), "--db", str(tmp_path / "s.db"))
+    assert result.exit_code == 1 and "imported 3 runs, skipped 2 files" in result.stdout
+    assert "claims 1,000 values but the file holds only" in result.stderr
+    assert "claims 1,000,000,000,000 values; at most" in result.stderr
+
+
+def test_a_folder_nested_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> None:
+    deep, depth = tmp_path / "deep", 1100
+    deep.mkdir()
+    cwd = os.getcwd()
+    os.chdir(deep)
+    try:  # made relative, step by step: the absolute path is longer than some calls take
+        for _ in range(depth):
+            os.mkdir("d")
+            os.chdir("d")
+        np.savez("evaluations.npz", timesteps=T, results=np.ones((5, 3)), ep_lengths=np.ones((5, 3)))
+    finally:
+        os.chdir(cwd)
+    try:
+        result = invoke(
+            "import", "zoo", str(deep), "--algo", "td3", "--env", "Hopper-v3", "--db", str(tmp_path / "s.db")
+        )
+        assert result.exit_code == 0, result.output
+        assert "imported 1 run in" in result.stdout
+    finally:  # pytest's own clean-up of old temporary folders recurses: take the tree down here
+        os.chdir(deep / ("d/" * 100))
+        try:
+            for _ in range(depth - 100):
+                os.chdir("d")
+            for name in os.listdir("."):
+                os.remove(name)
+            for _ in range(depth):
+                os.chdir("..")
+                os.rmdir("d")
+        finally:
+            os.chdir(cwd)
+
+
+def test_a_curve_the_store_refuses_is_rolled_back_alone(tmp_path: Path) -> None:
+    """The last line of defence behind the checks: a write that fails skips its file, not the import."""
+    from store.curve_imports import Curve, import_curves
+    from store.runs import RunSpec
+
+    db = open_store(tmp_path / "s.db", create=True)
+    steps = np.arange(3, dtype=np.int64) * 1000
+
+    def curve(seed: int, returns: np.ndarray) -> Curve:
+        run = RunSpec("zoo", "td3", "Hopper-v3", "none", None, seed, 2000, {"seed": seed})
+        return Curve(run, f"test:{seed}", f"file{seed}", steps, returns)
+
+    bad = curve(1, np.array([1.0, np.nan, 2.0]))  # NaN is stored as NULL: the NOT NULL constraint refuses it
+    report = import_curves(db, [curve(0, np.ones(3)), bad, curve(2, np.ones(3))])
+    assert report.imported == 2 and len(report.problems) == 1 and "file1: the store refused it" in report.problems[0]
+    assert [r[0] for r in db.execute("SELECT seed FROM runs ORDER BY seed")] == [0, 2]
+    assert db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 6
 
 
 # ---- the schema migration that made room for imports --------------------------------------------

@@ -49,7 +49,7 @@ def test_offpoc_analyze_weights_table_figure_and_bad_input(tmp_path: Path) -> No
     assert all(0 < float(row["mean"]) <= 1 for row in table)  # SAC's λ_i, averaged per window
     assert figure.read_bytes()[:4] == b"\x89PNG" and "2 runs, 5 bins" in result.stderr
 
-    for args, message in [(["1"], "give two runs or more"), (["1", "9"], "no run '9'"),
+    for args, message in [(["1"], "give two runs or more"), (["1", "9"], "no run 9 "),
                           (["1", "3"], "run 3 has no checkpoint with its replay buffer")]:  # fmt: skip
         bad = offpoc(db, "analyze", "weights", *args, check=False)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr

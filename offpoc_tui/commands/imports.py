@@ -9,7 +9,8 @@ are listed and skipped, and the command then exits with status 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import Annotated
@@ -65,22 +66,29 @@ def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportPr
     except StoreError as error:
         fail(str(error))
     db = open_db(db_path, create=True)
-    if err.is_terminal:
-        columns = [TextColumn(f"importing {what}"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("files")]
-        with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
-            task = progress.add_task(what, total=count)
-            report = import_curves(db, curves, advance=lambda: progress.advance(task))
-    else:  # piped or in a log: a line per stage
-        with stage(f"importing {count:,} files of {what}…"):
-            report = import_curves(db, curves)
+    with _progress(f"importing {what}", count, "files") as advance:
+        report = import_curves(db, curves, advance=lambda: advance(1))
     imported = [row[0] for row in db.execute("SELECT id FROM runs WHERE origin IS NOT NULL")]
-    with stage(f"checking {len(imported):,} imported runs for seeds that are copies…"):
-        duplicates = flag_duplicates(db, imported)
+    with _progress("checking imported runs for copied seeds", len(imported), "runs") as advance:
+        duplicates = flag_duplicates(db, imported, advance=advance)
     db.close()
-    _say(report, db_path)
+    _say(report, db_path, len(duplicates))
     warn_duplicates(duplicates)
     if report.problems:
         raise typer.Exit(1)
+
+
+@contextmanager
+def _progress(what: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal, a line per stage otherwise (piped, or in a log); yields ``advance(n)``."""
+    if not err.is_terminal:
+        with stage(f"{what}: {total:,} {unit}…"):
+            yield lambda n: None
+        return
+    columns = [TextColumn(what), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn(unit)]
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 def warn_duplicates(duplicates: list[Duplicate]) -> None:
@@ -97,7 +105,7 @@ def warn_duplicates(duplicates: list[Duplicate]) -> None:
         err.print(f"  {duplicate.label}", markup=False, highlight=False)
 
 
-def _say(report: ImportReport, db_path: Path) -> None:
+def _say(report: ImportReport, db_path: Path, copies: int) -> None:
     for problem in report.problems:
         err.print(f"skipped {problem}", markup=False, highlight=False)
     parts = [f"imported {report.imported:,} run{'s' if report.imported != 1 else ''}"]
@@ -107,6 +115,8 @@ def _say(report: ImportReport, db_path: Path) -> None:
         parts.append(f"{report.unchanged:,} already present")
     if report.problems:
         parts.append(f"skipped {len(report.problems):,} file{'s' if len(report.problems) != 1 else ''}")
+    if copies:
+        parts.append(f"{copies:,} imported seed{'s' if copies != 1 else ''} flagged as copies")
     out.print(f"{', '.join(parts)} in {db_path}", highlight=False)
 
 
