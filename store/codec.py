@@ -12,8 +12,10 @@ stored. One million TD3 updates take about 2 MB; one million SAC summaries
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,3 +71,19 @@ def regular_runs(updates: np.ndarray, steps: np.ndarray) -> list[tuple[slice, in
         runs.append((slice(start, end), stride))
         start = end
     return runs
+
+
+def json_text(value: Any, indent: int | None = None) -> str:
+    """``value`` as strict JSON: a non-finite float (from an older store or another tool's file) is ``null``,
+    never ``NaN`` or ``Infinity``, which JSON parsers other than Python's refuse."""
+    return json.dumps(_finite(value), indent=indent, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

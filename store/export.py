@@ -15,6 +15,7 @@ from typing import IO, Any
 import sqlite_utils
 
 from store import summary, tables
+from store.codec import json_text
 from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
 from store.tasks import env_matches
 
@@ -146,7 +147,7 @@ def write_rows(
             for column in objects:
                 if isinstance(record.get(column), str):
                     record[column] = json.loads(record[column])
-            out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(record))
+            out.write(("\n  " if n == 0 else ",\n  ") + json_text(record))
             n += 1
         out.write("\n]\n" if n else "]\n")
     elif fmt == "md":

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,30 @@ def test_hostile_input_is_one_line_exit_2_bounded_and_writes_nothing(
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (kind, result.stderr[-2000:])
     assert _folder_state(folder) == before
+
+
+def test_json_output_stays_strict_json_when_the_store_holds_non_finite_numbers(tmp_path: Path) -> None:
+    """A store written by an older offpoc (or edited by hand) may hold ±inf: ps, show and export still print
+    JSON that strict parsers read, with null where a number is not finite."""
+    import json
+
+    from tests.processes import offpoc
+
+    path = tmp_path / "offpoc.db"
+    db = open_store(path, create=True)
+    create_runs(db, [spec(seed=0)])
+    db.close()
+    fill(path, 1)
+    db = open_store(path)
+    db.execute("UPDATE runs SET status = 'finished', last_return = ?, best_return = ?", [float("inf"), float("-inf")])
+    db.execute("UPDATE evaluations SET return_std = ? WHERE step = 1000", [float("inf")])
+    db.conn.commit()
+    db.close()
+
+    def strict(text: str) -> Any:
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON output"))
+
+    assert strict(offpoc(path, "ps", "--all", "--json").stdout)[0]["last_return"] is None
+    assert strict(offpoc(path, "show", "1", "--json").stdout)
+    rows = strict(offpoc(path, "export", "--table", "evaluations", "--format", "json").stdout)
+    assert [r["return_std"] for r in rows if r["step"] == 1000] == [None]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ from offpoc_tui.console import (
     tables_out,
 )
 from store import StoreError
+from store.codec import json_text
 from store.db import read_only
 from store.files import RunFiles
 from store.reader import PS_COLUMNS, list_runs, run_detail
@@ -95,7 +95,7 @@ def ps(
     runs = list_runs(store)
     shown = runs if all_ else [r for r in runs if r["status"] != "finished"]
     if json_:
-        print(json.dumps([{key: run.get(key) for key in PS_COLUMNS} for run in shown], indent=1))
+        print(json_text([{key: run.get(key) for key in PS_COLUMNS} for run in shown], indent=1))
         return
     from offpoc_tui.views import runs_table
 
@@ -125,7 +125,7 @@ def show(
     if not detail["source"]:  # trained here: its checkpoint and log are in the store's run files
         detail["files"] = str(RunFiles.of(store, db).run_dir(detail["id"]))
     if json_:
-        print(json.dumps(detail, indent=1))
+        print(json_text(detail, indent=1))
         return
     from offpoc_tui.views import run_view
 
