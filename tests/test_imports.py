@@ -72,7 +72,9 @@ def test_reference_import_twice_adds_nothing(tmp_path: Path) -> None:
     db = tmp_path / "ref.db"
     first = invoke("import", "reference", str(REFERENCE_CURVES / "Learning Curves"), "--db", str(db))
     assert first.exit_code == 0, first.output
-    assert "imported 1,440 runs" in first.stdout
+    assert "imported 1,440 runs, 52 imported seeds flagged as copies in" in first.stdout
+    flagged = [line for line in first.stderr.splitlines() if line.startswith("  ")]
+    assert len(flagged) == 21 and flagged[-1] == "  … and 32 more (offpoc duplicates lists them all)"
     before = counts(db)
     again = invoke("import", "reference", str(REFERENCE_CURVES), "--db", str(db))  # the parent folder works too
     assert again.exit_code == 0, again.output

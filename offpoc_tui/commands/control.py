@@ -131,6 +131,6 @@ def duplicates(
     store = open_db(db)
     ids = resolve_runs(store, run) if run else None
     found = flag_duplicates(store, ids)
-    warn_duplicates(found)
+    warn_duplicates(found, shown=None)
     checked = len(ids) if ids is not None else store.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     out.print(f"checked {checked:,} runs: {len(found)} flagged as copies", highlight=False)

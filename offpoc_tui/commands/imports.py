@@ -91,8 +91,9 @@ def _progress(what: str, total: int, unit: str) -> Iterator[Callable[[int], None
         yield lambda n: progress.advance(task, n)
 
 
-def warn_duplicates(duplicates: list[Duplicate]) -> None:
-    """List seeds flagged as another's copy (statistics with --dedupe leave them out)."""
+def warn_duplicates(duplicates: list[Duplicate], shown: int | None = 20) -> None:
+    """List seeds flagged as another's copy (statistics with --dedupe leave them out): the first ``shown``
+    (None: all), then how many more and the command that lists them."""
     if not duplicates:
         return
     err.print(
@@ -101,8 +102,10 @@ def warn_duplicates(duplicates: list[Duplicate]) -> None:
         markup=False,
         highlight=False,
     )
-    for duplicate in duplicates:
+    for duplicate in duplicates[:shown]:
         err.print(f"  {duplicate.label}", markup=False, highlight=False)
+    if shown is not None and len(duplicates) > shown:
+        err.print(f"  … and {len(duplicates) - shown:,} more (offpoc duplicates lists them all)", highlight=False)
 
 
 def _say(report: ImportReport, db_path: Path, copies: int) -> None:
