@@ -85,7 +85,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("kind", "args", "message"), CASES, ids=[f"{k}: {' '.join(a)[:40]}" for k, a, _ in CASES])
+def _case_id(kind: str, args: list[str], message: str) -> str:
+    shown = " ".join("FILE" if a.startswith("FILE:") else a.encode("ascii", "backslashreplace").decode() for a in args)
+    return f"{kind}: {shown[:40]} ({message[:30]})"
+
+
+@pytest.mark.parametrize(("kind", "args", "message"), CASES, ids=[_case_id(*case) for case in CASES])
 def test_hostile_input_is_one_line_exit_2_bounded_and_writes_nothing(
     store: Path, tmp_path: Path, kind: str, args: list[str], message: str
 ) -> None:
