@@ -26,6 +26,7 @@ import dataclasses
 import errno
 import os
 import pickle
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,23 +189,30 @@ def read_state(path: Path) -> dict[str, Any]:
         text = str(error)
         if "global" not in text.lower():  # not a refused class or function: a damaged or foreign file
             raise CheckpointMismatch(f"cannot read checkpoint {path}: not a checkpoint, or damaged") from None
-        reason = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
-        reason = reason.split(". ")[0].rstrip(".")  # torch's advice after it (to unpickle anyway) is never ours
+        named = re.search(r"GLOBAL [\w.]+", text)  # what the file wanted to run, however torch words it
+        reason = f"unsupported {named[0]}" if named else "a class or function, not data"
         refused = f"{path} holds more than plain data ({reason}): refused, nothing in it was run"
         raise CheckpointMismatch(refused) from None
-    except Exception as error:  # whatever torch raises on a file it cannot read (a text file gives IndexError):
-        # the file is not a checkpoint, and that is all there is to say
+    except OSError as error:
         raise CheckpointMismatch(f"cannot read checkpoint {path}: {_first_line(error)}") from None
+    except Exception as error:  # whatever torch raises on a file it cannot read (a text file gives IndexError)
+        why = f"{type(error).__name__}: {_first_line(error)}"
+        raise CheckpointMismatch(f"cannot read checkpoint {path}: not a checkpoint, or damaged ({why})") from None
     if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
         raise CheckpointMismatch(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION}): not loaded")
     missing = [key for key in _REQUIRED if not isinstance(state.get(key), dict)]
     if missing or not isinstance(state["counters"].get("step"), int):
         raise CheckpointMismatch(f"{path} is not a whole offpoc checkpoint (no {(missing or ['step'])[0]}): not loaded")
     counters = {k: v for k, v in state["counters"].items() if k in _COUNTS}
-    wrong = [k for k, v in counters.items() if not isinstance(v, int) or isinstance(v, bool) or v < _COUNTS[k]]
+    wrong = [
+        k for k, v in counters.items() if not isinstance(v, int) or isinstance(v, bool) or not _COUNTS[k] <= v < 2**63
+    ]
     if wrong:
         raise CheckpointMismatch(f"{path}: its {wrong[0]} is {counters[wrong[0]]!r}, not a count: not loaded")
-    generators = [r.get("bit_generator") for r in (state["rng"].get("env"), state["rng"].get("env_reset")) if r]
+    rngs = [state["rng"].get("env"), state["rng"].get("env_reset")]
+    if not isinstance(rngs[0], dict) or not isinstance(rngs[1], dict | None):
+        raise CheckpointMismatch(f"{path} is not a whole offpoc checkpoint (no environment RNG state): not loaded")
+    generators = [r.get("bit_generator") for r in rngs if r]
     unknown = [g for g in generators if g not in BIT_GENERATORS]
     if unknown:
         raise CheckpointMismatch(f"{path}: its environment RNG {unknown[0]!r} is not one of NumPy's: not loaded")

@@ -42,10 +42,13 @@ def run_refs(tokens: list[str]) -> list[RunRef]:
     """``["1,2", "5-7", "exp"]`` → ``[1, 2, (5, 7), "exp"]``: ids and ranges (ASCII digits only), names as they are.
 
     Ranges stay ranges: the store checks them against the ids it holds, so ``1-10000000000`` costs no memory.
-    ValueError for a range that runs backwards."""
+    ValueError for a range that runs backwards, or a token that names nothing (``","``, ``""``)."""
     refs: list[RunRef] = []
     for token in tokens:
-        for part in (p for p in token.split(",") if p):
+        parts = [p for p in token.split(",") if p]
+        if not parts:
+            raise ValueError(f"{token!r} names no run: give ids (3, 1-5, 2,4) or names")
+        for part in parts:
             if _ID.fullmatch(part):
                 refs.append(int(part))
             elif (match := _RANGE.fullmatch(part)) is not None:
@@ -60,4 +63,4 @@ def run_refs(tokens: list[str]) -> list[RunRef]:
 
 def reads_as_ids(name: str) -> bool:
     """Whether a run name would be read as ids on a command line (``3``, ``1-3``, ``1,2``): names cannot be."""
-    return "," in name or bool(_ID.fullmatch(name) or _RANGE.fullmatch(name.strip()))
+    return "," in name or bool(_ID.fullmatch(name) or _RANGE.fullmatch(name))

@@ -197,7 +197,8 @@ def check_env(env_id: str) -> tuple[int, int]:
 
 def check_machine(config: Any, sizes: tuple[int, int]) -> None:
     """A run on this machine must fit it: no more torch threads than cores, and its networks (with their target
-    copies, gradients and Adam's two moments) and the replay slots it fills within the memory."""
+    copies, gradients and Adam's two moments), a batch's activations and the replay slots it fills within the
+    memory."""
     cores = os.cpu_count() or 1
     if config.threads > cores:
         raise UsageError(f"threads {config.threads:,} is more than this machine's {cores} cores")
@@ -212,10 +213,13 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
     online = actor + critics * critic
     targets = critics * critic + (0 if config.algo == "sac" else actor)
     slots = min(config.buffer_size, config.total_steps)
-    needed = 4 * (4 * online + targets + slots * (2 * obs + act + 2))  # float32 values
+    # A batch's activations (and their gradients) through every network, forward and back.
+    batch = config.batch_size * (2 * obs + act + 2 + 4 * (1 + critics) * sum(config.hidden))
+    needed = 4 * (4 * online + targets + slots * (obs + act + 2) + batch)  # float32 values
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if needed > MEMORY_SHARE * memory:
         raise UsageError(
-            f"hidden {','.join(map(str, config.hidden))} with {slots:,} replay slots needs about"
+            f"hidden {','.join(map(str, config.hidden))}, batch {config.batch_size:,} and {slots:,} replay slots"
+            f" need about"
             f" {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's {memory / 2**30:,.1f} GiB"
         )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from store import RunSpec
 from store.db import write
 from store.runs import insert_runs
 
+MAX_SWEEP_RUNS = 100_000
+"""Runs one sweep may queue at most (algorithms × environments × methods × seeds)."""
 MAX_SWEEP_BYTES = 1_000_000
 """A sweep file's size at most (the paper's whole study is a page)."""
 TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override"}
@@ -118,7 +121,7 @@ def _methods(entries: Any) -> list[dict[str, Any]]:
     """Each ``[[methods]]`` table, its list values expanded into one method per combination."""
     if not isinstance(entries, list) or not entries or not all(isinstance(m, dict) for m in entries):
         raise UsageError("a sweep needs at least one [[methods]] table")
-    methods = []
+    methods: list[dict[str, Any]] = []
     for entry in entries:
         correction = entry.get("correction")
         named = isinstance(correction, str) or (
@@ -130,6 +133,9 @@ def _methods(entries: Any) -> list[dict[str, Any]]:
         choices = [entry[k] if isinstance(entry[k], list) else [entry[k]] for k in keys]
         if any(not c for c in choices):
             raise UsageError(f"an empty list in [[methods]] {entry!r}")
+        combinations = math.prod(len(c) for c in choices)
+        if len(methods) + combinations > MAX_SWEEP_RUNS:  # checked before anything is expanded
+            raise UsageError(f"[[methods]] lists expand to more than {MAX_SWEEP_RUNS:,} methods")
         methods += [dict(zip(keys, combination, strict=True)) for combination in itertools.product(*choices)]
     return methods
 
@@ -185,9 +191,15 @@ def load_sweep(path: Path) -> Sweep:
     misspelt = [k for k in shared if k not in field_names()]
     if misspelt:
         raise UsageError(f"sweep {name}: {unknown_field(misspelt[0])}")
+    methods = _methods(sweep.get("methods"))
+    runs = len(algos) * len(envs) * len(methods) * len(seeds)
+    if runs > MAX_SWEEP_RUNS:
+        raise UsageError(f"sweep {name}: {runs:,} runs, more than {MAX_SWEEP_RUNS:,} (the paper's study is 1,440)")
     used: set[str] = set()
     cells: list[Cell] = []
-    for algo, env, method in itertools.product(algos, envs, _methods(sweep.get("methods"))):
+    keys: set[tuple[str, str, str]] = set()
+    configs: dict[tuple[str, str, str], Cell] = {}  # a cell's first config (as JSON) → the cell
+    for algo, env, method in itertools.product(algos, envs, methods):
         correction = method["correction"].lower()
         own = {k: v for k, v in method.items() if k not in ("correction", "divergence")}
         shared_settings = dict(common)
@@ -204,8 +216,9 @@ def load_sweep(path: Path) -> Sweep:
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
         key = correction + (f"/{method['divergence']}" if "divergence" in method else "")
         key += "".join(f", {k}={_text(v)}" for k, v in sorted(own.items()))
-        if any(c.algo == algo and c.env == env and c.method == key for c in cells):
+        if (algo, env, key) in keys:
             raise UsageError(f"sweep {name}: the method {key} is listed twice in [[methods]]")
+        keys.add((algo, env, key))
         request = RunRequest(
             algo=algo,
             env=env,
@@ -220,12 +233,12 @@ def load_sweep(path: Path) -> Sweep:
             built = build_specs(request)
         except UsageError as error:
             raise UsageError(f"sweep {name}, cell {label}: {error}") from None
-        twin = next(
-            (c for c in cells if c.algo == algo and c.env == env and c.specs[0].config == built[0].config), None
-        )
+        same = (algo, env, json.dumps(built[0].config, sort_keys=True))
+        twin = configs.get(same)
         if twin is not None:
             raise UsageError(f"sweep {name}: the methods {twin.method} and {key} are the same runs (listed twice)")
         cells.append(Cell(algo, env, key, built))
+        configs[same] = cells[-1]
     unused = [k for k in shared if k not in used]
     if unused and cells:
         group = group_of(unused[0])

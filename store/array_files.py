@@ -52,7 +52,9 @@ def load_npz(file: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
                 if info is not None:
                     with archive.open(info) as stream:
                         arrays[key] = _read(stream, info.file_size, key)
-    except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError) as error:
+    except ArrayFileError:
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError) as error:
         raise ArrayFileError(f"not a readable .npz archive ({_first_line(error)})") from None
     return arrays
 
@@ -71,9 +73,13 @@ def _read(stream: IO[bytes], size: int, key: str = "") -> np.ndarray:
         raise ArrayFileError(f"{where}not a readable .npy array ({_first_line(error)})") from None
     if dtype.hasobject or dtype.kind not in "iuf":
         raise ArrayFileError(f"{where}holds {dtype} values, not numbers")
+    if any(not isinstance(side, int) or side < 0 for side in shape):
+        raise ArrayFileError(f"{where}its header's shape {shape} is not a shape")
     count = int(np.prod(shape, dtype=object))
     if count > MAX_VALUES:
         raise ArrayFileError(f"{where}its header claims {count:,} values; at most {MAX_VALUES:,} are read")
+    if any(side > MAX_VALUES for side in shape):  # (10**30, 0): no values, and a side numpy cannot make
+        raise ArrayFileError(f"{where}its header's shape {shape} has a side over {MAX_VALUES:,}")
     if count * dtype.itemsize > size:
         raise ArrayFileError(f"{where}its header claims {count:,} values but the file holds only {size:,} bytes")
     data = stream.read(count * dtype.itemsize)

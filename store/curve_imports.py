@@ -241,7 +241,7 @@ def read_zoo(
         raise ImportProblem(f"{file}: timesteps must increase")
     resolved = file.resolve()
     config = {"imported": "Stable-Baselines3 evaluations.npz", "eval_episodes": int(results.shape[1]), "seed": seed}
-    run = RunSpec(f"zoo-{file.parent.name}", algo, env, correction, None, seed, int(steps[-1]), config)
+    run = RunSpec(_zoo_name(file.parent.name), algo, env, correction, None, seed, int(steps[-1]), config)
     return Curve(
         run,
         origin=f"zoo:{resolved}",
@@ -251,6 +251,13 @@ def read_zoo(
         episode_returns=results,
         episode_lengths=lengths,
     )
+
+
+def _zoo_name(folder: str) -> str:
+    """``zoo-{folder}`` as a run name a command line can give back: no comma (it separates run tokens) and no
+    control character or undecodable byte."""
+    kept = (c if c.isprintable() and c != "," and not "\udc80" <= c <= "\udcff" else "_" for c in folder)
+    return f"zoo-{''.join(kept)}"
 
 
 def zoo_curves(path: Path, files: list[Path] | None = None, **overrides: Any) -> Iterator[Curve | ImportProblem]:

@@ -18,8 +18,8 @@ their exact correlation by matrix products, and only those at the bound are chec
 same pairs are flagged as a full comparison would flag (a test holds them equal), in time
 near-linear in the seeds where they spread over cells (independent seeds differ by a slow drift,
 which is what the low-frequency projections measure) and, where they do not, in fast matrix
-products rather than a Python loop per pair. Seeds evaluated at different steps are still
-compared pair by pair on the steps they share.
+products rather than a Python loop per pair. Seeds evaluated at different steps go through the same
+filter on the steps their two grids share.
 """
 
 from __future__ import annotations
@@ -105,16 +105,25 @@ def find_duplicates(
 
 
 def _candidates(curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, int]]:
-    """The pairs (in ``curves``' order) that may be near-identical: every pair of seeds evaluated at different
-    steps, and of those evaluated at the same steps the ones close in the cosine projections (module docstring)."""
+    """The pairs (in ``curves``' order) that may be near-identical: seeds evaluated at the same steps close in
+    the cosine projections and correlated at the bound (module docstring); seeds on two different grids the
+    same way, on the steps both grids have (which are the steps the full check compares them on)."""
     order = {run_id: i for i, run_id in enumerate(curves)}
     by_steps: dict[bytes, list[int]] = {}
     for run_id, (steps, _) in curves.items():
         by_steps.setdefault(steps.tobytes(), []).append(run_id)
     pairs = [p for members in by_steps.values() for p in _close_pairs(members, curves)]
     grids = list(by_steps.values())
-    for i, j in itertools.combinations(range(len(grids)), 2):
-        pairs.extend((a, b) if order[a] < order[b] else (b, a) for a in grids[i] for b in grids[j])
+    for i, j in itertools.combinations(range(len(grids)), 2):  # seeds on two grids: on the steps both have
+        first, second = grids[i], grids[j]
+        shared, _, _ = np.intersect1d(curves[first[0]][0], curves[second[0]][0], return_indices=True)
+        on_shared = {}
+        for run_id in first + second:
+            steps, values = curves[run_id]
+            on_shared[run_id] = (shared, values[np.searchsorted(steps, shared)])
+        members = sorted(first + second, key=order.__getitem__)
+        across = set(first)
+        pairs.extend(p for p in _close_pairs(members, on_shared) if (p[0] in across) != (p[1] in across))
     return sorted(pairs, key=lambda pair: (order[pair[0]], order[pair[1]]))
 
 

@@ -87,7 +87,8 @@ def test_own_runs_are_checked_too_and_flags_clear_when_the_cause_goes(tmp_path: 
 
 def test_candidate_pairs_flag_exactly_what_every_pair_flags_in_a_fraction_of_the_comparisons(tmp_path: Path) -> None:
     """The near-linear check (store.duplicates._candidates) against the full comparison on one group of 300
-    seeds: copies among them, flat and short curves, and seeds on another step grid (compared pair by pair)."""
+    seeds: copies among them (some cut short, on grids of their own), a flat curve, and seeds on another step
+    grid."""
     import itertools
 
     from store import duplicates
@@ -103,6 +104,11 @@ def test_candidate_pairs_flag_exactly_what_every_pair_flags_in_a_fraction_of_the
             same = [v for v in values if len(v) == points]
             original = same[rng.integers(len(same))]
             curve = original + rng.normal(0, rng.uniform(0.01, 0.11) * original.std(), points)
+        elif seed % 40 == 39:  # a copy cut short (a run stopped early): its own grid, the original's first steps
+            longer = [v for v in values if len(v) == 201]
+            original = longer[rng.integers(len(longer))][: 150 + seed % 7]
+            steps = steps[: len(original)]
+            curve = original + rng.normal(0, rng.uniform(0.01, 0.11) * original.std(), len(original))
         elif seed == 100:
             curve = np.full(points, 7.0)
         else:
@@ -125,6 +131,8 @@ def test_candidate_pairs_flag_exactly_what_every_pair_flags_in_a_fraction_of_the
     finally:
         duplicates._candidates = original
     assert fast == full and len(full) >= 10  # the same seeds flagged, as the same copies
+    cut_short = [d for d in full if int(d.label.split("seed ")[1].split()[0]) % 40 == 39]
+    assert len(cut_short) >= 5  # copies found across step grids too
     assert len(candidates) < 0.1 * len(every_pair), len(candidates)
 
 

@@ -280,6 +280,27 @@ def test_a_header_claiming_more_than_the_file_holds_is_refused_unread(tmp_path: 
     assert "claims 1,000,000,000,000 values; at most" in result.stderr
 
 
+BAD_SHAPES = [((-3,), "is not a shape"), ((10**30, 0), "has a side over"), ((-2, -3), "is not a shape"),
+              ((3, 0, 10**30), "has a side over")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "reason"), BAD_SHAPES)
+def test_a_header_whose_shape_is_not_one_is_refused(tmp_path: Path, shape: tuple[int, ...], reason: str) -> None:
+    """The shape written over the header's padding (numpy reads the length the header states): it reads this far."""
+    curves = _layout(tmp_path / "pub")
+    text = _claims(np.ones(11), 11).replace(b"(11,)", str(shape).replace(" ", "").encode(), 1)
+    (curves / "TD3" / "Hopper-v2" / "TD3_Hopper-v2_5.npy").write_bytes(text)
+    logs = tmp_path / "logs" / "td3" / "Hopper-v3_1"
+    logs.mkdir(parents=True)
+    with zipfile.ZipFile(logs / "evaluations.npz", "w") as archive:
+        for key in ("timesteps", "results", "ep_lengths"):
+            archive.writestr(f"{key}.npy", text)
+    result = invoke("import", "reference", str(curves), "--db", str(tmp_path / "s.db"))
+    assert result.exit_code == 1 and "imported 3 runs, skipped 1 file" in result.stdout and reason in result.stderr
+    zoo = invoke("import", "zoo", str(tmp_path / "logs"), "--db", str(tmp_path / "s.db"))
+    assert zoo.exit_code == 1 and "imported 0 runs, skipped 1 file" in zoo.stdout and reason in zoo.stderr
+
+
 def test_a_folder_nested_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> None:
     deep, depth = tmp_path / "deep", 1100
     deep.mkdir()

@@ -82,7 +82,7 @@ def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportPr
 def _progress(what: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
     """A progress bar on a terminal, a line per stage otherwise (piped, or in a log); yields ``advance(n)``."""
     if not err.is_terminal:
-        with stage(f"{what}: {total:,} {unit}…"):
+        with stage(f"{what}: {total:,} {unit if total != 1 else unit.removesuffix('s')}…"):
             yield lambda n: None
         return
     columns = [TextColumn(what), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn(unit)]
