@@ -99,7 +99,10 @@ def _strings(sweep: dict[str, Any], key: str) -> list[str]:
 
 def _seeds(value: Any) -> list[int]:
     if isinstance(value, str):
-        return parse_seeds(value)
+        try:
+            return parse_seeds(value)
+        except UsageError as error:  # said of --seeds; here it is the file's seeds
+            raise UsageError(str(error).replace("--seeds", "seeds", 1)) from None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):

@@ -26,6 +26,12 @@ from tests.storefill import fill, spec
 PENDULUM = ["run", "td3", "Pendulum-v1"]
 SEEDS_10000 = ", ".join(map(str, range(10_000)))
 SWEEP = 'algos = ["td3"]\nenvs = ["Pendulum-v1"]\n[[methods]]\ncorrection = "none"\n'
+VALUES_40 = ", ".join(f"0.{i + 1:02d}" for i in range(40))
+PRODUCT = 'algos = ["td3"]\nenvs = ["Pendulum-v1"]\n[[methods]]\ncorrection = "none"\n' + "".join(
+    f"{key} = [{VALUES_40}]\n" for key in ("tau", "actor_lr", "critic_lr", "gamma")
+)  # 40^4 = 2.56 million methods
+ALGOS_200 = ", ".join(['"td3"'] * 200)
+WIDE = 'envs = ["Pendulum-v1"]\n[[methods]]\ncorrection = "none"\n'  # 200 × 1,000 seeds = 200,000 runs
 CASES = [
     # ---- ids: only ASCII digits are ids; ranges are checked against the store before anything is expanded
     ("ids", ["show", "²"], "no run '²'"),
@@ -60,6 +66,8 @@ CASES = [
     ("numbers", [*PENDULUM, "--seeds", "0-999999"], "more than 1000 seeds"),
     ("numbers", ["sweep", f"FILE:name = 'many'\nseeds = [{SEEDS_10000}]\n" + SWEEP], "10,000 seeds, more than 1000"),
     ("numbers", ["sweep", "FILE:name = 'neg'\nseeds = [-1, 2]\n" + SWEEP], "seeds must be from 0 to 2^63 - 1"),
+    ("numbers", ["sweep", "FILE:name = 'product'\n" + PRODUCT], "lists expand to more than 100,000 methods"),
+    ("numbers", ["sweep", f"FILE:name = 'wide'\nseeds = '0-999'\nalgos = [{ALGOS_200}]\n" + WIDE], "more than 100,000"),
     # ---- nesting
     ("nesting", ["sweep", "FILE:name = 'deep'\nx = " + "[" * 100_000 + "]" * 100_000 + "\n"], "nests its tables"),
 ]

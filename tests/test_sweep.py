@@ -62,7 +62,7 @@ def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> N
         (('correction = "none"', 'correction = "nope"'), "cell td3 × Pendulum-v1 × nope: unknown correction 'nope'"),
         (("start_steps = 500", "start_steps = -5"), "start_steps must be at least 0"),
         (('envs = ["Pendulum-v1", "Hopper-v4"]', 'envs = ["Pendulum-v1", "Nowhere-v0"]'), "× Nowhere-v0 × none"),
-        (('seeds = "0-2"', 'seeds = "2-0"'), "runs backwards"),
+        (('seeds = "0-2"', 'seeds = "2-0"'), "error: seeds range '2-0' runs backwards"),
         (('name = "grid"', 'name = "12"'), "would read as run ids"),
         (("[set]", "[sett]"), "unknown key 'sett'"),
         (('match = { envs = ["Hopper-v4"], algos = ["sac"] }', 'match = { env = ["Hopper-v4"] }'), "matches on"),
