@@ -15,7 +15,7 @@ from store import RunSpec
 
 MAX_SEEDS = 1000
 MEMORY_SHARE = 0.8
-"""The share of this machine's memory one run's networks and replay buffer may need at most."""
+"""The share of this machine's memory one run's networks, batch and replay buffer may need at most."""
 
 
 class UsageError(ValueError):
@@ -137,7 +137,8 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
 
 
 def check_name(name: str, what: str = "--name") -> None:
-    """A run name is shown on terminals and files: printable text that is not a number (numbers are ids)."""
+    """A run name is shown on terminals and files, and given back on command lines: printable text that cannot
+    read as run ids (no number, no id range, no comma)."""
     if any("\udc80" <= char <= "\udcff" for char in name):
         raise UsageError(f"{what} is not valid UTF-8")
     from offpoc_tui.params import reads_as_ids
@@ -220,6 +221,6 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
     if needed > MEMORY_SHARE * memory:
         raise UsageError(
             f"hidden {','.join(map(str, config.hidden))}, batch {config.batch_size:,} and {slots:,} replay slots"
-            f" need about"
-            f" {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's {memory / 2**30:,.1f} GiB"
+            f" need about {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's"
+            f" {memory / 2**30:,.1f} GiB"
         )

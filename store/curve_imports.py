@@ -51,7 +51,7 @@ ZOO_FILE = "evaluations.npz"
 _ZOO_RUN_FOLDER = re.compile(r"^(?P<env>.+-v\d+)_(?P<exp>\d+)$")
 """rl-baselines3-zoo writes ``logs/{algo}/{env}_{experiment}/evaluations.npz``."""
 MAX_STEP = 10**15
-"""An evaluation's environment step at most (a thousand times the paper's budget of 10⁶, a million times)."""
+"""An evaluation's environment step at most (a billion times the paper's budget of 10⁶ steps)."""
 MAX_RETURN = 1e12
 """A return's magnitude at most: no benchmark task comes near, and a mean of two returns near 1e308 overflows."""
 MAX_EPISODE_LENGTH = 2**31 - 1
