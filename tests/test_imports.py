@@ -384,3 +384,12 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
     )
     with pytest.raises(sqlite3.IntegrityError):  # still one evaluation per (run, step)
         db.execute("INSERT INTO evaluations (run_id, step, return_mean, returns, lengths) VALUES (1, 2000, 2, '', '')")
+
+
+def test_a_zoo_runs_name_from_its_folder_can_be_given_back_on_a_command_line(tmp_path: Path) -> None:
+    _zoo_file(tmp_path / "logs" / "td3" / "a,b\x1bc", 3)
+    db = tmp_path / "s.db"
+    result = invoke("import", "zoo", str(tmp_path / "logs"), "--algo", "td3", "--env", "Hopper-v3", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert open_store(db).execute("SELECT name FROM runs").fetchone() == ("zoo-a_b_c",)
+    assert invoke("show", "zoo-a_b_c", "--db", str(db)).exit_code == 0
