@@ -128,6 +128,8 @@ class Trainer:
         self.episode_return = 0.0
         self.episode_length = 0
         self.elapsed = 0.0
+        self._clock: float | None = None
+        """When the current :meth:`run` started (``perf_counter``); None outside one."""
         self.last_eval_step = -1
         self.checkpoint_step = -1
         """The step of the last checkpoint this trainer wrote."""
@@ -217,7 +219,7 @@ class Trainer:
     def run(self) -> TrainResult:
         """Train to ``total_steps`` (or until asked to stop)."""
         c = self.config
-        clock = time.perf_counter()
+        clock = self._clock = time.perf_counter()
         interval_clock, interval_step = clock, self.step
         if self.last_eval_step < 0:
             self._evaluate(clock)
@@ -243,12 +245,18 @@ class Trainer:
             self._evaluate(clock)
         return self._finish("finished", clock)
 
+    @property
+    def training_time(self) -> float:
+        """Seconds spent training so far, over every :meth:`run` (resumed runs included)."""
+        return self.elapsed + (time.perf_counter() - self._clock if self._clock is not None else 0.0)
+
     def _finish(self, status: Literal["finished", "stopped"], clock: float) -> TrainResult:
         path = self.checkpoint_path
         if path is not None and self.checkpoint_step != self.step:  # not twice at the same step
             self.save_checkpoint(clock=clock)
         self._emit_all(self.weights.flush())
         self.elapsed += time.perf_counter() - clock
+        self._clock = None
         return TrainResult(status, self.step, self.agent.updates, self.episode, self.elapsed, path)
 
     # ---- checkpoints -----------------------------------------------------------------

@@ -122,7 +122,7 @@ class StoreBinding:
     def should_stop(self) -> bool:
         """The trainer asks before every step: flush when due, then answer."""
         if self.trainer is not None:
-            self.writer.tick(self.trainer.step, self.trainer.agent.updates)
+            self.writer.tick(self.trainer.step, self.trainer.agent.updates, self.trainer.training_time)
         return self.stop.is_set() or self.writer.stop_requested
 
     def build(self, run: RunRow, config: TrainConfig, files: RunFiles) -> Trainer:
@@ -160,7 +160,7 @@ def live(run: RunRow, binding: StoreBinding, link: Link, files: RunFiles) -> Out
         config = TrainConfig.from_dict(json.loads(run["config"]))
         trainer = binding.build(run, config, files)
         result = trainer.run()
-        binding.writer.flush(result.step, result.updates)
+        binding.writer.flush(result.step, result.updates, result.wall_time)
         if not link.end(run_id, result.status):
             raise NotOwner(f"run {run_id} is no longer this worker's: its end is not recorded")
         return Outcome(result.status, f"{result.status} at step {result.step} after {result.wall_time:.0f} s")
@@ -186,7 +186,7 @@ def _failed(binding: StoreBinding, link: Link, run_id: int, error: str, text: st
     trainer = binding.trainer
     if trainer is not None:
         try:
-            binding.writer.flush(trainer.step, trainer.agent.updates)
+            binding.writer.flush(trainer.step, trainer.agent.updates, trainer.training_time)
         except NotOwner as flush_error:
             print(flush_error, file=sys.stderr, flush=True)
             return Outcome("not-owner", str(flush_error))

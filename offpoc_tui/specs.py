@@ -111,6 +111,9 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                     sampler = sets.get("sampler", flags.get("sampler", "uniform"))
                     sets = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
                 config = with_overrides(base, sets).resolved()
+                random = random_only(config.start_steps or 0, config.total_steps)
+                if random and "start_steps" in request.sets:
+                    raise UsageError(f"{random}; lower start_steps or raise --steps")
                 check_correction_starts(config)
                 if request.local:
                     check_device(config.device)
@@ -164,6 +167,17 @@ def check_device(device: str) -> None:
         raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
     if kind == "mps" and not torch.backends.mps.is_available():
         raise UsageError(f"device {device!r}: MPS is not available on this machine")
+
+
+def random_only(start_steps: int, total_steps: int) -> str | None:
+    """What is wrong with a run that never leaves its random phase (``start_steps`` ≥ its steps); None if it
+    learns. Refused where ``start_steps`` was set; said as a note where it is the algorithm's default."""
+    if start_steps < total_steps:
+        return None
+    return (
+        f"start_steps {start_steps:,} is not below the run's {total_steps:,} steps:"
+        " it would only play randomly and never update its networks"
+    )
 
 
 def check_correction_starts(config: Any) -> None:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from offpoc_tui.console import literal, visible
 from store.runs import RunRow
+from store.writer import RATE_WINDOW_S
 
 STATUS_STYLE = {
     "queued": "cyan",
@@ -104,7 +105,7 @@ def run_view(run: RunRow) -> RenderableType:
         ("started", _when(run["started"])),
         ("ended", _when(run["finished"])),
         ("training time", duration(run["wall_time"])),
-        ("speed", f"{number(run['sps'])} steps/s"),
+        ("speed", f"{number(run['sps'])} steps/s over its last {RATE_WINDOW_S:.0f} s of training"),
         ("last heartbeat", _when(run["heartbeat"])),
         ("worker", _worker(run)),
         ("evaluations", "0" if first is None else f"{counts['evaluations']} (steps {number(first)}–{number(last)})"),

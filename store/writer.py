@@ -14,6 +14,7 @@ stored. Each commit answers whether ``offpoc stop`` asked the run to stop
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 from collections.abc import Sequence
@@ -26,6 +27,9 @@ from store.codec import encode_counts, encode_episodes, encode_weights, regular_
 from store.links import INSERTS, LAST_STEP_SQL, MEAN_LAMBDA_QUANTITY, Link, LocalLink, Rows
 
 FLUSH_INTERVAL_S = 1.0
+RATE_WINDOW_S = 20.0
+"""The run's speed (``runs.sps``) is its steps over about the last this many seconds of flushes: the rate now,
+not a figure left from the random phase or a block measured before the last pause."""
 
 
 class Described(Protocol):
@@ -80,6 +84,8 @@ class RunWriter:
         self.stop_requested = False
         """Whether the store asked this run to stop (``offpoc stop`` of a run it cannot signal)."""
         self._last_flush = time.monotonic()
+        self._rate: collections.deque[tuple[float, int]] = collections.deque()
+        """(monotonic time, step) at the flushes of the last :data:`RATE_WINDOW_S`."""
 
     def _fresh(self, table: str, step: int, quantity: str = "") -> bool:
         return step > self.last_step.get((table, quantity), -1)
@@ -128,7 +134,6 @@ class RunWriter:
         _finite("α", step, alpha, hint=": training diverged")
         if self._fresh("train", step):
             self.pending["train"].append((self.run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps))
-        self.progress["sps"] = sps
 
     def _describe(self, quantity: Described) -> str:
         """Store a logged quantity's label and histogram range, once per run; returns its name."""
@@ -184,19 +189,25 @@ class RunWriter:
         self.progress = {"best_return": start.best_return}
 
     # ---- writing ---------------------------------------------------------------------
-    def tick(self, step: int, updates: int) -> None:
+    def tick(self, step: int, updates: int, training_time: float | None = None) -> None:
         """Flush when the interval has passed (call it often; it is a clock read otherwise)."""
         if time.monotonic() - self._last_flush >= self.flush_interval:
-            self.flush(step, updates)
+            self.flush(step, updates, training_time)
 
-    def flush(self, step: int | None = None, updates: int | None = None) -> None:
+    def flush(self, step: int | None = None, updates: int | None = None, training_time: float | None = None) -> None:
         """Write everything pending, the progress and the heartbeat, in one transaction.
 
-        ``step`` and ``updates`` update the run's counters when given.
+        ``step`` and ``updates`` update the run's counters when given, and with them its speed over the last
+        :data:`RATE_WINDOW_S`; ``training_time`` (seconds) its time.
         """
         progress = {k: v for k, v in self.progress.items() if k != "best_return" or v is not None}
         if step is not None and updates is not None:
             progress |= {"steps": step, "updates": updates}
+            rate = self._recent_rate(step)
+            if rate is not None:
+                progress["sps"] = rate
+        if training_time is not None:
+            progress["wall_time"] = training_time
         progress["heartbeat"] = time.time()
         self.stop_requested = self.link.commit(self.run_id, self.pending, progress) or self.stop_requested
         for table, rows in self.pending.items():
@@ -205,6 +216,18 @@ class RunWriter:
                 self.last_step[key] = max(self.last_step.get(key, -1), step)
             rows.clear()
         self._last_flush = time.monotonic()
+
+    def _recent_rate(self, step: int) -> float | None:
+        """Steps per second since the oldest flush within the window; None until a second has passed."""
+        now = time.monotonic()
+        samples = self._rate
+        if samples and step < samples[-1][1]:  # rewound: the samples before belong to another trajectory
+            samples.clear()
+        samples.append((now, step))
+        while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
+            samples.popleft()
+        first_time, first_step = samples[0]
+        return (step - first_step) / (now - first_time) if now - first_time >= 1.0 else None
 
     @staticmethod
     def _row_step(table: str, row: Sequence[Any]) -> tuple[tuple[str, str], int]:

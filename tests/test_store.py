@@ -124,6 +124,24 @@ def test_writer_buffers_until_flush_and_updates_progress(tmp_path: Path) -> None
     assert [(u, s) for u, s, _, _ in decoded] == [(u, u + 500) for u in range(1, 11)]
 
 
+def test_the_runs_speed_and_time_are_recent_not_a_stats_block(tmp_path: Path) -> None:
+    """``runs.sps`` is the steps per second over the last flushes, and ``wall_time`` the training time at the last
+    flush: a block measured over the random phase (945 steps/s) never stands for a run now doing far fewer."""
+    db = open_store(tmp_path / "s.db", create=True)
+    (run_id,) = create_runs(db, [spec()])
+    writer = RunWriter(db, run_id, flush_interval=3600)
+    writer.add_train_stats(1000, 0, None, None, None, None, sps=945.0)  # the random phase's block
+    writer.flush(1000, 0, training_time=1.1)
+    time.sleep(1.2)
+    writer.flush(1030, 30, training_time=34.0)
+    run = list_runs(db)[0]
+    assert run["sps"] == pytest.approx(30 / 1.2, rel=0.3) and run["wall_time"] == 34.0
+    assert db.execute("SELECT sps FROM train").fetchall() == [(945.0,)]  # the block's record itself is kept
+    writer.rewind(500)  # resumed from an earlier checkpoint: the rate starts again
+    writer.flush(500, 0)
+    assert list_runs(db)[0]["sps"] == pytest.approx(30 / 1.2, rel=0.3)  # one sample: no new figure yet
+
+
 def test_resumed_writer_never_writes_a_step_twice(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     db = open_store(path, create=True)

@@ -110,7 +110,15 @@ def run(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Queue training runs; the store's scheduler runs them in the background (at most --jobs at a time)."""
-    from offpoc_tui.specs import RunRequest, UsageError, build_specs, check_name, parse_seeds, parse_sets
+    from offpoc_tui.specs import (
+        RunRequest,
+        UsageError,
+        build_specs,
+        check_name,
+        parse_seeds,
+        parse_sets,
+        random_only,
+    )
 
     try:
         if seed is not None and seeds is not None:
@@ -146,6 +154,7 @@ def run(
             local=where is None,
         )
         specs = build_specs(request)
+        random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
         check_writable(db)
         check_run_files(db)
     except (UsageError, StoreError) as error:
@@ -189,6 +198,8 @@ def run(
             markup=False,
             highlight=False,
         )
+    if random:
+        out.print(f"note: {request.algo}'s default {random}; --set start_steps=N to learn", markup=False)
     limit = start_runs(db, store, where)
     listed = ", ".join(str(i) for i in ids)
     out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}", markup=False)
