@@ -41,35 +41,64 @@ def duration(seconds: float | None) -> str:
     return f"{hours} h {rest // 60:02d} min" if hours else f"{rest // 60} min {rest % 60:02d} s"
 
 
-def runs_table(runs: list[RunRow]) -> Table:
-    """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
+PS_PRIORITY = (
+    "id", "status", "progress", "return", "env", "correction", "algo", "seed", "name", "steps", "div", "sampler",
+    "SPS", "where",
+)  # fmt: skip
+"""Which of ``ps``'s columns a narrow terminal keeps, first to last; shown in the table's own order."""
+NAME_WIDTH = 24
+"""A longer name is cut with an ellipsis at a width under every column's: the id names the run whole."""
+
+
+def runs_table(runs: list[RunRow], width: int | None = None) -> Table:
+    """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly.
+
+    Within ``width`` characters, columns are left out by :data:`PS_PRIORITY`, whole, rather than every
+    column cut; the caption names the ones left out."""
     samplers = any(run.get("sampler", "uniform") != "uniform" for run in runs)
-    for header, justify in [
-        ("id", "right"), ("name", "left"), ("algo", "left"), ("env", "left"), ("correction", "left"),
-        ("div", "left"), *([("sampler", "left")] if samplers else []), ("seed", "right"), ("status", "left"),
-        ("steps", "right"), ("progress", "right"), ("SPS", "right"), ("return", "right"), ("where", "left"),
-    ]:  # fmt: skip
-        table.add_column(header, justify=justify)  # type: ignore[arg-type]
-    for run in runs:
-        progress = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
-        table.add_row(
-            str(run["id"]),
-            literal(run["name"]),
-            literal(run["algo"]),
-            literal(run["env"]),
-            literal(run["correction"]),
-            literal(run["divergence"] or "–"),
-            *([literal(run.get("sampler", "uniform"))] if samplers else []),
-            str(run["seed"]),
-            Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
-            f"{run['steps']:,}/{run['total_steps']:,}",
-            f"{100 * progress:.0f}%",
-            number(run["sps"]),
-            number(run["last_return"], ",.1f"),
-            literal(where(run)),
-        )
+    columns: list[tuple[str, str, list[str] | list[Text]]] = [
+        ("id", "right", [str(run["id"]) for run in runs]),
+        ("name", "left", [literal(run["name"]) for run in runs]),
+        ("algo", "left", [literal(run["algo"]) for run in runs]),
+        ("env", "left", [literal(run["env"]) for run in runs]),
+        ("correction", "left", [literal(run["correction"]) for run in runs]),
+        ("div", "left", [literal(run["divergence"] or "–") for run in runs]),
+        *([("sampler", "left", [literal(run.get("sampler", "uniform")) for run in runs])] if samplers else []),
+        ("seed", "right", [str(run["seed"]) for run in runs]),
+        ("status", "left", [Text(run["status"], style=STATUS_STYLE.get(run["status"], "")) for run in runs]),
+        ("steps", "right", [f"{run['steps']:,}/{run['total_steps']:,}" for run in runs]),
+        ("progress", "right", [f"{100 * _progress(run):.0f}%" for run in runs]),
+        ("SPS", "right", [number(run["sps"]) for run in runs]),
+        ("return", "right", [number(run["last_return"], ",.1f") for run in runs]),
+        ("where", "left", [literal(where(run)) for run in runs]),
+    ]  # fmt: skip
+
+    def size(header: str, values: list[str] | list[Text]) -> int:
+        widest = max((len(value) for value in values), default=0)
+        return min(max(len(header), widest), NAME_WIDTH) if header == "name" else max(len(header), widest)
+
+    sizes = {header: size(header, values) for header, _, values in columns}
+    kept: set[str] = set()
+    used = -1  # one space between columns, none before the first
+    for header in (header for header in PS_PRIORITY if header in sizes):
+        if width is not None and used + 1 + sizes[header] > width and kept:
+            break  # a column is never kept while one before it in priority is left out
+        kept.add(header)
+        used += 1 + sizes[header]
+    left_out = [header for header, _, _ in columns if header not in kept]
+    caption = f"not shown at {width} columns: {', '.join(left_out)}; see --json" if left_out else None
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1, 0, 0), collapse_padding=True)
+    table.caption, table.caption_justify, table.caption_style = caption, "left", "dim"
+    shown = [column for column in columns if column[0] in kept]
+    for header, justify, _ in shown:
+        table.add_column(header, justify=justify, no_wrap=True, overflow="ellipsis", max_width=sizes[header])  # type: ignore[arg-type]
+    for i in range(len(runs)):
+        table.add_row(*(values[i] for _, _, values in shown))
     return table
+
+
+def _progress(run: RunRow) -> float:
+    return run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
 
 
 def where(run: RunRow) -> str:

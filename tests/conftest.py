@@ -75,8 +75,8 @@ def dashboard_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
         fill_learning(path, run_id, 20_000, gain=1.0 if run_id <= 3 else 1.15)
     db = open_store(path)
     db.execute(
-        "UPDATE runs SET status = 'finished', created = ?, started = ?, finished = ?, heartbeat = ?",
-        [FIXED_TIME, FIXED_TIME + 1, FIXED_TIME + 170, FIXED_TIME + 170],
+        "UPDATE runs SET status = 'finished', created = ?, started = ?, finished = ?, heartbeat = ?, sps = 120.0",
+        [FIXED_TIME, FIXED_TIME + 1, FIXED_TIME + 170, FIXED_TIME + 170],  # the rate a flush measures
     )
     db.conn.commit()
     db.close()

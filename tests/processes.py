@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -35,6 +36,43 @@ def offpoc(
     if check and result.returncode != 0:
         raise AssertionError(f"offpoc {' '.join(args)} → {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def offpoc_in_terminal(db: Path, *args: str, columns: int, lines: int = 24, timeout: float = 60.0) -> str:
+    """``offpoc ARGS --db DB`` on a real pseudo-terminal of ``columns`` × ``lines``: what a user sees there,
+    colours removed, each line's trailing spaces too."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    fd, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))  # before it starts
+    process = subprocess.Popen(
+        [sys.executable, "-m", "offpoc_tui.cli", *args, "--db", str(db)],
+        stdin=terminal, stdout=terminal, stderr=terminal, cwd=db.parent, start_new_session=True,
+        env={key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")},
+    )  # fmt: skip
+    os.close(terminal)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    code = process.wait(timeout=10)
+    text = ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
+    if code != 0:
+        raise AssertionError(f"offpoc {' '.join(args)} failed in a terminal:\n{text}")
+    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 class Payload:

@@ -100,7 +100,8 @@ def ps(
     from offpoc_tui.views import runs_table
 
     if shown:
-        tables_out().print(runs_table(shown))
+        console = tables_out()
+        console.print(runs_table(shown, console.width))
     ended = Counter(r["status"] for r in runs if r not in shown)
     hidden = ", ".join(f"{n:,} {status}" for status, n in sorted(ended.items()))
     if not runs:
