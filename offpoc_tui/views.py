@@ -119,8 +119,9 @@ def _worker(run: RunRow) -> str:
     return f"pid {run['pid']} on {run['host']}"
 
 
-def run_view(run: RunRow) -> RenderableType:
-    """``offpoc show``: status, timings, summary, config, and the error of a failed run."""
+def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
+    """``offpoc show``: status, timings, summary, config, and the error of a failed run: last, just above the
+    prompt, or with ``failure_first`` (the dashboard's Detail, read from the top) first."""
     status = Text(run["status"], style=STATUS_STYLE.get(run["status"], ""))
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -162,5 +163,6 @@ def run_view(run: RunRow) -> RenderableType:
     parts: list[RenderableType] = [Panel(facts, title=title, title_align="left"), Panel(config, title="config")]
     if run["error"]:
         error = Text("\n".join(visible(line) for line in (run["traceback"] or run["error"]).splitlines()))
-        parts.append(Panel(error, title=literal(f"error: {run['error']}"), style="red"))
+        failure = Panel(error, title=literal(f"error: {run['error']}"), title_align="left", style="red")
+        parts.insert(0 if failure_first else len(parts), failure)
     return Group(*parts)

@@ -16,7 +16,8 @@ from textual.pilot import Pilot
 from offpoc_tui.dashboard.app import Dashboard
 from offpoc_tui.dashboard.figures import LinesFigure, MatrixFigure
 from offpoc_tui.dashboard.plots import FigurePlot
-from tests.test_dashboard import until
+from store import open_store
+from tests.test_dashboard import drive, until
 
 SIZES = {"80x24": (80, 24), "160x45": (160, 45)}
 """The smallest terminal every view must be readable at, and a large one whose space it must use."""
@@ -75,3 +76,51 @@ def test_study_with_few_and_many_seeds(
     y-axis still follows the means, the band is a clipped dim fill behind them, and the title says why."""
     app = Dashboard(study_store, poll_s=0.1)
     assert snap_compare(app, terminal_size=(160, 45), run_before=ready(plot_id, keys))
+
+
+TRACEBACK = "\n".join(
+    ["Traceback (most recent call last):"]
+    + [f'  File "agents/training.py", line {100 + i}, in step\n    self._update()' for i in range(30)]
+    + ["RuntimeError: the critic loss is nan at step 12,000: training diverged"]
+)
+
+
+@pytest.fixture
+def failed_store(dashboard_store: Path) -> Path:
+    """The dashboard store with run 1, the cursor's, failed with a traceback longer than a screen."""
+    db = open_store(dashboard_store)
+    db.execute(
+        "UPDATE runs SET status = 'failed', error = ?, traceback = ? WHERE id = 1",
+        ["RuntimeError: the critic loss is nan at step 12,000: training diverged", TRACEBACK],
+    )
+    db.conn.commit()
+    db.close()
+    return dashboard_store
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_detail_shows_a_failure_first(failed_store: Path, snap_compare: Any, size: str) -> None:
+    app = Dashboard(failed_store, poll_s=0.1)
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=ready("detail-losses", ("5",)))
+
+
+def test_detail_scrolls_from_the_keyboard(failed_store: Path) -> None:
+    """PageDown, End and Home reach every line of Detail's facts: the config's ~40 rows and the traceback."""
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("5")
+        facts = app.detail_pane.facts
+        await until(pilot, lambda: facts.max_scroll_y > facts.size.height)
+        await pilot.press("pagedown")
+        await pilot.pause(0.1)
+        assert 0 < facts.scroll_y < facts.max_scroll_y
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert facts.scroll_y == facts.max_scroll_y
+        await pilot.press("home")
+        await pilot.pause(0.1)
+        assert facts.scroll_y == 0
+        await pilot.press("1", "end")  # the runs table: End is its last row
+        await until(pilot, lambda: app.table.cursor_run == 6)
+
+    drive(failed_store, scenario)

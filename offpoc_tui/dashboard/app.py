@@ -64,6 +64,10 @@ class Dashboard(App[None]):
         Binding("e", "next_task", "Next algo·env", show=False),
         Binding("t", "threshold", "Threshold", show=False),
         Binding("up", "cursor(-1)", "Up", show=False),
+        *(
+            Binding(key, f"page('{key}')", key, show=False, priority=True)
+            for key in ("pageup", "pagedown", "home", "end")
+        ),
         Binding("down", "cursor(1)", "Down", show=False),
         Binding("h", "heatmap", "Heatmap", show=False),
         Binding("v", "quantity", "Quantity", show=False),
@@ -359,6 +363,20 @@ class Dashboard(App[None]):
         target = ids[min(max(ids.index(current) + delta, 0), len(ids) - 1)]
         self.table.point_at(target)
         self.ask(cursor=target)
+
+    def action_page(self, key: str) -> None:
+        """PageUp, PageDown, Home and End: Detail's facts scroll (the keyboard reaches a traceback below the
+        config); the runs and compare tables page as their own keys do; elsewhere nothing."""
+        if self.request.view == "detail":
+            facts = self.detail_pane.facts
+            scroll = {"pageup": facts.scroll_page_up, "pagedown": facts.scroll_page_down, "home": facts.scroll_home,
+                      "end": facts.scroll_end}[key]  # fmt: skip
+            scroll(animate=False)
+            return
+        table = {"runs": self.table, "compare": self.compare_pane.table}.get(self.request.view)
+        if table is not None:
+            {"pageup": table.action_page_up, "pagedown": table.action_page_down, "home": table.action_scroll_top,
+             "end": table.action_scroll_bottom}[key]()  # fmt: skip
 
     def action_heatmap(self) -> None:
         self.ask(heatmap=not self.request.heatmap)

@@ -16,20 +16,20 @@ class DetailPane(Grid):
         super().__init__()
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
         self.text = Static(id="detail-text")
+        self.facts = VerticalScroll(self.text, id="detail-facts")
         self.losses = FigurePlot(id="detail-losses")
         self.q_alpha = FigurePlot(id="detail-q")
         self.sps = FigurePlot(id="detail-sps")
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail-facts"):
-            yield self.text
+        yield self.facts
         yield self.losses
         yield self.q_alpha
         yield self.sps
 
     def show(self, data: DetailData) -> None:
         run = data.run
-        self.text.update("No run under the cursor." if run is None else run_view(run))
+        self.text.update("No run under the cursor." if run is None else run_view(run, failure_first=True))
         self.losses.show(data.losses)
         self.q_alpha.show(data.q_alpha)
         self.sps.show(data.sps)

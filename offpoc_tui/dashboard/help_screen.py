@@ -21,7 +21,8 @@ HELP = """\
 | `a` | select every run the filter shows, or clear the selection |
 | `/` | filter, e.g. `env=Hopper correction=acoffpoc seed=0,1 source=offpoc`; empty clears |
 | `s` / click a header | sort by the cursor's column; again to reverse |
-| `enter` | the run's detail: config, losses, Q, α, SPS, error |
+| `enter` | the run's detail: a failure first, then status, config, losses, Q, α, SPS |
+| `PgUp` `PgDn` `Home` `End` | Detail: scroll its text; Runs and Compare: page through the table |
 | `x` / `r` | stop (checkpoint, resumable) / resume the selected runs, or the cursor's |
 | `g` | group runs by algo, env, correction, divergence: mean over seeds with a band |
 | `b` | the band (Curves grouped, Compare): 95% t-interval, ±1 standard error, min–max, none |
