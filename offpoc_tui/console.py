@@ -25,6 +25,9 @@ err = Console(stderr=True, soft_wrap=True, markup=False)
 
 DbOption = Annotated[Path, typer.Option("--db", envvar="OFFPOC_DB", help="The store (SQLite file).", show_default=True)]
 DEFAULT_DB = Path("offpoc.db")
+TagFilter = Annotated[
+    list[str] | None, typer.Option("--tag", help="Only runs carrying this tag (repeatable: runs carrying every one).")
+]
 
 
 def fail(message: str, code: int = USAGE) -> NoReturn:

@@ -41,18 +41,24 @@ class Panel:
     """Each line's seeds: (steps, returns)."""
 
 
-def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1) -> list[Panel]:
-    """The runs' evaluations (one query), smoothed over ``window`` evaluations, by panel and line."""
+def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1, until: int | None = None) -> list[Panel]:
+    """The runs' evaluations (one query) up to step ``until``, smoothed over ``window`` evaluations, by panel
+    and line."""
     curves = eval_series(db, {r["id"]: -1 for r in runs})
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
     for run in runs:
         if run["id"] not in curves:  # no evaluation yet
             continue
-        steps, _, returns = curves[run["id"]]
+        raw_steps, _, raw_returns = curves[run["id"]]
+        steps, returns = np.asarray(raw_steps, dtype=np.int64), np.asarray(raw_returns)
+        if until is not None:
+            steps, returns = steps[steps <= until], returns[steps <= until]
+            if not len(steps):
+                continue
         sampler = run.get("sampler") or "uniform"
         series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
         seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
-        seeds.append((np.asarray(steps, dtype=np.int64), smooth(np.asarray(returns), window)))
+        seeds.append((steps, smooth(returns, window)))
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
 
 

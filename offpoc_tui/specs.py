@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import itertools
 import os
 import re
+import site
+import sys
+import sysconfig
 import warnings
+from pathlib import Path
 from typing import Any
 
 from offpoc_tui.console import visible
@@ -67,6 +72,7 @@ class RunRequest:
     name: str | None
     local: bool = True
     """Trained on this machine (not on a Ray cluster): its device must exist here."""
+    tags: tuple[str, ...] = ()
 
 
 def build_specs(request: RunRequest) -> list[RunSpec]:
@@ -91,6 +97,7 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     if request.compare and request.correction == "none":
         raise UsageError("--compare launches the baseline beside a correction: pass --correction acoffpoc")
     flags = {k: v for k, v in request.flags.items() if v is not None}
+    env_path = locate_env_module(request.env)
     clash = sorted(set(flags) & set(request.sets))
     if clash:
         raise UsageError(f"{clash[0]} given both as a flag and with --set")
@@ -131,12 +138,40 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                         seed=seed,
                         total_steps=config.total_steps,
                         config=config.to_dict(),
+                        tags=request.tags,
+                        env_path=env_path,
                     )
                 )
         check_env(request.env)
     except (ConfigError, EnvError, TypeError) as error:
         raise UsageError(str(error)) from None
     return specs
+
+
+def locate_env_module(env: str) -> str | None:
+    """For ``module:Env-v0``, import the module as ``python -m`` would: from the current folder too. The folder
+    the module comes from when it is not installed code (the current folder, a ``PYTHONPATH`` entry), made
+    absolute, for the run's worker (which runs in the run's own folder) to import it from; None otherwise.
+    A module that cannot be found is left to :func:`check_env` to say so."""
+    module, colon, _ = env.rpartition(":")
+    if not colon or not module:
+        return None
+    top = module.partition(".")[0]
+    here = os.getcwd()
+    try:
+        if importlib.util.find_spec(top) is None and here not in sys.path:
+            sys.path.insert(0, here)
+            importlib.invalidate_caches()
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or not found.has_location:
+        return None
+    origin = Path(found.origin).resolve()
+    folder = origin.parent.parent if found.submodule_search_locations else origin.parent
+    installed = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
+    installed |= {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return None if folder in installed else str(folder)
 
 
 def check_name(name: str, what: str = "--name") -> None:

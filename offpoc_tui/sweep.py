@@ -47,7 +47,7 @@ MAX_SWEEP_RUNS = 100_000
 """Runs one sweep may queue at most (algorithms × environments × methods × seeds)."""
 MAX_SWEEP_BYTES = 1_000_000
 """A sweep file's size at most (the paper's whole study is a page)."""
-TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override"}
+TOP_KEYS = {"name", "algos", "envs", "seeds", "steps", "methods", "set", "override", "tags"}
 MATCH_KEYS = {"algos": "algo", "envs": "env", "corrections": "correction"}
 
 
@@ -95,6 +95,18 @@ def _strings(sweep: dict[str, Any], key: str) -> list[str]:
     if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
         raise UsageError(f"{key} must be a non-empty list of names, got {values!r}")
     return values
+
+
+def _tags(value: Any, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The file's ``tags`` and those given with ``--tag``, each once; :class:`UsageError` for a bad one."""
+    from store.tags import TagError, check_tag
+
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise UsageError(f"tags must be a list of text, got {_clipped(value)}")
+    try:
+        return tuple(dict.fromkeys(check_tag(tag) for tag in (*value, *given)))
+    except TagError as error:
+        raise UsageError(str(error)) from None
 
 
 def _seeds(value: Any) -> list[int]:
@@ -160,8 +172,9 @@ def _overrides(entries: Any) -> list[tuple[dict[str, list[str]], dict[str, Any]]
     return found
 
 
-def load_sweep(path: Path) -> Sweep:
-    """Read, expand and validate a sweep file; :class:`UsageError` names the first problem (and its cell)."""
+def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
+    """Read, expand and validate a sweep file, its runs to carry ``tags``; :class:`UsageError` names the first
+    problem (and its cell)."""
     if path.exists() and not path.is_file():  # reading a FIFO would wait forever
         raise UsageError(f"{path} is not a regular file (a sweep is a TOML file)")
     try:
@@ -181,6 +194,7 @@ def load_sweep(path: Path) -> Sweep:
     if not isinstance(name, str):
         raise UsageError(f"{path}: name must be text, got {name!r}")
     check_name(name, f"{path}: name")
+    tags = _tags(sweep.get("tags", []), tags)
     algos, envs = [a.lower() for a in _strings(sweep, "algos")], _strings(sweep, "envs")
     seeds = _seeds(sweep.get("seeds", [0]))
     steps = sweep.get("steps")
@@ -231,6 +245,7 @@ def load_sweep(path: Path) -> Sweep:
             sets={k: _text(v) for k, v in settings.items()},
             compare=False,
             name=name,
+            tags=tags,
         )
         try:
             built = build_specs(request)

@@ -43,7 +43,7 @@ def duration(seconds: float | None) -> str:
 
 PS_PRIORITY = (
     "id", "status", "progress", "return", "env", "correction", "algo", "seed", "name", "steps", "div", "sampler",
-    "SPS", "where",
+    "SPS", "where", "tags",
 )  # fmt: skip
 """Which of ``ps``'s columns a narrow terminal keeps, first to last; shown in the table's own order."""
 NAME_WIDTH = 24
@@ -51,11 +51,13 @@ NAME_WIDTH = 24
 
 
 def runs_table(runs: list[RunRow], width: int | None = None) -> Table:
-    """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly.
+    """``offpoc ps``: a ``sampler`` column appears when a listed run replays other than uniformly, a ``tags``
+    column when one carries tags.
 
     Within ``width`` characters, columns are left out by :data:`PS_PRIORITY`, whole, rather than every
     column cut; the caption names the ones left out."""
     samplers = any(run.get("sampler", "uniform") != "uniform" for run in runs)
+    tagged = any(run.get("tags") for run in runs)
     columns: list[tuple[str, str, list[str] | list[Text]]] = [
         ("id", "right", [str(run["id"]) for run in runs]),
         ("name", "left", [literal(run["name"]) for run in runs]),
@@ -71,6 +73,7 @@ def runs_table(runs: list[RunRow], width: int | None = None) -> Table:
         ("SPS", "right", [number(run["sps"]) for run in runs]),
         ("return", "right", [number(run["last_return"], ",.1f") for run in runs]),
         ("where", "left", [literal(where(run)) for run in runs]),
+        *([("tags", "left", [" ".join(run.get("tags", [])) for run in runs])] if tagged else []),
     ]  # fmt: skip
 
     def size(header: str, values: list[str] | list[Text]) -> int:
@@ -150,6 +153,10 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
         rows.append(("files", run["files"]))
     if run.get("source"):
         rows.append(("imported from", run["source"]))
+    if run.get("tags"):
+        rows.append(("tags", " ".join(run["tags"])))
+    if run.get("note"):
+        rows.append(("note", run["note"]))
     for key, value in rows:
         facts.add_row(key, literal(value))
     config = Table.grid(padding=(0, 2))

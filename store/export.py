@@ -37,8 +37,10 @@ _OBSERVATIONS = {
 }
 RUN_COLUMNS = (
     "status", "steps", "total_steps", "sps", "last_return", "best_return", "mean_lambda", "created", "started",
-    "finished", "wall_time", "source", "config",
+    "finished", "wall_time", "source", "tags", "note", "config",
 )  # fmt: skip
+_RUN_SQL = {"tags": "(SELECT group_concat(tag, ' ') FROM (SELECT tag FROM tags WHERE run_id = runs.id ORDER BY tag))"}
+"""Run columns that are not the ``runs`` table's own: the tags, space-separated."""
 _META_SQL = (
     "runs.id AS run_id, runs.name, runs.algo, runs.env, runs.correction, runs.divergence, "
     f"{SAMPLER_SQL.replace('config', 'runs.config')} AS sampler, runs.seed"
@@ -77,7 +79,8 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
         return
     where, params = where_runs(**filters)
     if table == "runs":
-        yield from db.execute(f"SELECT {_META_SQL}, {', '.join(RUN_COLUMNS)} FROM runs{where} ORDER BY runs.id", params)
+        selected = ", ".join(f"{_RUN_SQL[c]} AS {c}" if c in _RUN_SQL else c for c in RUN_COLUMNS)
+        yield from db.execute(f"SELECT {_META_SQL}, {selected} FROM runs{where} ORDER BY runs.id", params)
     elif table == "weights":
         yield from _weight_rows(db, where, params)
     else:

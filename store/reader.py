@@ -15,13 +15,14 @@ import sqlite_utils
 
 from store.codec import decode_counts, decode_weights
 from store.runs import RunRow
+from store.tags import tags_of
 
 META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sampler", "seed")
 """The run metadata that leads every exported row."""
 
 PS_COLUMNS = (
     "id", "name", "algo", "env", "correction", "divergence", "sampler", "seed", "status", "steps", "total_steps",
-    "sps", "last_return", "pid", "host", "backend",
+    "sps", "last_return", "pid", "host", "backend", "tags", "note",
 )  # fmt: skip
 
 
@@ -51,6 +52,7 @@ class RunFilters(TypedDict, total=False):
     envs: list[str] | None
     corrections: list[str] | None
     sources: list[str] | None
+    tags: list[str] | None
 
 
 def where_runs(
@@ -60,10 +62,14 @@ def where_runs(
     corrections: list[str] | None = None,
     statuses: list[str] | None = None,
     sources: list[str] | None = None,
+    tags: list[str] | None = None,
 ) -> tuple[str, list[Any]]:
-    """A WHERE clause (possibly empty) over ``runs`` and its parameters."""
+    """A WHERE clause (possibly empty) over ``runs`` and its parameters; ``tags``: runs carrying every one."""
     clauses: list[str] = [f"({' OR '.join(SOURCE_SQL[s] for s in sources)})"] if sources else []
     params: list[Any] = []
+    for tag in tags or ():
+        clauses.append("runs.id IN (SELECT run_id FROM tags WHERE tag = ?)")
+        params.append(tag)
     for column, values in (
         ("id", run_ids),
         ("algo", algos),
@@ -83,9 +89,14 @@ def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **fi
     columns = "id, name, algo, env, correction, divergence, seed, status, steps, total_steps, updates, sps,"
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
     columns += (
-        f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, revision, {SAMPLER_SQL} AS sampler"
+        f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, revision, {SAMPLER_SQL} AS sampler,"
+        " note"
     )
-    return cast(list[RunRow], _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params)))
+    runs = cast(list[RunRow], _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params)))
+    tagged = tags_of(db)
+    for run in runs:
+        run["tags"] = tagged.get(run["id"], [])
+    return runs
 
 
 def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
@@ -95,6 +106,7 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
         return None
     run = cast(RunRow, rows[0])
     run["config"] = json.loads(run["config"])
+    run["tags"] = tags_of(db, [run_id]).get(run_id, [])
     counts = {
         table: db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", [run_id]).fetchone()[0]
         for table in ("evaluations", "episodes", "train", "histograms")

@@ -32,6 +32,7 @@ import sqlite_utils
 from store.db import read_only, write
 from store.files import RunFiles
 from store.schema import DATA_TABLES
+from store.tags import add_tags
 
 STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
 TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
@@ -95,6 +96,12 @@ class RunRow(TypedDict, total=False):
     """The first and last evaluated step (run_detail)."""
     files: str
     """Where the run's files are, for display (show)."""
+    note: str | None
+    """What the user wrote of the run (``offpoc note``)."""
+    env_path: str | None
+    """The folder the run's environment module was imported from where it was queued."""
+    tags: list[str]
+    """The run's tags, sorted (list_runs, run_detail)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,9 @@ class RunSpec:
     seed: int
     total_steps: int
     config: dict[str, Any]
+    tags: tuple[str, ...] = ()
+    env_path: str | None = None
+    """The folder the environment's module was imported from where the run was queued (not installed)."""
 
 
 def hostname() -> str:
@@ -148,7 +158,7 @@ def insert_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | 
     for spec in specs:
         cursor = db.execute(
             "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created,"
-            " backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+            " backend, env_path) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
             [
                 spec.name,
                 spec.algo,
@@ -160,9 +170,11 @@ def insert_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | 
                 spec.total_steps,
                 now,
                 backend,
+                spec.env_path,
             ],
         )
         ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
+        add_tags(db, ids[-1:], spec.tags)
     return ids
 
 

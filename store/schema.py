@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -237,8 +237,23 @@ _V10 = """
 ALTER TABLE weights ADD COLUMN stride INTEGER NOT NULL DEFAULT 1
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10}
+# A run's tags and note (what the user says of it), and the folder its environment's module was imported
+# from where it was queued (``module:Env-v0`` from the current directory), for its worker to import it too.
+_V11 = """
+ALTER TABLE runs ADD COLUMN note TEXT;
+ALTER TABLE runs ADD COLUMN env_path TEXT;
+CREATE TABLE tags (
+    run_id INTEGER NOT NULL,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX tags_tag ON tags (tag)
+"""
+
+MIGRATIONS: dict[int, str] = {
+    1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10, 11: _V11,
+}  # fmt: skip
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
-DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")
-"""Tables holding a run's observations, keyed by run_id."""
+DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities", "tags")
+"""Tables holding a run's observations (and its tags), keyed by run_id."""

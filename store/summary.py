@@ -126,11 +126,13 @@ def matching_runs(
     run_ids: list[int] | None = None,
     sources: list[str] | None = None,
     dedupe: bool = False,
+    tags: list[str] | None = None,
 ) -> list[RunRow]:
     """Runs matching the filters, each with its ``variant``, one per method and seed (:mod:`store.seeds`):
     ``envs`` takes exact ids or families (``Hopper`` matches every Hopper version), ``sources`` names from
-    :data:`SOURCES`; ``dedupe`` leaves out runs flagged as another's copy (:mod:`store.duplicates`)."""
-    return _matching(db, algos, envs, corrections, run_ids, sources, dedupe)[0]
+    :data:`SOURCES`; ``dedupe`` leaves out runs flagged as another's copy (:mod:`store.duplicates`); ``tags``
+    keeps runs carrying every one."""
+    return _matching(db, algos, envs, corrections, run_ids, sources, dedupe, tags)[0]
 
 
 def repeated_runs(db: sqlite_utils.Database, **filters: Any) -> list[tuple[RunRow, RunRow]]:
@@ -147,13 +149,14 @@ def _matching(
     run_ids: list[int] | None = None,
     sources: list[str] | None = None,
     dedupe: bool = False,
+    tags: list[str] | None = None,
 ) -> tuple[list[RunRow], list[tuple[RunRow, RunRow]]]:
     from store.budget import reach_of
     from store.seeds import one_per_seed
 
     runs = [
         r
-        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids, sources=sources)
+        for r in list_runs(db, algos=algos, corrections=corrections, run_ids=run_ids, sources=sources, tags=tags)
         if (envs is None or env_matches(r["env"], envs)) and not (dedupe and r.get("duplicate_of") is not None)
     ]
     labelled = label_variants(db, runs)
@@ -176,6 +179,7 @@ def summary_rows(
     until: int | None = None,
     dedupe: bool = False,
     sources: list[str] | None = None,
+    tags: list[str] | None = None,
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
@@ -187,7 +191,7 @@ def summary_rows(
     from store.budget import reach_of, task_budgets
 
     runs = matching_runs(
-        db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, sources=sources, dedupe=dedupe
+        db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, sources=sources, dedupe=dedupe, tags=tags
     )
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach, until)

@@ -191,6 +191,30 @@ def test_a_users_own_environment_module_trains(tmp_path: Path) -> None:
     assert code == 2 and "cannot import 'no_such_module' for environment 'X-v0'" in stderr
 
 
+def test_an_environment_module_in_the_current_folder_trains(tmp_path: Path) -> None:
+    """``offpoc run td3 here_envs:X-v0`` from the folder holding ``here_envs.py``, as ``python -m`` would find it,
+    and with ``PYTHONPATH=.``: the worker, which runs in the run's own folder, imports it from that folder."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "here_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register(id='HerePendulum-v0', entry_point='gymnasium.envs.classic_control.pendulum:PendulumEnv',"
+        " max_episode_steps=50)\n"
+    )
+    db = tmp_path / "stores" / "u.db"
+    db.parent.mkdir()
+    args = ["--steps", "400", "--eval-freq", "200", "--set", "start_steps=200", "--set", "eval_episodes=1"]
+    env = {"PYTHONPATH": ""}
+    offpoc(db, "run", "td3", "here_envs:HerePendulum-v0", *args, "--follow", cwd=tmp_path / "project", env=env)
+    offpoc(db, "run", "td3", "here_envs:HerePendulum-v0", *args, "--seed", "1", "--follow", cwd=tmp_path / "project",
+           env={"PYTHONPATH": "."})  # fmt: skip
+    store = open_store(db)
+    rows = store.execute("SELECT status, env_path FROM runs ORDER BY id").fetchall()
+    store.close()
+    assert rows == [("finished", str((tmp_path / "project").resolve()))] * 2
+    elsewhere = offpoc(db, "run", "td3", "here_envs:HerePendulum-v0", *args, check=False, env=env)
+    assert elsewhere.returncode == 2 and "cannot import 'here_envs'" in elsewhere.stderr
+
+
 def test_follow_piped_prints_a_line_per_run(tmp_path: Path) -> None:
     db = tmp_path / "f.db"
     result = offpoc(db, "run", "td3", "Pendulum-v1", "--steps", "1500", "--set", "start_steps=500", "--set",

@@ -91,6 +91,11 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
     }
     only_ours = invoke("plot", "--source", "offpoc", "-o", str(tmp_path / "ours.svg"), "--db", str(db_path))
     assert only_ours.exit_code == 0 and "1 panel, 2 curves from 4 runs" in only_ours.stderr
+    # --until cuts every curve, the published 1M-step ones too: the 8k-step runs fill the axis.
+    cut = panels(db, matching_runs(db, algos=["td3"], envs=["Hopper"]), until=4_000)
+    axes = next(a for a in figure(cut).axes if a.get_visible())
+    assert max(line.get_xdata().max() for line in axes.get_lines()) <= 4_000 and axes.get_xlim()[1] < 5_000
+    assert invoke("plot", "--until", "4000", "-o", str(tmp_path / "cut.png"), "--db", str(db_path)).exit_code == 0
 
 
 @pytest.mark.parametrize(

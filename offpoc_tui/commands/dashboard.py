@@ -9,6 +9,7 @@ import typer
 from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
+    TagFilter,
     check_sources,
     fail,
     open_db,
@@ -39,6 +40,7 @@ def dashboard(
     source: Annotated[
         list[str] | None, typer.Option(help="--once: only runs from offpoc, published or zoo (repeatable).")
     ] = None,
+    tag: TagFilter = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """The live dashboard: runs, return curves, λ histograms, baseline-vs-correction comparisons."""
@@ -51,6 +53,8 @@ def dashboard(
     if until is not None and until < 0:
         fail(f"--until must be a step (0 or more), got {until}")
     check_sources(source)
+    if tag and not once:
+        fail("--tag goes with --once; in the live dashboard, filter with / and tag=NAME")
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     if not db.exists():
         fail(f"no store at {db}: start runs with `offpoc run`, or pass --db")
@@ -59,7 +63,7 @@ def dashboard(
 
         store = open_db(db)
         with stage("reading the runs and comparing them…"):
-            shown = summary(store, window, until, source)
+            shown = summary(store, window, until, source, tag)
         tables_out().print(shown)
         return
     open_db(db).close()  # a corrupt or foreign file fails here, with one line

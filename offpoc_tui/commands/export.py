@@ -11,6 +11,7 @@ import typer
 from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
+    TagFilter,
     check_output,
     check_sources,
     err,
@@ -63,6 +64,7 @@ def export(
         list[str] | None,
         typer.Option(help="Only runs from: offpoc (trained here), published (the paper's curves), zoo (repeatable)."),
     ] = None,
+    tag: TagFilter = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -99,7 +101,9 @@ def export(
     check_sources(source)
     store = open_db(db)
     run_ids = resolve_runs(store, run) if run else None
-    filters: RunFilters = {"run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source}
+    filters: RunFilters = {
+        "run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag,
+    }  # fmt: skip
 
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     if table in ("aggregate", "improvement"):

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, check_output, err, fail, open_db, stage
+from offpoc_tui.console import DEFAULT_DB, DbOption, TagFilter, check_output, err, fail, open_db, stage
 
 
 def plot(
@@ -20,10 +20,13 @@ def plot(
     kind: Annotated[
         str, typer.Option(help="curves, or across tasks: aggregate (intervals), profile, improvement.")
     ] = "curves",
-    until: Annotated[int | None, typer.Option(help="Across tasks: cut every run at this step.")] = None,
+    until: Annotated[
+        int | None, typer.Option(help="Cut every run at this step (the curves' x axis ends there).")
+    ] = None,
     normalise: Annotated[str, typer.Option(help="Across tasks: minmax or none (see export).")] = "minmax",
     bootstrap: Annotated[int, typer.Option(help="Across tasks: stratified-bootstrap resamples.")] = 2000,
     dedupe: Annotated[bool, typer.Option("--dedupe", help="Across tasks: leave out seeds flagged as copies.")] = False,
+    tag: TagFilter = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Paper-style learning curves (a panel per algorithm and environment, mean and 95% band per method),
@@ -53,14 +56,14 @@ def plot(
     from offpoc_tui.plot import figure, panels, save
 
     if kind != "curves":
-        across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source)
+        across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source, tag)
         return
 
-    runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source)
+    runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source, tags=tag)
     found = []
     if runs:  # no stage line before the error when nothing matches
         with stage(f"reading the evaluations of {len(runs):,} runs…"):
-            found = panels(store, runs, smooth)
+            found = panels(store, runs, smooth, until)
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
     with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
@@ -82,6 +85,7 @@ def across_tasks(
     env: list[str] | None,
     correction: list[str] | None,
     source: list[str] | None,
+    tag: list[str] | None,
 ) -> None:
     from offpoc_tui.plot import save
     from offpoc_tui.plot_aggregate import aggregate_figure, improvement_figure, profile_figure
@@ -89,7 +93,7 @@ def across_tasks(
     from store.normalise import NormalisationError
     from store.reader import RunFilters
 
-    filters: RunFilters = {"algos": algo, "envs": env, "corrections": correction, "sources": source}
+    filters: RunFilters = {"algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag}
     try:
         scores = method_scores(store, until=until, normalise=normalise, dedupe=dedupe, **filters)
     except NormalisationError as error:

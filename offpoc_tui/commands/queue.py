@@ -43,6 +43,9 @@ MaxInterimsOption = Annotated[int, typer.Option(help="--decide: interims at most
 EstimandOption = Annotated[
     str, typer.Option(help="--decide: a seed's statistic, final (mean of its last evaluations) or auc.")
 ]
+TagOption = Annotated[
+    list[str] | None, typer.Option("--tag", help="Tag the runs, repeatable (offpoc tag changes tags later).")
+]
 LastStepsOption = Annotated[
     int | None,
     typer.Option(parser=count, help="--decide, final: over the last N steps [default: the last 10 evaluations]."),
@@ -106,6 +109,7 @@ def run(
     address: AddressOption = None,
     checkpoint_dir: CheckpointDirOption = None,
     name: Annotated[str | None, typer.Option(help="A name for these runs.")] = None,
+    tag: TagOption = None,
     follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -152,6 +156,7 @@ def run(
             compare=compare,
             name=name,
             local=where is None,
+            tags=checked_tags(tag),
         )
         specs = build_specs(request)
         random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
@@ -278,6 +283,7 @@ def sweep(
     max_interims: MaxInterimsOption = 4,
     estimand: EstimandOption = "final",
     last_steps: LastStepsOption = None,
+    tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
@@ -290,7 +296,7 @@ def sweep(
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
         where = check_backend(backend, address, checkpoint_dir)
         study = study_design(decide_, True, None, alpha, interim_seeds, max_interims, estimand, last_steps)
-        grid = load_sweep(file)
+        grid = load_sweep(file, checked_tags(tag))
         if study is not None and not retry:
             baseline = sweep_baseline(grid)
         if not dry_run:
@@ -503,6 +509,17 @@ def configure(store: Any, jobs: int | None, where: str | None, address: str | No
     if jobs is not None:
         set_jobs(store, jobs)
     record_backend(store, where, address, path)
+
+
+def checked_tags(tags: list[str] | None) -> tuple[str, ...]:
+    """``--tag`` values, each once; :class:`~offpoc_tui.specs.UsageError` for a malformed one."""
+    from offpoc_tui.specs import UsageError
+    from store.tags import TagError, check_tag
+
+    try:
+        return tuple(dict.fromkeys(check_tag(t) for t in tags or ()))
+    except TagError as error:
+        raise UsageError(str(error)) from None
 
 
 def start_runs(db: Path, store: Any, where: str | None) -> str:

@@ -11,6 +11,7 @@ import typer
 from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
+    TagFilter,
     err,
     fail,
     open_db,
@@ -83,6 +84,7 @@ def follow(
 def ps(
     json_: Annotated[bool, typer.Option("--json", help="A JSON list instead of a table.")] = False,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Also finished runs (and imported curves).")] = False,
+    tag: TagFilter = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """List runs: queued, running, and those that can resume (stopped, lost, failed); --all: every run."""
@@ -92,7 +94,7 @@ def ps(
     store = open_db(db)
     reap_lost(store)
     wake_scheduler(store, db)
-    runs = list_runs(store)
+    runs = list_runs(store, tags=tag)
     shown = runs if all_ else [r for r in runs if r["status"] != "finished"]
     if json_:
         print(json_text([{key: run.get(key) for key in PS_COLUMNS} for run in shown], indent=1))
@@ -104,7 +106,9 @@ def ps(
         console.print(runs_table(shown, console.width))
     ended = Counter(r["status"] for r in runs if r not in shown)
     hidden = ", ".join(f"{n:,} {status}" for status, n in sorted(ended.items()))
-    if not runs:
+    if not runs and tag:
+        out.print(f"no run carries the tag{'s' if len(tag) > 1 else ''} {' and '.join(tag)}", markup=False)
+    elif not runs:
         out.print(f"no runs yet in {db}: start some with offpoc run", markup=False, highlight=False)
     elif not shown:
         out.print("no active or resumable runs" + (f"; not shown: {hidden} (offpoc ps --all)" if hidden else ""))

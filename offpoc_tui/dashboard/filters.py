@@ -1,8 +1,9 @@
 """The runs table's filter: ``env=Hopper correction=acoffpoc``, or bare words.
 
 ``key=value`` keeps runs whose column contains the value (case-insensitive; ``id``,
-``seed`` and ``source`` match exactly, ``seed=0,1`` either); ``source`` is where a run's
-evaluations come from: ``offpoc`` (trained here), ``published`` (the paper's curves) or ``zoo``.
+``seed``, ``source`` and ``tag`` match exactly, ``seed=0,1`` either); ``source`` is where a run's
+evaluations come from: ``offpoc`` (trained here), ``published`` (the paper's curves) or ``zoo``;
+``tag=ablation`` keeps the runs carrying that tag (``offpoc tag``).
 A bare word must appear in the name, algo, env or correction. Terms combine with AND.
 """
 
@@ -16,6 +17,7 @@ from store.tasks import SOURCES, source_of
 KEYS = {
     "id": "id", "name": "name", "algo": "algo", "env": "env", "correction": "correction", "corr": "correction",
     "divergence": "divergence", "div": "divergence", "seed": "seed", "status": "status", "source": "source",
+    "tag": "tags", "tags": "tags",
 }  # fmt: skip
 EXACT = {"id", "seed", "source"}
 BARE = ("name", "algo", "env", "correction")
@@ -43,6 +45,8 @@ def _term(token: str) -> Predicate:
         if unknown:
             raise FilterError(f"unknown source {unknown[0]!r}; use one of {', '.join(SOURCES)}")
         return lambda run: source_of(run) in options
+    if column == "tags":  # tag=a,b: runs carrying a or b (exactly); tag=a tag=b: both
+        return lambda run: any(tag.lower() in options for tag in run.get("tags") or ())
     if column in EXACT:
         return lambda run: str(run[column]) in options
     return lambda run: any(o in str(run[column] or "none").lower() for o in options)

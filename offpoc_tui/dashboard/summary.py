@@ -42,11 +42,12 @@ def summary(
     window: FinalWindow | None = None,
     until: int | None = None,
     sources: list[str] | None = None,
+    tags: list[str] | None = None,
 ) -> RenderableType:
     """The runs table and each (algo, env)'s compare table; ``window``: the final statistic's (default the paper's);
     ``until``: the budget every task is compared at (default: each task's, :mod:`store.budget`)."""
     window = window or FinalWindow()
-    runs = label_variants(db, list_runs(db, sources=sources))
+    runs = label_variants(db, list_runs(db, sources=sources, tags=tags))
     if not runs:
         return Text("no runs in this store yet: start some with `offpoc run`")
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]
