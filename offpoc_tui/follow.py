@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -115,28 +116,46 @@ def follow_lines(
     every: float = LINE_EVERY_S,
     studies: Sequence[int] = (),
 ) -> dict[int, str]:
-    """:func:`follow` for a pipe or a log: a line per run every ``every`` seconds and at each change of status,
-    ``#3 td3 Hopper-v4 acoffpoc s0: running 12,000/1,000,000 steps, 214 SPS, return 1,034.2, λ 0.871``."""
+    """:func:`follow` for a pipe or a log: a run's line when its status changes (it starts, ends, is lost), and
+    every ``every`` seconds a line per running run and one summing up all,
+    ``#3 td3 Hopper-v4 acoffpoc s0: running 12,000/1,000,000 steps, 214 SPS, return 1,034.2, λ 0.871`` and
+    ``· 2 running, 497 queued, 3 finished; 428 steps/s in all``: as many lines as runs run at once, not as
+    runs are followed."""
     db = open_store(db_path)
     watched = Studies(db_path, studies)
     statuses: dict[int, str] = {}
-    last = 0.0
+    last = time.monotonic()
     while True:
         reap_lost(db)
         run_ids = watched.runs(db, run_ids)
         runs = list_runs(db, run_ids=run_ids)
-        changed = any(statuses.get(run["id"]) != run["status"] for run in runs)
-        if changed or time.monotonic() - last >= every:
+        for run in runs:
+            if statuses.get(run["id"]) != run["status"] and (run["id"] in statuses or run["status"] != "queued"):
+                _print_run(console, run)
+        if time.monotonic() - last >= every:
             last = time.monotonic()
-            for run in runs:
-                console.print(
-                    f"#{run['id']} {run['algo']} {run['env']} {run['correction']} s{run['seed']}: {run['status']}"
-                    f" {run['steps']:,}/{run['total_steps']:,} steps, {number(run['sps'], ',.0f')} SPS,"
-                    f" return {number(run['last_return'], ',.1f')}, λ {number(run['mean_lambda'], '.3f')}",
-                    markup=False,
-                    highlight=False,
-                )
+            running = [run for run in runs if run["status"] == "running"]
+            for run in running:
+                _print_run(console, run)
+            counts = Counter(run["status"] for run in runs)
+            said = ", ".join(
+                f"{counts[s]:,} {s}"
+                for s in ("running", "queued", *sorted(set(counts) - {"running", "queued"}))
+                if counts[s]
+            )
+            speed = sum(run["sps"] or 0.0 for run in running)
+            console.print(f"· {said}; {speed:,.0f} steps/s in all", markup=False, highlight=False)
         statuses = {run["id"]: run["status"] for run in runs}
         if watched.done(db, all(status in TERMINAL for status in statuses.values())):
             return statuses
         time.sleep(poll)
+
+
+def _print_run(console: Console, run: Any) -> None:
+    console.print(
+        f"#{run['id']} {run['algo']} {run['env']} {run['correction']} s{run['seed']}: {run['status']}"
+        f" {run['steps']:,}/{run['total_steps']:,} steps, {number(run['sps'], ',.0f')} SPS,"
+        f" return {number(run['last_return'], ',.1f')}, λ {number(run['mean_lambda'], '.3f')}",
+        markup=False,
+        highlight=False,
+    )
