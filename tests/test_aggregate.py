@@ -252,6 +252,9 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     p = probability_of_improvement({e: normalised[e]["ipg"] for e in envs}, {e: normalised[e]["none"] for e in envs})
     assert f"ipg {float(expected):.2f} [" in line and f"P(>base) {p:.2f} [" in line
     assert across_tasks(runs[:6], curves, FinalWindow()) == ""  # one task: nothing across
+    older = [dict(r, env="Hopper-v2", id=r["id"] + 100) for r in runs[:6]]  # a task of a family already listed
+    older_curves = {**curves, **{r["id"]: curves[r["id"] - 100] for r in older}}
+    assert across_tasks(runs + older, older_curves, FinalWindow()).startswith("across 3 tasks (Hopper ×2, Walker2d)")
     pendulum = [dict(r, env="Pendulum-v1") for r in runs[:3]] + runs[6:9]
     assert "no random and reference scores for Pendulum-v1" in across_tasks(pendulum, curves, FinalWindow())
 

@@ -340,6 +340,10 @@ def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_
         table = app.query_one(RunsTable)
         await until(pilot, lambda: table.row_count == 7)
         table.move_cursor(row=table.shown.index(queued))
+        await pilot.press("x")  # one x asks; it stops nothing
+        await until(pilot, lambda: any("press x again to stop run" in str(n.message) for n in app._notifications))
+        await pilot.pause(0.5)
+        assert str(table.get_row(str(queued))[8]) == "queued"
         await pilot.press("x")
         await until(pilot, lambda: str(table.get_row(str(queued))[8]) == "stopped")
         table.move_cursor(row=0)
@@ -364,10 +368,10 @@ def test_a_stop_that_meets_a_locked_store_is_said_and_the_dashboard_goes_on(
         await until(pilot, lambda: table.row_count == 7)
         table.move_cursor(row=table.shown.index(queued))
         lock.execute("BEGIN IMMEDIATE")  # another process's long transaction
-        await pilot.press("x")
+        await pilot.press("x", "x")
         await until(pilot, lambda: any("database is locked" in str(n.message) for n in app._notifications))
         lock.rollback()
-        await pilot.press("x")  # the app lives on: the next stop goes through
+        await pilot.press("x", "x")  # the app lives on: the next stop goes through
         await until(pilot, lambda: str(table.get_row(str(queued))[8]) == "stopped")
 
     try:

@@ -153,3 +153,13 @@ def test_ticks_read_as_numbers_and_wall_time_in_a_unit_that_fits(dashboard_store
     assert isinstance(heat, MatrixFigure) and heat.x == (2000.0, 20000.0) and heat.y == (1.0, 0.0)
     assert heat.xlabel == "environment steps (interval end)" and "row" not in heat.title
     db.close()
+
+
+def test_axis_ticks_fall_on_round_values() -> None:
+    """A wall-time axis from a first evaluation at 0.1 s (0.00165 min) reads 2, 4, 6, not 0.00165, 1.98, 3.95."""
+    from offpoc_tui.dashboard.plots import round_ticks
+
+    assert round_ticks(0.00165, 7.9)[1] == ["2", "4", "6"]
+    assert round_ticks(0, 1_000_000)[1] == ["0", "250k", "500k", "750k", "1M"]
+    assert round_ticks(1_500, 19_000)[1] == ["5k", "10k", "15k"]
+    assert round_ticks(0.1, 0.9)[1] == ["0.2", "0.4", "0.6", "0.8"]

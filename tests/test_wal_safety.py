@@ -83,7 +83,7 @@ def test_no_process_loses_the_wal_and_every_committed_record_is_kept(tmp_path: P
             watch.start()  # the dashboard's poller holds a connection from here on
             readers.start()
             await until(pilot, lambda: run_row(db, 1)["steps"] >= 1200)
-            await pilot.press("x")  # stop run 1: it checkpoints, then stops
+            await pilot.press("x", "x")  # stop run 1 (a second x confirms): it checkpoints, then stops
             await until(pilot, lambda: status(db, 1) == "stopped")
             await until(pilot, lambda: status(db, 2) == "finished")
             await until(pilot, lambda: scheduler_log.read_text().count("scheduler done") == 1)  # the scheduler left

@@ -7,6 +7,7 @@ Computed in the poller thread with the caches' curves (off the UI thread), with 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,8 @@ def across_tasks(
             p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
             text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"
         parts.append(text)
-    families = ", ".join(sorted({env_family(t) for t in tasks}))
+    per_family = Counter(env_family(t) for t in tasks)  # Hopper-v2 (published) and Hopper-v4 are two tasks
+    families = ", ".join(f"{f} ×{n}" if n > 1 else f for f, n in sorted(per_family.items()))
     heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget, IQM [95% CI]: "
     mixed = mixed_note(budgets)
     return heading + " · ".join(parts) + (f" ({mixed})" if mixed else "")

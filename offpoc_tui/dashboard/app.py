@@ -40,6 +40,8 @@ POLL_S = 1.0
 REAP_EVERY_S = 10.0
 """How often the poller marks runs whose worker died as lost (as ``offpoc ps`` does)."""
 WAKE_CHECK_S = 0.1
+CONFIRM_S = 3.0
+"""How long a first ``x`` waits for the second that stops the runs."""
 FILTER_HINT = "filter: env=Hopper correction=acoffpoc seed=0,1 (enter applies, esc closes)"
 
 
@@ -92,6 +94,8 @@ class Dashboard(App[None]):
         self.runs: list[RunRow] = []
         self.shown_runs: list[RunRow] = []
         self.selected: set[int] = set()
+        self._stop_asked: tuple[list[int], float] | None = None
+        """The runs a first `x` named, and when: a second `x` on them within CONFIRM_S stops them."""
         self.predicate: filters.Predicate = filters.parse("")
         self.filter_text = ""
         self.sort_column: str | None = None
@@ -396,7 +400,21 @@ class Dashboard(App[None]):
         return sorted(self.selected) or ([cursor] if cursor is not None else [])
 
     def action_stop(self) -> None:
-        self._control("stop", self._targets())
+        """Stop the selected runs (or the cursor's) on a second ``x`` within :data:`CONFIRM_S`: one key alone
+        never stops a run."""
+        targets = self._targets()
+        now = time.monotonic()
+        if self._stop_asked is not None and self._stop_asked[0] == targets and now - self._stop_asked[1] < CONFIRM_S:
+            self._stop_asked = None
+            self._control("stop", targets)
+            return
+        self._stop_asked = (targets, now) if targets else None
+        if not targets:
+            self.notify("no run under the cursor", severity="warning")
+            return
+        said = f"run {targets[0]}" if len(targets) == 1 else f"{len(targets)} runs ({', '.join(map(str, targets[:8]))}"
+        said += "" if len(targets) == 1 else ("…)" if len(targets) > 8 else ")")
+        self.notify(f"press x again to stop {said} (checkpoint, resumable)", timeout=CONFIRM_S)
 
     def action_resume(self) -> None:
         self._control("resume", self._targets())

@@ -23,7 +23,7 @@ HELP = """\
 | `s` / click a header | sort by the cursor's column; again to reverse |
 | `enter` | the run's detail: a failure first, then status, config, losses, Q, α, SPS |
 | `PgUp` `PgDn` `Home` `End` | Detail: scroll its text; Runs and Compare: page through the table |
-| `x` / `r` | stop (checkpoint, resumable) / resume the selected runs, or the cursor's |
+| `x` `x` / `r` | stop (a second `x` confirms; checkpoint, resumable) / resume the selected runs, or the cursor's |
 | `g` | group runs by algo, env, correction, divergence: mean over seeds with a band |
 | `b` | the band (Curves grouped, Compare): 95% t-interval, ±1 standard error, min–max, none |
 | `w` | x axis: environment steps or wall time |

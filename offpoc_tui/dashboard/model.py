@@ -272,8 +272,10 @@ def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Requ
     if not runs:
         return empty("Evaluation return", no_runs(request))
 
-    if request.wall_time:  # imported curves record no wall time
-        runs = [r for r in runs if np.isfinite(curves[r["id"]].arrays()[1]).any()]
+    timeless = 0
+    if request.wall_time:  # imported curves record no wall time: left out, and the title says how many
+        timed = [r for r in runs if np.isfinite(curves[r["id"]].arrays()[1]).any()]
+        timeless, runs = len(runs) - len(timed), timed
         if not runs:
             return empty("Evaluation return", "no wall time recorded for these runs (imported); press w for steps")
     x_of = 1 if request.wall_time else 0
@@ -299,7 +301,7 @@ def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Requ
             lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
             title += f" (first {MAX_RAW_LINES} of {len(runs)} runs; press g to group)"
-        return LinesFigure(title + hidden_note(hidden), xlabel, "return", lines, ylim=y_range(lines))
+        return LinesFigure(title + hidden_note(hidden, timeless), xlabel, "return", lines, ylim=y_range(lines))
     raw: list[Line] = []
     means: list[Line] = []
     areas: list[Area] = []
@@ -318,13 +320,15 @@ def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Requ
     title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
     if len(means) > len(PALETTE):  # colours repeat and the legend no longer fits
         title += f"; {len(means)} groups (/ filters)"
-    title += hidden_note(hidden)
+    title += hidden_note(hidden, timeless)
     return LinesFigure(title, xlabel, "return", raw + means, areas=areas, ylim=y_range(raw + means))
 
 
-def hidden_note(hidden: int) -> str:
-    """What Curves left out (imported curves beside runs trained here), and the key that shows it."""
-    return f"; {hidden:,} imported curves hidden beside runs trained here (p shows them)" if hidden else ""
+def hidden_note(hidden: int, timeless: int = 0) -> str:
+    """What Curves left out (imported curves beside runs trained here; on a wall-time axis, curves that recorded
+    no time), and the key that shows them."""
+    note = f"; {hidden:,} imported curves hidden beside runs trained here (p shows them)" if hidden else ""
+    return note + (f"; {timeless:,} curves without wall time left out (w: steps)" if timeless else "")
 
 
 AREA_STRENGTH = 0.45

@@ -6,6 +6,8 @@ the UI thread.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from rich.text import Text
 from textual import work
@@ -41,6 +43,20 @@ def short(value: float) -> str:
 def ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], list[str]]:
     """``count`` evenly spaced ticks over [lo, hi] with short labels."""
     values = np.linspace(lo, hi, count).tolist() if hi > lo else [lo]
+    return values, [short(v) for v in values]
+
+
+def round_ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], list[str]]:
+    """About ``count`` ticks at round values (1, 2, 2.5 or 5 × 10^k apart) within [lo, hi]: an axis that starts
+    at a first evaluation's 0.1 s (0.00165 min) is labelled 0, 2, 4, not 0.00165, 2.5, 4.99."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return ticks(lo, hi, count)
+    raw = (hi - lo) / max(count - 1, 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * magnitude >= raw * (1 - 1e-9))
+    first = math.ceil(lo / step - 1e-9) * step
+    values = [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+    values = [round(v / step) * step for v in values]  # 0.30000000000000004 → 0.3
     return values, [short(v) for v in values]
 
 
@@ -116,7 +132,7 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
                     y = np.clip(y, *figure.ylim).tolist()
                 plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
         if span is not None:
-            plt.xticks(*ticks(*span))
+            plt.xticks(*round_ticks(*span))
         for level, rgb in figure.hlines:
             plt.horizontal_line(level, color=rgb)
     elif isinstance(figure, BarsFigure):

@@ -10,6 +10,12 @@ from offpoc_tui.dashboard.model import Request, WeightsData
 from offpoc_tui.dashboard.plots import FigurePlot
 
 
+def interval_text(interval: int) -> str:
+    """The histogram's interval as the header says it: ``latest`` (``interval`` −1), else ``earlier``; the
+    histogram's title gives its step and place (``3 of 7``), clamped to the intervals there are."""
+    return "latest" if interval == -1 else "earlier (its step in the title)"
+
+
 class WeightsPane(Vertical):
     def __init__(self) -> None:
         super().__init__()
@@ -27,7 +33,7 @@ class WeightsPane(Vertical):
         self.state.update(
             f"[b]showing[/] the run under the cursor{' and its group' if request.grouped else ''}"
             f" · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
-            f" · [b][ ][/] interval: {'latest' if request.interval == -1 else request.interval + 1}"
+            f" · [b][ ][/] interval: {interval_text(request.interval)}"
             f" · [b]h[/] over training: {'heatmap' if request.heatmap else 'quantiles p10/p50/p90'}"
         )
 
