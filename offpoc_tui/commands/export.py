@@ -32,7 +32,13 @@ def export(
         ),
     ] = "evaluations",
     format_: Annotated[
-        str, typer.Option("--format", "-f", help="csv, json or md (summary, aggregate, improvement: also latex).")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="csv, json or md (summary, aggregate, improvement: also latex); tensorboard: every record of the"
+            " runs as event files, a folder per run under -o DIR.",
+        ),
     ] = "csv",
     last: Annotated[
         int | None, typer.Option(help="Final tables: a seed's final return over its last N evaluations [default: 10].")
@@ -74,6 +80,9 @@ def export(
     from store.normalise import NORMALISATIONS
     from store.stats import LAST_EVALUATIONS, FinalWindow
 
+    if format_ == "tensorboard":
+        return tensorboard(db, output, {"run": run, "algos": algo, "envs": env, "corrections": correction,
+                                        "sources": source, "tags": tag})  # fmt: skip
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
     formats = SUMMARY_FORMATS if table in FINAL_TABLES else FORMATS
@@ -154,3 +163,47 @@ def export(
             tmp.unlink(missing_ok=True)
         fail(f"cannot write {output}: {error.strerror or error}", code=1)
     err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)
+
+
+def tensorboard(db: Path, output: Path | None, filters: dict[str, Any]) -> None:
+    """``--format tensorboard -o DIR``: the matching runs' event files, a folder per run (:mod:`store.tensorboard`),
+    written beside DIR and renamed into place whole: DIR must not exist yet, or be an empty folder."""
+    import shutil
+    import tempfile
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from store.reader import list_runs
+    from store.tensorboard import TensorBoardMissing, write_runs
+
+    if output is None:
+        fail("--format tensorboard writes a folder: name it with -o DIR")
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
+        fail(f"cannot write {output}: it exists and is not an empty folder")
+    if not output.parent.is_dir():
+        fail(f"cannot write {output}: {output.parent} is not a folder")
+    store = open_db(db)
+    run_ids = resolve_runs(store, filters.pop("run")) if filters.get("run") else None
+    runs = list_runs(store, run_ids=run_ids, **{k: v for k, v in filters.items() if k != "run"})
+    if not runs:
+        fail("no runs match these filters (see `offpoc ps --all`)")
+    try:
+        work = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}", code=1)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"))
+    try:
+        with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
+            task = progress.add_task("writing event files", total=len(runs))
+            events = write_runs(store, runs, work, lambda *_: progress.advance(task))
+        if output.exists():
+            output.rmdir()  # empty, checked above
+        work.rename(output)
+    except TensorBoardMissing as error:
+        shutil.rmtree(work, ignore_errors=True)
+        fail(str(error), code=1)
+    except OSError as error:
+        shutil.rmtree(work, ignore_errors=True)
+        fail(f"cannot write {output}: {error.strerror or error}", code=1)
+    err.print(f"wrote {events:,} events of {len(runs):,} runs to {output} (tensorboard --logdir {output})",
+              highlight=False, markup=False)  # fmt: skip
