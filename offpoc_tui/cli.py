@@ -25,7 +25,7 @@ try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
     from click.exceptions import NoArgsIsHelpError  # type: ignore[assignment]
-from offpoc_tui.commands import control, dashboard, export, logs, queue, tags, watch
+from offpoc_tui.commands import control, dashboard, export, logs, merge, queue, tags, watch
 from offpoc_tui.commands.analyze import analyze_app
 from offpoc_tui.commands.imports import import_app
 from offpoc_tui.commands.plot import plot
@@ -91,7 +91,7 @@ def _main(
 
 for command in (queue.run, queue.sweep, queue.config, queue.jobs, watch.follow, watch.ps, watch.show, logs.logs,
                 control.stop, control.resume, control.rm, control.duplicates, export.export,
-                dashboard.dashboard, tags.note):  # fmt: skip
+                dashboard.dashboard, tags.note, merge.merge):  # fmt: skip
     app.command()(command)
 # `tag 3 -draft`: -draft is a tag to remove, not an option.
 app.command(context_settings={"ignore_unknown_options": True})(tags.tag)

@@ -37,7 +37,7 @@ SAMPLER_SQL = f"COALESCE(json_extract(config, '$.sampler'), '{DEFAULT_SAMPLER}')
 
 
 SOURCE_SQL = {
-    "offpoc": "runs.origin IS NULL",
+    "offpoc": "(runs.origin IS NULL OR runs.origin LIKE 'merged:%')",  # trained here, or merged from a store
     "published": "runs.origin LIKE 'reference:%'",
     "zoo": "runs.origin LIKE 'zoo:%'",
 }

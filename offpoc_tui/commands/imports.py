@@ -68,7 +68,9 @@ def _run(db_path: Path, what: str, count: int, curves: Iterator[Curve | ImportPr
     db = open_db(db_path, create=True)
     with _progress(f"importing {what}", count, "files") as advance:
         report = import_curves(db, curves, advance=lambda: advance(1))
-    imported = [row[0] for row in db.execute("SELECT id FROM runs WHERE origin IS NOT NULL")]
+    imported = [
+        row[0] for row in db.execute("SELECT id FROM runs WHERE origin LIKE 'reference:%' OR origin LIKE 'zoo:%'")
+    ]
     with _progress("checking imported runs for copied seeds", len(imported), "runs") as advance:
         duplicates = flag_duplicates(db, imported, advance=advance)
     db.close()

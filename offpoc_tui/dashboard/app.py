@@ -34,6 +34,7 @@ from store import StoreError, open_store
 from store.reader import list_runs
 from store.runs import RunRow, reap_lost
 from store.stats import BAND_KINDS, FinalWindow
+from store.tasks import source_of
 from store.variants import label_variants
 
 POLL_S = 1.0
@@ -215,7 +216,7 @@ class Dashboard(App[None]):
     # ---- the runs table ----------------------------------------------------------------------
     def _refresh_table(self) -> None:
         # Runs trained here first, imported curves (published, zoo) after, until a column is sorted.
-        visible = sorted((r for r in self.runs if self.predicate(r)), key=lambda r: r.get("origin") is not None)
+        visible = sorted((r for r in self.runs if self.predicate(r)), key=lambda r: source_of(r) != "offpoc")
         if self.sort_column is not None:
             column = self.sort_column
             visible.sort(key=lambda r: sort_value(r, column), reverse=self.sort_reverse)

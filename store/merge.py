@@ -1,0 +1,134 @@
+"""Merging another store's runs into this one: results from two machines in one file.
+
+The other file is never written: it is copied (SQLite's online backup, a consistent snapshot even of a
+store in use) into a temporary folder, the copy brought to the current schema, and read from there.
+
+Only finished runs come over, each with every record it holds (evaluations, training episodes and
+statistics, logged quantities and their histograms, tags and note), in one transaction: a merge
+cut short adds nothing. A run keeps its identity across stores by its ``origin``: an imported curve
+has its own already (``reference:…``, ``zoo:…``), and a run trained there gets ``merged:<fingerprint>``,
+a hash of what it was created as (name, method, seed, resolved config, creation time). A run already
+here under that identity, whether merged before or trained here in the first place (a store merged
+back into the one it came from), is recognised and not added twice. Sequential studies, checkpoints
+and worker logs stay with the other store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlite_utils
+
+from store.db import StoreError, open_store, write
+
+RECORD_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities", "tags")
+RESET = {"id": None, "duplicate_of": None, "study_id": None, "interim": None, "arm": None, "stop_requested": 0}
+"""``runs`` columns not carried over: ids of the other store's (its run ids, its studies) and stop requests."""
+
+
+@dataclass
+class MergeReport:
+    added: list[int] = field(default_factory=list)
+    """The new runs' ids here."""
+    present: int = 0
+    """Runs of the other store already here (the same identity)."""
+    unfinished: dict[str, int] = field(default_factory=dict)
+    """Runs of the other store left there, by status (not finished)."""
+    studies: int = 0
+    """Sequential studies in the other store (never merged)."""
+
+
+def fingerprint(row: dict[str, object]) -> str:
+    """A run's identity from what it was created as: the same in every store it is copied into."""
+    created = json.dumps([row["name"], row["algo"], row["env"], row["correction"], row["divergence"], row["seed"],
+                          json.loads(str(row["config"])), repr(row["created"])], sort_keys=True)  # fmt: skip
+    return "merged:" + hashlib.sha256(created.encode()).hexdigest()[:32]
+
+
+def merge(
+    db: sqlite_utils.Database, other: Path, advance: Callable[[], None] = lambda: None
+) -> tuple[MergeReport, int]:
+    """Merge ``other``'s finished runs into ``db``; the report and how many runs ``other`` holds. ``advance``
+    is called once per run of ``other`` considered (a progress bar). Raises :class:`StoreError` for a file
+    that is not a store this offpoc reads."""
+    with tempfile.TemporaryDirectory(prefix="offpoc-merge-") as folder:
+        copy = Path(folder) / "other.db"
+        _snapshot(other, copy)
+        open_store(copy).close()  # refuses what is not an offpoc store; brings an older one to this schema
+        return _merge_from(db, copy, advance)
+
+
+def _snapshot(source: Path, target: Path) -> None:
+    if not source.is_file():
+        raise StoreError(f"no store at {source}")
+    # A store in use has its -wal and -shm: a read-only reader joins them. One at rest has none, and a reader
+    # would leave them behind, empty: read it as immutable (no locks, no files) instead.
+    in_use = Path(f"{source}-wal").exists()
+    try:
+        reader = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro{'' if in_use else '&immutable=1'}", uri=True)
+        try:
+            writer = sqlite3.connect(target)
+            reader.backup(writer)
+            writer.close()
+        finally:
+            reader.close()
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"cannot read {source}: {error}") from None
+
+
+def _merge_from(db: sqlite_utils.Database, copy: Path, advance: Callable[[], None]) -> tuple[MergeReport, int]:
+    report = MergeReport()
+    source = sqlite3.connect(copy)
+    source.row_factory = sqlite3.Row
+    try:
+        rows = [dict(row) for row in source.execute("SELECT * FROM runs ORDER BY id")]
+        report.studies = source.execute("SELECT COUNT(*) FROM studies").fetchone()[0]
+        columns = {table: _columns(source, table) for table in RECORD_TABLES}
+        run_columns = [c for c in _columns(source, "runs") if c != "id"]
+        with write(db):
+            here = {origin for (origin,) in db.execute("SELECT origin FROM runs WHERE origin IS NOT NULL")}
+            here |= {fingerprint(dict(r)) for r in _rows(db, "SELECT * FROM runs WHERE origin IS NULL")}
+            for row in rows:
+                advance()
+                if row["status"] != "finished":
+                    report.unfinished[row["status"]] = report.unfinished.get(row["status"], 0) + 1
+                    continue
+                identity = row["origin"] or fingerprint(row)
+                if identity in here:
+                    report.present += 1
+                    continue
+                values = {**{c: row[c] for c in run_columns}, **RESET, "origin": identity}
+                values.pop("id")
+                cursor = db.execute(
+                    f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                    list(values.values()),
+                )
+                run_id = int(cursor.lastrowid)  # type: ignore[arg-type]
+                for table, names in columns.items():
+                    kept = [n for n in names if n not in ("id", "run_id")]
+                    records = source.execute(f"SELECT {', '.join(kept)} FROM {table} WHERE run_id = ?", [row["id"]])
+                    db.conn.executemany(
+                        f"INSERT INTO {table} (run_id, {', '.join(kept)}) VALUES (?, {', '.join('?' for _ in kept)})",
+                        ([run_id, *record] for record in records),
+                    )
+                here.add(identity)
+                report.added.append(run_id)
+    finally:
+        source.close()
+    return report, len(rows)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def _rows(db: sqlite_utils.Database, sql: str) -> list[dict[str, object]]:
+    cursor = db.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
