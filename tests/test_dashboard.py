@@ -107,8 +107,17 @@ def test_filter_select_sort_and_group(dashboard_store: Path) -> None:
         assert table.shown == [4, 5]
         await pilot.press("escape", "slash", "ctrl+u", "enter")  # an empty filter shows everything
         assert table.shown == [1, 2, 3, 4, 5, 6]
-        await pilot.press("right", "s")  # sort by the cursor's column (id), again to reverse
-        await pilot.press("s")
+        assert "sorted by id ↑" in str(app.status_bar.render())
+        await pilot.press("S")  # the same column (id), the other way
+        assert table.shown == [6, 5, 4, 3, 2, 1] and "sorted by id ↓" in str(app.status_bar.render())
+        keys = [k for k in table.keys if k != "sel"]
+        await pilot.press(*"s" * keys.index("seed"))  # s steps through the columns shown: to seed
+        assert [app.runs[i - 1]["seed"] for i in table.shown] == [0, 0, 1, 1, 2, 2]
+        assert "sorted by seed ↑" in str(app.status_bar.render())
+        await pilot.press("S")
+        assert [app.runs[i - 1]["seed"] for i in table.shown] == [2, 2, 1, 1, 0, 0]
+        await pilot.press(*"s" * (len(keys) - keys.index("seed")))  # round to id again
+        await pilot.press("S")
         assert table.shown == [6, 5, 4, 3, 2, 1]
         table.move_cursor(row=0)  # the cursor stayed on its run (1) through the sort
         await pilot.press("space", "down", "space")

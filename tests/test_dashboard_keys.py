@@ -27,7 +27,7 @@ from tests.conftest import needs_reference
 from tests.storefill import fill_learning, spec
 
 VIEWS = ("1", "2", "3", "4", "5")
-KEYS = ("b", "g", "m", "w", "h", "v", "p", "e", "t", "left_square_bracket", "right_square_bracket", "slash", "s",
+KEYS = ("b", "g", "m", "w", "h", "v", "p", "e", "t", "left_square_bracket", "right_square_bracket", "slash", "s", "S",
         "space", "enter", "x", "r", "question_mark", "down", "up")  # fmt: skip
 """Every key the help lists, with the cursor keys; / and ? open a box or a screen that escape closes."""
 CLOSES = {"slash": "escape", "question_mark": "escape", "t": "escape"}

@@ -52,6 +52,7 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
     ("plot_id", "keys"),
     [
         pytest.param(None, (), id="runs"),
+        pytest.param("curves-plot", ("2",), id="curves"),  # a line per run: the legend names each
         pytest.param("curves-plot", ("2", "g"), id="curves-grouped"),
         pytest.param("weights-training", ("3",), id="weights"),
         pytest.param("weights-training", ("3", "h"), id="weights-heatmap"),

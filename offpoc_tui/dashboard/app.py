@@ -28,7 +28,7 @@ from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
 from offpoc_tui.dashboard.model import SMOOTHING, CompareData, CurvesData, DetailData, Model, Request, compare_keys
-from offpoc_tui.dashboard.runs_table import RunsTable, sort_value
+from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
 from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store
 from store.reader import list_runs
@@ -59,6 +59,7 @@ class Dashboard(App[None]):
         Binding("space", "toggle_select", "Select"),
         Binding("a", "select_all", "All/none"),
         Binding("s", "sort", "Sort"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False),
         Binding("g", "group", "Group"),
         Binding("w", "wall_time", "Steps/time"),
         Binding("m", "smoothing", "Smooth"),
@@ -236,8 +237,8 @@ class Dashboard(App[None]):
         text = f"{len(self.shown_runs)} of {len(self.runs)} runs shown · {len(self.selected)} selected"
         text += f" · cursor: run {cursor}" if cursor is not None else ""
         text += f" · filter: {self.filter_text}" if self.filter_text else ""
-        if self.sort_column:
-            text += f" · sorted by {self.sort_column}{' ↓' if self.sort_reverse else ' ↑'}"
+        shown = {key: label for key, label, _ in COLUMNS}.get(self.sort_column or "id") or "id"
+        text += f" · sorted by {shown} {'↓' if self.sort_reverse else '↑'} (s: next column, S: reverse)"
         self.status_bar.update(text)
         self.curves_pane.show_request(self.request, len(self.selected))
         self.weights_pane.show_request(self.request)
@@ -317,8 +318,18 @@ class Dashboard(App[None]):
         self._refresh_table()
 
     def action_sort(self) -> None:
-        keys = self.table.keys
-        self._sort_by(keys[min(max(self.table.cursor_column, 1), len(keys) - 1)])
+        """s: sort by the next of the shown columns (id, then name, ...), ascending; the header says which."""
+        keys = [k for k in self.table.keys if k != "sel"]
+        current = self.sort_column or "id"
+        self.sort_column = keys[(keys.index(current) + 1) % len(keys)] if current in keys else keys[0]
+        self.sort_reverse = False
+        self._refresh_table()
+
+    def action_sort_reverse(self) -> None:
+        """S: the same column, the other way."""
+        self.sort_column = self.sort_column or "id"
+        self.sort_reverse = not self.sort_reverse
+        self._refresh_table()
 
     def _sort_by(self, column: str) -> None:
         if column == "sel":

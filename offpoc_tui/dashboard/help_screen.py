@@ -20,7 +20,7 @@ HELP = """\
 | `space` | select or unselect the run under the cursor |
 | `a` | select every run the filter shows, or clear the selection |
 | `/` | filter, e.g. `env=Hopper correction=acoffpoc seed=0,1 source=offpoc`; empty clears |
-| `s` / click a header | sort by the cursor's column; again to reverse |
+| `s` / `S` / click a header | sort by the next column shown / reverse the order / that column; the header says which |
 | `enter` | the run's detail: a failure first, then status, config, losses, Q, α, SPS |
 | `PgUp` `PgDn` `Home` `End` | Detail: scroll its text; Runs and Compare: page through the table |
 | `x` `x` / `r` | stop (a second `x` confirms; checkpoint, resumable) / resume the selected runs, or the cursor's |

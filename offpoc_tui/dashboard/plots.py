@@ -133,6 +133,8 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
                 plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
         if span is not None:
             plt.xticks(*round_ticks(*span))
+        if figure.ylim is not None:
+            plt.yticks(*round_ticks(*figure.ylim))
         for level, rgb in figure.hlines:
             plt.horizontal_line(level, color=rgb)
     elif isinstance(figure, BarsFigure):
