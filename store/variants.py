@@ -25,8 +25,16 @@ from store.runs import RunRow
 from store.tasks import source_of
 
 __all__ = [
-    "CONFIG_DEFAULTS", "CORRECTION_ONLY", "NOT_A_VARIANT", "OPTION_OWNERS", "baseline_variant", "label_variants",
-    "method_of", "record_catalogue", "variants",
+    "CONFIG_DEFAULTS",
+    "CORRECTION_ONLY",
+    "NOT_A_VARIANT",
+    "OPTION_OWNERS",
+    "VariantLabels",
+    "baseline_variant",
+    "label_variants",
+    "method_of",
+    "record_catalogue",
+    "variants",
 ]  # fmt: skip
 
 NOT_A_VARIANT = frozenset(
@@ -124,6 +132,25 @@ def label_variants(db: sqlite_utils.Database, runs: list[RunRow]) -> list[RunRow
     for run in runs:
         run["variant"] = labelled.get(run["id"], "")
     return runs
+
+
+class VariantLabels:
+    """:func:`label_variants` for a poller that reads the same runs again and again: a run's variant depends on
+    the configs of the runs read with it, which never change, so it is worked out again only when the set
+    of runs changes (a run added or deleted)."""
+
+    def __init__(self) -> None:
+        self._ids: tuple[int, ...] | None = None
+        self._labels: dict[int, str] = {}
+
+    def label(self, db: sqlite_utils.Database, runs: list[RunRow]) -> list[RunRow]:
+        ids = tuple(r["id"] for r in runs)
+        if ids != self._ids:
+            label_variants(db, runs)
+            self._ids, self._labels = ids, {r["id"]: r["variant"] for r in runs}
+        for run in runs:
+            run["variant"] = self._labels[run["id"]]
+        return runs
 
 
 def record_catalogue(db: sqlite_utils.Database, owners: Mapping[str, list[str]], defaults: Mapping[str, Any]) -> None:

@@ -434,3 +434,22 @@ def test_a_foreign_file_is_refused_untouched(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["dashboard", "--db", str(path)])
     assert result.exit_code == 2 and result.output.startswith("error: ")
     assert path.read_text() == "not a database"
+
+
+def test_an_unattended_dashboard_polls_less_until_a_key(dashboard_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key for IDLE_AFTER_S: the poller waits IDLE_POLL_S between reads; a key brings the pace back at once."""
+    from offpoc_tui.dashboard import app as app_module
+
+    monkeypatch.setattr(app_module, "IDLE_AFTER_S", 0.6)
+    monkeypatch.setattr(app_module, "IDLE_POLL_S", 3.0)
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.pause(1.2)  # idle by now (the last poll started before 0.6 s may still run its 0.1 s wait)
+        idle_from = app.polls
+        await pilot.pause(1.5)
+        assert app.polls - idle_from <= 1  # one slow poll at most: not the 15 of a 0.1 s pace
+        await pilot.press("1")  # a key that asks nothing new of the poller (Runs is shown)
+        await pilot.pause(1.0)
+        assert app.polls - idle_from >= 5  # awake: woken at once, then every 0.1 s
+
+    drive(dashboard_store, scenario)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
@@ -35,9 +35,14 @@ from store.reader import list_runs
 from store.runs import RunRow, reap_lost
 from store.stats import BAND_KINDS, FinalWindow
 from store.tasks import source_of
-from store.variants import label_variants
+from store.variants import VariantLabels
 
 POLL_S = 1.0
+IDLE_AFTER_S = 30.0
+IDLE_POLL_S = 3.0
+"""With no key pressed nor mouse used for :data:`IDLE_AFTER_S`, the poller reads the store this often instead:
+an unattended dashboard beside live runs stays under 2% of a core (``benchmarks/dashboard_idle.py``). A
+key or a click brings the faster pace back at once."""
 REAP_EVERY_S = 10.0
 """How often the poller marks runs whose worker died as lost (as ``offpoc ps`` does)."""
 WAKE_CHECK_S = 0.1
@@ -89,6 +94,8 @@ class Dashboard(App[None]):
         super().__init__()
         self.db_path = db_path
         self.poll_s = poll_s
+        self.last_input = time.monotonic()
+        """When a key was last pressed or the mouse used (the poller slows down after :data:`IDLE_AFTER_S`)."""
         self.window = window or FinalWindow()
         self.until = until
         """Compare's final statistic (``offpoc dashboard --last / --last-steps``)."""
@@ -152,6 +159,7 @@ class Dashboard(App[None]):
             self.post_message(StoreProblem(str(error)))
             return
         model = Model(window=self.window, until=self.until)
+        labels = VariantLabels()
         reaped = 0.0
         while not worker.is_cancelled:
             self._wake.clear()  # a request made while this poll runs wakes the next at once
@@ -161,7 +169,7 @@ class Dashboard(App[None]):
                     reaped = time.monotonic()
                     with contextlib.suppress(sqlite3.OperationalError):  # read-only store: show what is there
                         reap_lost(store)
-                runs = label_variants(store, list_runs(store))
+                runs = labels.label(store, list_runs(store))
                 model.forget(runs)
                 self.post_message(RunsUpdated(runs, time.perf_counter() - start))
                 request = self.request
@@ -170,7 +178,8 @@ class Dashboard(App[None]):
                     self.post_message(ViewData(request, data))
             except sqlite3.Error as error:
                 self.post_message(StoreProblem(f"reading {self.db_path}: {error}"))
-            deadline = time.monotonic() + self.poll_s
+            idle = time.monotonic() - self.last_input > IDLE_AFTER_S
+            deadline = time.monotonic() + (max(self.poll_s, IDLE_POLL_S) if idle else self.poll_s)
             while not (worker.is_cancelled or self._wake.is_set()) and time.monotonic() < deadline:
                 self._wake.wait(WAKE_CHECK_S)  # short waits: quitting never waits for a poll interval
         store.close()
@@ -294,6 +303,13 @@ class Dashboard(App[None]):
         self.filter_box.remove_class("visible")
         self.action_view("runs")
         self.table.focus()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key | events.MouseDown | events.MouseScrollDown | events.MouseScrollUp):
+            if time.monotonic() - self.last_input > IDLE_AFTER_S:
+                self._wake.set()  # back from idle: fresh data now, not at the end of the slow wait
+            self.last_input = time.monotonic()
+        await super().on_event(event)
 
     def on_key(self, event: Any) -> None:
         if event.key != "escape":
