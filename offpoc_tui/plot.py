@@ -17,7 +17,7 @@ import sqlite_utils
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from store.reader import eval_series
+from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
 from store.summary import method_label, method_rank, series_order
@@ -41,9 +41,17 @@ class Panel:
     """Each line's seeds: (steps, returns)."""
 
 
-def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1, until: int | None = None) -> list[Panel]:
+def panels(
+    db: sqlite_utils.Database,
+    runs: list[RunRow],
+    window: int = 1,
+    until: int | None = None,
+    group_by: str | None = None,
+) -> list[Panel]:
     """The runs' evaluations (one query) up to step ``until``, smoothed over ``window`` evaluations, by panel
-    and line."""
+    and line: a line per method, or with ``group_by`` per value of that setting in the runs' configs (every
+    method's runs with that value pooled; a config without it reads ``unset``)."""
+    settings = configs(db, [r["id"] for r in runs]) if group_by else {}
     curves = eval_series(db, {r["id"]: -1 for r in runs})
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
     for run in runs:
@@ -57,13 +65,24 @@ def panels(db: sqlite_utils.Database, runs: list[RunRow], window: int = 1, until
                 continue
         sampler = run.get("sampler") or "uniform"
         series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
+        if group_by:
+            value = settings.get(run["id"], {}).get(group_by, "unset")
+            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+            series = (run["env"], POOLED, None, source_of(run), "uniform", f"{group_by}={text}")
         seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
         seeds.append((steps, smooth(returns, window)))
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
 
 
+POOLED = ""
+"""A series' correction when ``--group-by`` pools every method's runs of one setting's value."""
+
+
 def _label(algo: str, series: Series, mixed: bool) -> str:
     env, correction, divergence, source, sampler, variant = series
+    if correction == POOLED:
+        label = f"{algo.upper()} {variant}, all methods"
+        return f"{label} [{source} {env_version(env)}]" if mixed else label
     label = method_label(algo, correction, divergence, sampler, variant)
     return f"{label} [{source} {env_version(env)}]" if mixed else label
 

@@ -453,3 +453,35 @@ def test_an_unattended_dashboard_polls_less_until_a_key(dashboard_store: Path, m
         assert app.polls - idle_from >= 5  # awake: woken at once, then every 0.1 s
 
     drive(dashboard_store, scenario)
+
+
+def test_g_groups_curves_by_a_setting_the_runs_differ_in(dashboard_store: Path) -> None:
+    """g: off → by method → by batch_size (the one setting these runs differ in) → off."""
+    import dataclasses as dc
+
+    from tests.storefill import fill_learning
+
+    db = open_store(dashboard_store)
+    swept = [dc.replace(spec(seed=s), total_steps=20_000, config={**spec(seed=s).config, "batch_size": b})
+             for s, b in ((10, 64), (11, 64), (12, 128))]  # fmt: skip
+    ids = create_runs(db, swept)
+    db.execute("UPDATE runs SET status = 'finished'")
+    db.conn.commit()
+    db.close()
+    for run_id in ids:
+        fill_learning(dashboard_store, run_id, 20_000, gain=1.2)
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("2", "g")
+        await until(pilot, lambda: any("(n=" in label for label in labels(app, "curves-plot")))
+        assert "grouped: by method" in str(app.curves_pane.state.render())
+        await pilot.press("g")
+        expected = ["td3 Hopper-v4 batch_size=unset (n=6)", "td3 Hopper-v4 batch_size=64 (n=2)",
+                    "td3 Hopper-v4 batch_size=128 (n=1)"]  # fmt: skip
+        await until(pilot, lambda: labels(app, "curves-plot") == expected)
+        assert "mean over runs with the same batch_size" in plot(app, "curves-plot").figure.title
+        assert "grouped: by batch_size" in str(app.curves_pane.state.render())
+        await pilot.press("g")  # no other setting differs: back to one line per run
+        await until(pilot, lambda: len(labels(app, "curves-plot")) == 9)
+
+    drive(dashboard_store, scenario)

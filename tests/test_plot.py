@@ -117,3 +117,27 @@ def test_bad_plot_input_exits_2_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.glob("fig*"))
+
+
+def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
+    import dataclasses
+
+    db_path = tmp_path / "g.db"
+    db = open_store(db_path, create=True)
+    made = [(c, s, b) for c in ("none", "acoffpoc") for s, b in ((0, 64), (1, 256))]
+    specs = [dataclasses.replace(spec(correction=c, seed=s), config={**spec(correction=c, seed=s).config,
+                                                                     "batch_size": b}) for c, s, b in made]  # fmt: skip
+    ids = create_runs(db, specs)
+    for run_id in ids:
+        fill_learning(db_path, run_id, 6_000, gain=1.0)
+    (panel,) = panels(db, matching_runs(db), group_by="batch_size")
+    axes = next(a for a in figure([panel]).axes if a.get_visible())
+    assert sorted(line.get_label() for line in axes.get_lines()) == [
+        "TD3 batch_size=256, all methods (n=2)",
+        "TD3 batch_size=64, all methods (n=2)",
+    ]
+    db.close()
+    ok = invoke("plot", "--group-by", "batch_size", "-o", str(tmp_path / "g.png"), "--db", str(db_path))
+    assert ok.exit_code == 0 and "1 panel, 2 curves from 4 runs" in ok.stderr
+    bad = invoke("plot", "--group-by", "batchsize", "-o", str(tmp_path / "b.png"), "--db", str(db_path))
+    assert bad.exit_code == 2 and "no run here has the setting 'batchsize'" in bad.stderr

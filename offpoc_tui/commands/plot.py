@@ -27,6 +27,10 @@ def plot(
     bootstrap: Annotated[int, typer.Option(help="Across tasks: stratified-bootstrap resamples.")] = 2000,
     dedupe: Annotated[bool, typer.Option("--dedupe", help="Across tasks: leave out seeds flagged as copies.")] = False,
     tag: TagFilter = None,
+    group_by: Annotated[
+        str | None,
+        typer.Option(help="Curves: a line per value of this setting (e.g. batch_size), every method's runs pooled."),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Paper-style learning curves (a panel per algorithm and environment, mean and 95% band per method),
@@ -46,6 +50,8 @@ def plot(
     unknown = [s for s in source or [] if s not in SOURCES]
     if unknown:
         fail(f"unknown source {unknown[0]!r}: choose from {', '.join(SOURCES)}")
+    if group_by is not None and kind != "curves":
+        fail("--group-by applies to --kind curves")
     if kind not in KINDS:
         fail(f"unknown --kind {kind!r}: choose one of {', '.join(KINDS)}")
     if normalise not in NORMALISATIONS:
@@ -60,10 +66,15 @@ def plot(
         return
 
     runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source, tags=tag)
+    if group_by is not None and runs:
+        from store.reader import configs
+
+        if not any(group_by in config for config in configs(store, [r["id"] for r in runs]).values()):
+            fail(f"no run here has the setting {group_by!r} in its config (offpoc config lists the settings)")
     found = []
     if runs:  # no stage line before the error when nothing matches
         with stage(f"reading the evaluations of {len(runs):,} runs…"):
-            found = panels(store, runs, smooth, until)
+            found = panels(store, runs, smooth, until, group_by)
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
     with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):

@@ -27,7 +27,16 @@ from offpoc_tui.dashboard.curves_pane import CurvesPane
 from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
-from offpoc_tui.dashboard.model import SMOOTHING, CompareData, CurvesData, DetailData, Model, Request, compare_keys
+from offpoc_tui.dashboard.model import (
+    SMOOTHING,
+    CompareData,
+    CurvesData,
+    DetailData,
+    Model,
+    Request,
+    compare_keys,
+    group_settings,
+)
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
 from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store
@@ -355,7 +364,18 @@ class Dashboard(App[None]):
         self._refresh_table()
 
     def action_group(self) -> None:
-        self.ask(grouped=not self.request.grouped)
+        """g: off → by method → by each setting the shown runs differ in (Curves) → off. Weights, Compare and
+        Detail group by method."""
+        settings = group_settings(self.shown_runs) if self.request.view == "curves" else []
+        request = self.request
+        if not request.grouped:
+            self.ask(grouped=True, group_by="")
+        elif request.group_by == "" and settings:
+            self.ask(group_by=settings[0])
+        elif request.group_by in settings[:-1]:
+            self.ask(group_by=settings[settings.index(request.group_by) + 1])
+        else:
+            self.ask(grouped=False, group_by="")
 
     def action_wall_time(self) -> None:
         self.ask(wall_time=not self.request.wall_time)

@@ -10,6 +10,13 @@ from offpoc_tui.dashboard.model import BAND_LABELS, CurvesData, Request
 from offpoc_tui.dashboard.plots import FigurePlot
 
 
+def grouping(request: Request) -> str:
+    """What ``g`` has set: off, by method, or by a setting."""
+    if not request.grouped:
+        return "off"
+    return f"by {request.group_by}" if request.group_by else "by method"
+
+
 class CurvesPane(Vertical):
     def __init__(self) -> None:
         super().__init__()
@@ -24,7 +31,7 @@ class CurvesPane(Vertical):
     def show_request(self, request: Request, selected: int) -> None:
         subject = f"{selected} selected runs" if selected else "every run the filter shows (none selected)"
         self.state.update(
-            f"[b]showing[/] {subject} · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
+            f"[b]showing[/] {subject} · [b]g[/] grouped: {grouping(request)}"
             f" · [b]w[/] x axis: {'wall time' if request.wall_time else 'steps'}"
             f" · [b]m[/] smoothing: {f'{request.smoothing} evaluations' if request.smoothing > 1 else 'off'}"
             f" · [b]b[/] {BAND_LABELS[request.band]}{'' if request.grouped else ' (when grouped)'}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,6 +73,9 @@ class Request:
     cursor: int | None = None
     """The highlighted run: the subject of Weights and Detail."""
     grouped: bool = False
+    group_by: str = ""
+    """Curves, grouped: the setting whose values make the groups (``batch_size``), seeds and methods pooled within
+    each; "" groups by method (correction, divergence, sampler and the settings that set runs apart)."""
     wall_time: bool = False
     smoothing: int = 1
     heatmap: bool = False
@@ -170,7 +174,8 @@ class Model:
             return None
         self.last = basis
         if request.view == "curves":
-            return CurvesData(curves_figure(members, curves, request, hidden))
+            settings = configs(db, ids) if request.grouped and request.group_by else None
+            return CurvesData(curves_figure(members, curves, request, hidden, settings))
         if request.view == "compare":
             data = compare_data(db, members, curves, key, request.threshold, request.band, self.window, self.until)
             returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
@@ -267,8 +272,15 @@ def curve_members(runs: list[RunRow], request: Request) -> list[RunRow]:
     return [r for r in runs if source_of(r) == "offpoc"]
 
 
-def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Request, hidden: int = 0) -> Figure:
-    """The runs' return curves (``hidden``: imported curves left out, which the title says)."""
+def curves_figure(
+    runs: list[RunRow],
+    curves: dict[int, RunCurve],
+    request: Request,
+    hidden: int = 0,
+    settings: dict[int, dict[str, Any]] | None = None,
+) -> Figure:
+    """The runs' return curves (``hidden``: imported curves left out, which the title says); grouped by
+    ``request.group_by``, the runs' ``settings`` (configs by id) give each its group."""
     if not runs:
         return empty("Evaluation return", no_runs(request))
 
@@ -306,7 +318,15 @@ def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Requ
     means: list[Line] = []
     areas: list[Area] = []
     seed_counts = []
-    for i, (key, members) in enumerate(group_runs(runs).items()):
+
+    def setting_label(key: tuple[str, str, str], n: int) -> str:
+        return f"{key[0]} {key[1]} {request.group_by}={key[2]} (n={n})"
+
+    groups: dict[Any, list[RunRow]] = (
+        setting_groups(runs, request.group_by, settings or {}) if request.group_by else group_runs(runs)
+    )
+    labelled: Callable[[Any, int], str] = setting_label if request.group_by else group_label
+    for i, (key, members) in enumerate(groups.items()):
         seeds = [series(r) for r in members if curves[r["id"]].size]
         if request.band == "none" and len(runs) <= MAX_RAW_LINES:  # no band: the seeds, faint, behind the mean
             raw.extend(Line(seed[x_of], seed[2], faint(colour(i), RAW_STRENGTH)) for seed in seeds)
@@ -315,13 +335,34 @@ def curves_figure(runs: list[RunRow], curves: dict[int, RunCurve], request: Requ
         if request.wall_time:  # the seeds' mean wall time at each step
             x = band([(steps, wall) for steps, wall, _ in seeds]).mean
         areas += band_area(x, grid.interval(request.band), i)
-        means.append(Line(x, grid.mean, colour(i), group_label(key, len(members))))
+        means.append(Line(x, grid.mean, colour(i), labelled(key, len(members))))
         seed_counts.append(len(seeds))
-    title += f", mean over seeds · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
+    pooled = f"mean over runs with the same {request.group_by}" if request.group_by else "mean over seeds"
+    title += f", {pooled} · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
     if len(means) > len(PALETTE):  # colours repeat and the legend no longer fits
         title += f"; {len(means)} groups (/ filters)"
     title += hidden_note(hidden, timeless)
     return LinesFigure(title, xlabel, "return", raw + means, areas=areas, ylim=y_range(raw + means))
+
+
+def setting_groups(
+    runs: list[RunRow], setting: str, settings: dict[int, dict[str, Any]]
+) -> dict[tuple[str, str, str], list[RunRow]]:
+    """Runs by (algo, env, the value of ``setting`` in their config): what W&B's "group by a config key" does.
+    A run whose config lacks the setting (stored before it existed) has the value ``unset``."""
+    groups: dict[tuple[str, str, str], list[RunRow]] = {}
+    for run in runs:
+        value = settings.get(run["id"], {}).get(setting, "unset")
+        text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        groups.setdefault((run["algo"], run["env"], text), []).append(run)
+    return groups
+
+
+def group_settings(runs: list[RunRow]) -> list[str]:
+    """The settings ``g`` can group the runs by: those their variants name (what varies between them, or
+    differs from the defaults), in order."""
+    found = {part.split("=", 1)[0] for run in runs for part in (run.get("variant") or "").split(", ") if "=" in part}
+    return sorted(found)
 
 
 def hidden_note(hidden: int, timeless: int = 0) -> str:
