@@ -20,7 +20,7 @@ from matplotlib.ticker import EngFormatter
 from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
-from store.summary import method_label, method_rank, series_order
+from store.summary import POOLED, method_label, method_rank, series_order
 from store.tasks import env_family, env_version, source_of
 
 FORMATS = ("png", "svg", "pdf")
@@ -74,15 +74,8 @@ def panels(
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
 
 
-POOLED = ""
-"""A series' correction when ``--group-by`` pools every method's runs of one setting's value."""
-
-
 def _label(algo: str, series: Series, mixed: bool) -> str:
     env, correction, divergence, source, sampler, variant = series
-    if correction == POOLED:
-        label = f"{algo.upper()} {variant}, all methods"
-        return f"{label} [{source} {env_version(env)}]" if mixed else label
     label = method_label(algo, correction, divergence, sampler, variant)
     return f"{label} [{source} {env_version(env)}]" if mixed else label
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from store.reader import DEFAULT_SAMPLER, list_runs
+from store.reader import DEFAULT_SAMPLER, configs, list_runs
 from store.runs import RunRow
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 from store.tasks import SOURCES, env_family, env_matches, source_of
@@ -35,12 +35,18 @@ COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant"
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 
+POOLED = "all"
+"""A summary row's or a line's correction when ``--group-by`` pools every method's runs of one setting's value."""
+
+
 def method_label(
     algo: str, correction: str, divergence: str | None, sampler: str = DEFAULT_SAMPLER, variant: str = ""
 ) -> str:
     """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names; a sampler other
     than uniform follows in brackets (``TD3 [PER]``), a variant in braces (``TD3 {batch_size=64}``)."""
     label = algo.upper()
+    if correction == POOLED:  # every method's runs of one value of a setting (``--group-by``)
+        return f"{label} {{{variant}}}, all methods"
     if correction != "none":
         label += " + " + METHOD_NAMES.get(correction, correction)
     if divergence not in (None, DEFAULT_DIVERGENCE):
@@ -180,6 +186,7 @@ def summary_rows(
     dedupe: bool = False,
     sources: list[str] | None = None,
     tags: list[str] | None = None,
+    group_by: str | None = None,
 ) -> list[SummaryRow]:
     """The summary of every method with evaluations, in the paper's order (algo, source, method, env).
 
@@ -187,6 +194,8 @@ def summary_rows(
     steps). The filters are :func:`matching_runs`'s. Each task's methods meet at one budget
     (:mod:`store.budget`): by default the largest step every run trained here has reached; ``until``
     asks for one. A seed counts with its evaluations up to the budget, or, short of it, not at all.
+    ``group_by``: a row per value of that setting in the runs' configs instead of per method, every
+    method's runs of a value pooled (correction :data:`POOLED`, the value as the variant).
     """
     from store.budget import reach_of, task_budgets
 
@@ -196,6 +205,7 @@ def summary_rows(
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach, until)
     window = FinalWindow.of(last)
+    settings = configs(db, [r["id"] for r in runs]) if group_by else {}
     groups: dict[tuple[str, str, str, str | None, str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     short: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     furthest: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
@@ -205,6 +215,10 @@ def summary_rows(
         sampler = run.get("sampler") or DEFAULT_SAMPLER
         key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler,
                run.get("variant", ""))  # fmt: skip
+        if group_by:
+            value = settings.get(run["id"], {}).get(group_by, "unset")
+            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+            key = (run["algo"], run["env"], POOLED, None, source_of(run), DEFAULT_SAMPLER, f"{group_by}={text}")
         furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
         budget = budgets[(run["algo"], env_family(run["env"]))]
         groups.setdefault(key, [])

@@ -133,11 +133,22 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
     (panel,) = panels(db, matching_runs(db), group_by="batch_size")
     axes = next(a for a in figure([panel]).axes if a.get_visible())
     assert sorted(line.get_label() for line in axes.get_lines()) == [
-        "TD3 batch_size=256, all methods (n=2)",
-        "TD3 batch_size=64, all methods (n=2)",
+        "TD3 {batch_size=256}, all methods (n=2)",
+        "TD3 {batch_size=64}, all methods (n=2)",
     ]
     db.close()
     ok = invoke("plot", "--group-by", "batch_size", "-o", str(tmp_path / "g.png"), "--db", str(db_path))
     assert ok.exit_code == 0 and "1 panel, 2 curves from 4 runs" in ok.stderr
     bad = invoke("plot", "--group-by", "batchsize", "-o", str(tmp_path / "b.png"), "--db", str(db_path))
     assert bad.exit_code == 2 and "no run here has the setting 'batchsize'" in bad.stderr
+    summary = invoke(
+        "export", "--table", "summary", "--format", "csv", "--group-by", "batch_size", "--db", str(db_path)
+    )
+    assert summary.exit_code == 0, summary.output
+    rows = [line.split(",") for line in summary.stdout.splitlines()[1:]]
+    assert sorted((row[2], row[4], row[-1]) for row in rows) == [
+        ("all", "2", "batch_size=256"),
+        ("all", "2", "batch_size=64"),
+    ]
+    table = invoke("export", "--table", "summary", "--format", "md", "--group-by", "batch_size", "--db", str(db_path))
+    assert "TD3 {batch_size=64}, all methods" in table.stdout and "TD3 {batch_size=256}, all methods" in table.stdout

@@ -71,6 +71,10 @@ def export(
         typer.Option(help="Only runs from: offpoc (trained here), published (the paper's curves), zoo (repeatable)."),
     ] = None,
     tag: TagFilter = None,
+    group_by: Annotated[
+        str | None,
+        typer.Option(help="Summary: a row per value of this setting (e.g. batch_size), every method's runs pooled."),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -91,6 +95,8 @@ def export(
     for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
         if value is not None and table not in FINAL_TABLES:
             fail(f"{flag} applies to --table {', '.join(FINAL_TABLES)} only")
+    if group_by is not None and table != "summary":
+        fail("--group-by applies to --table summary only")
     if dedupe and table not in FINAL_TABLES:
         fail(f"--dedupe applies to --table {', '.join(FINAL_TABLES)} only")
     if normalise not in NORMALISATIONS:
@@ -132,7 +138,7 @@ def export(
             from store.summary import summary_rows
 
             described = window.describe() + (f" up to step {until:,}" if until is not None else "")
-            summary = summary_rows(store, last=window, until=until, dedupe=dedupe, **filters)
+            summary = summary_rows(store, last=window, until=until, dedupe=dedupe, group_by=group_by, **filters)
             repeated = repeats_note(repeated_runs(store, dedupe=dedupe, **filters))
             said = f"{repeated[:1].upper()}{repeated[1:]}." if repeated else ""
             return write_summary(out, format_, summary, described, said)
