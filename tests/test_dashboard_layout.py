@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from textual.pilot import Pilot
 
@@ -163,3 +164,22 @@ def test_axis_ticks_fall_on_round_values() -> None:
     assert round_ticks(0, 1_000_000)[1] == ["0", "250k", "500k", "750k", "1M"]
     assert round_ticks(1_500, 19_000)[1] == ["5k", "10k", "15k"]
     assert round_ticks(0.1, 0.9)[1] == ["0.2", "0.4", "0.6", "0.8"]
+
+
+@pytest.mark.parametrize("height", [10, 24])
+def test_a_heatmaps_y_ticks_stand_at_its_top_middle_and_bottom_rows(height: int) -> None:
+    """plotext puts a matrix's row 0 at the bottom: the top label must be on the top row, not above the frame."""
+    import re
+
+    import plotext as plt
+
+    from offpoc_tui.dashboard.plots import draw
+
+    cells = np.linspace(0, 1, 10 * 12).reshape(10, 12)
+    plt.clear_figure()
+    plt.plotsize(60, height)
+    draw(plt, MatrixFigure("λ heatmap", cells, y=(1.0, 0.0)), 60, height)
+    rows = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in plt.build().splitlines()]
+    framed = [row for row in rows if "┤" in row or "│" in row]
+    labelled = [row.split("┤")[0].strip() for row in framed if "┤" in row]
+    assert labelled == ["1", "0.5", "0"] and "┤" in framed[0] and "┤" in framed[-1]

@@ -153,7 +153,7 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
         plt.ylabel(figure.ylabel)
         x_positions = np.linspace(1, cells.shape[1], 4).tolist()
         plt.xticks(x_positions, ticks(*figure.x, count=4)[1])
-        y_positions = np.linspace(1, cells.shape[0], 3).tolist()  # plotext counts rows from the bottom
+        y_positions = np.linspace(0, cells.shape[0] - 1, 3).tolist()  # plotext: row 0 at the bottom, rows − 1 on top
         plt.yticks(y_positions, ticks(figure.y[1], figure.y[0], count=3)[1])
 
 
