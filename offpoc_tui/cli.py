@@ -91,10 +91,11 @@ def _main(
 
 for command in (queue.run, queue.sweep, queue.config, queue.jobs, watch.follow, watch.ps, watch.show, logs.logs,
                 control.stop, control.resume, control.rm, control.duplicates, export.export,
-                dashboard.dashboard, tags.note, merge.merge):  # fmt: skip
+                dashboard.dashboard, merge.merge):  # fmt: skip
     app.command()(command)
-# `tag 3 -draft`: -draft is a tag to remove, not an option.
-app.command(context_settings={"ignore_unknown_options": True})(tags.tag)
+# `tag 3 -draft -hard`: tags to remove, not options (so only --help asks for help); `note 3 "-5% worse"`: a note.
+app.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]})(tags.tag)
+app.command(context_settings={"ignore_unknown_options": True})(tags.note)
 app.add_typer(import_app, name="import")
 app.add_typer(analyze_app, name="analyze")
 app.command()(plot)

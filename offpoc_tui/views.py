@@ -152,7 +152,8 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
     if run.get("files"):
         rows.append(("files", run["files"]))
     if run.get("source"):
-        rows.append(("imported from", run["source"]))
+        merged = str(run.get("origin") or "").startswith("merged:")
+        rows.append(("merged from" if merged else "imported from", run["source"]))
     if run.get("tags"):
         rows.append(("tags", " ".join(run["tags"])))
     if run.get("note"):

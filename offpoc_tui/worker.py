@@ -47,7 +47,7 @@ def run_worker(db_path: Path, run_id: int) -> int:
     run = get_run(db, run_id)
     assert run is not None
     if run.get("env_path"):  # `module:Env-v0` imported from the folder it was queued in: this worker runs elsewhere
-        sys.path.insert(0, str(run["env_path"]))
+        sys.path.append(str(run["env_path"]))  # last: a file there never shadows a module offpoc imports later
     outcome = live(run, StoreBinding(RunWriter(link, run_id), stop), link, RunFiles.of(db, db_path))
     if outcome.status in ("finished", "stopped"):
         print(outcome.line, flush=True)

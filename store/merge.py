@@ -9,17 +9,18 @@ cut short adds nothing. A run keeps its identity across stores by its ``origin``
 has its own already (``reference:…``, ``zoo:…``), and a run trained there gets ``merged:<fingerprint>``,
 a hash of what it was created as (name, method, seed, resolved config, creation time). A run already
 here under that identity, whether merged before or trained here in the first place (a store merged
-back into the one it came from), is recognised and not added twice. Sequential studies, checkpoints
-and worker logs stay with the other store.
+back into the one it came from), is recognised and not added twice; one here that has not finished
+is said, never written over. Sequential studies, checkpoints and worker logs stay with the other store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,8 @@ from store.db import StoreError, open_store, write
 
 RECORD_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities", "tags")
 RESET = {"id": None, "duplicate_of": None, "study_id": None, "interim": None, "arm": None, "stop_requested": 0}
-"""``runs`` columns not carried over: ids of the other store's (its run ids, its studies) and stop requests."""
+"""``runs`` columns not carried over: ids of the other store's (its run ids, its studies) and stop requests; the
+checkpoint step goes too (the file stays with the other store), and ``source`` names the file merged from."""
 
 
 @dataclass
@@ -42,6 +44,8 @@ class MergeReport:
     """Runs of the other store left there, by status (not finished)."""
     studies: int = 0
     """Sequential studies in the other store (never merged)."""
+    unfinished_here: list[tuple[int, str]] = field(default_factory=list)
+    """(id, status) of runs here that the other store holds finished: the finished copy is not merged over them."""
 
 
 def fingerprint(row: dict[str, object]) -> str:
@@ -51,17 +55,33 @@ def fingerprint(row: dict[str, object]) -> str:
     return "merged:" + hashlib.sha256(created.encode()).hexdigest()[:32]
 
 
-def merge(
-    db: sqlite_utils.Database, other: Path, advance: Callable[[], None] = lambda: None
-) -> tuple[MergeReport, int]:
-    """Merge ``other``'s finished runs into ``db``; the report and how many runs ``other`` holds. ``advance``
-    is called once per run of ``other`` considered (a progress bar). Raises :class:`StoreError` for a file
-    that is not a store this offpoc reads."""
+@contextlib.contextmanager
+def snapshot(other: Path) -> Iterator[Path]:
+    """A migrated copy of the store ``other``, in a temporary folder removed after; :class:`StoreError`, naming
+    ``other``, for a file that is not an offpoc store this version reads (checked before anything is written
+    anywhere else)."""
     with tempfile.TemporaryDirectory(prefix="offpoc-merge-") as folder:
         copy = Path(folder) / "other.db"
         _snapshot(other, copy)
-        open_store(copy).close()  # refuses what is not an offpoc store; brings an older one to this schema
-        return _merge_from(db, copy, advance)
+        try:
+            with contextlib.closing(sqlite3.connect(copy)) as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:  # an empty file, or an SQLite database offpoc never made
+                raise StoreError(f"{other} is not an offpoc store")
+            open_store(copy).close()  # another application's database, a newer offpoc's store; an older one migrated
+        except StoreError as error:
+            raise StoreError(str(error).replace(str(copy), str(other))) from None
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"cannot read {other}: {error}") from None
+        yield copy
+
+
+def merge_from(
+    db: sqlite_utils.Database, copy: Path, source: str, advance: Callable[[], None] = lambda: None
+) -> tuple[MergeReport, int]:
+    """Merge the finished runs of ``copy`` (made by :func:`snapshot`) into ``db``, each recorded as merged from
+    ``source``; the report and how many runs ``copy`` holds. ``advance`` is called once per run considered."""
+    return _merge_from(db, copy, source, advance)
 
 
 def _snapshot(source: Path, target: Path) -> None:
@@ -82,7 +102,9 @@ def _snapshot(source: Path, target: Path) -> None:
         raise StoreError(f"cannot read {source}: {error}") from None
 
 
-def _merge_from(db: sqlite_utils.Database, copy: Path, advance: Callable[[], None]) -> tuple[MergeReport, int]:
+def _merge_from(
+    db: sqlite_utils.Database, copy: Path, origin_file: str, advance: Callable[[], None]
+) -> tuple[MergeReport, int]:
     report = MergeReport()
     source = sqlite3.connect(copy)
     source.row_factory = sqlite3.Row
@@ -92,8 +114,10 @@ def _merge_from(db: sqlite_utils.Database, copy: Path, advance: Callable[[], Non
         columns = {table: _columns(source, table) for table in RECORD_TABLES}
         run_columns = [c for c in _columns(source, "runs") if c != "id"]
         with write(db):
-            here = {origin for (origin,) in db.execute("SELECT origin FROM runs WHERE origin IS NOT NULL")}
-            here |= {fingerprint(dict(r)) for r in _rows(db, "SELECT * FROM runs WHERE origin IS NULL")}
+            here: dict[str, tuple[int, str]] = {}  # identity → (id, status) of the run here
+            for mine in _rows(db, "SELECT * FROM runs"):
+                identity = str(mine["origin"]) if mine["origin"] else fingerprint(mine)
+                here[identity] = (int(str(mine["id"])), str(mine["status"]))
             for row in rows:
                 advance()
                 if row["status"] != "finished":
@@ -101,9 +125,14 @@ def _merge_from(db: sqlite_utils.Database, copy: Path, advance: Callable[[], Non
                     continue
                 identity = row["origin"] or fingerprint(row)
                 if identity in here:
-                    report.present += 1
+                    run_id, status = here[identity]
+                    if status == "finished":
+                        report.present += 1
+                    else:
+                        report.unfinished_here.append((run_id, status))
                     continue
                 values = {**{c: row[c] for c in run_columns}, **RESET, "origin": identity}
+                values.update(source=row["source"] or origin_file, checkpoint_step=None)
                 values.pop("id")
                 cursor = db.execute(
                     f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
@@ -117,7 +146,7 @@ def _merge_from(db: sqlite_utils.Database, copy: Path, advance: Callable[[], Non
                         f"INSERT INTO {table} (run_id, {', '.join(kept)}) VALUES (?, {', '.join('?' for _ in kept)})",
                         ([run_id, *record] for record in records),
                     )
-                here.add(identity)
+                here[identity] = (run_id, "finished")
                 report.added.append(run_id)
     finally:
         source.close()

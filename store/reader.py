@@ -69,7 +69,7 @@ def where_runs(
     params: list[Any] = []
     for tag in tags or ():
         clauses.append("runs.id IN (SELECT run_id FROM tags WHERE tag = ?)")
-        params.append(tag)
+        params.append(tag.lower())  # tags are stored in lower case
     for column, values in (
         ("id", run_ids),
         ("algo", algos),

@@ -27,14 +27,15 @@ class TagError(ValueError):
 
 
 def check_tag(tag: str) -> str:
-    """``tag`` if it is one; raises :class:`TagError` saying what is wrong."""
+    """``tag`` as stored, in lower case (``Ablation`` and ``ablation`` are one tag, as the dashboard's filter
+    reads them); raises :class:`TagError` saying what is wrong."""
     if not tag:
         raise TagError("a tag cannot be empty")
     if len(tag) > MAX_TAG:
         raise TagError(f"tag {tag[:20]!r}… is {len(tag):,} characters; at most {MAX_TAG}")
     if not TAG.fullmatch(tag):
         raise TagError(f"tag {tag!r}: letters, digits and _ . : / @ - only, starting with a letter or digit")
-    return tag
+    return tag.lower()
 
 
 def check_note(note: str) -> str:
@@ -54,8 +55,7 @@ def add_tags(db: sqlite_utils.Database, run_ids: Iterable[int], tags: Iterable[s
 def retag(db: sqlite_utils.Database, run_ids: list[int], add: list[str], remove: list[str]) -> dict[int, list[str]]:
     """Add and remove tags of the runs in one transaction; each run's tags after. Raises :class:`TagError`
     (nothing changed) for a malformed tag or a run that would carry more than :data:`MAX_TAGS`."""
-    for tag in (*add, *remove):
-        check_tag(tag)
+    add, remove = [check_tag(tag) for tag in add], [check_tag(tag) for tag in remove]
     with write(db):
         marks = ", ".join("?" for _ in remove)
         for run_id in run_ids:

@@ -64,6 +64,9 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
 
 
 _UNDO_V4 = """
+DROP TABLE tags;
+ALTER TABLE runs DROP COLUMN note;
+ALTER TABLE runs DROP COLUMN env_path;
 DROP TABLE studies;
 DROP TABLE decisions;
 ALTER TABLE runs DROP COLUMN arm;
@@ -98,7 +101,8 @@ def as_schema_2(db_path: Path) -> None:
     Schema 3 added rows to ``meta`` only; schema 4 the quantity of weights and histograms (λ's alone before);
     schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
     schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm;
-    schema 10 the weights' stride. Before schema 4 only λ was logged: the other quantities' rows go.
+    schema 10 the weights' stride; schema 11 the tags, the runs' note and env_path. Before schema 4 only λ was
+    logged: the other quantities' rows go.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)

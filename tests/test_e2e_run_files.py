@@ -46,7 +46,10 @@ def records(db: Path, run_id: int) -> dict[str, list[Any]]:
     """Every observation a run has stored, table by table."""
     with sqlite3.connect(db) as conn:
         tables = {
-            t: conn.execute(f"SELECT * FROM {t} WHERE run_id = ? ORDER BY id", [run_id]).fetchall() for t in DATA_TABLES
+            t: conn.execute(
+                f"SELECT * FROM {t} WHERE run_id = ? ORDER BY {'tag' if t == 'tags' else 'id'}", [run_id]
+            ).fetchall()
+            for t in DATA_TABLES
         }
     conn.close()
     return tables

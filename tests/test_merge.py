@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from store import open_store
@@ -54,6 +55,11 @@ def test_merge_copies_finished_runs_once_and_never_writes_the_other(filled_store
         assert records(b, here) == records(a, there) and records(b, here)["evaluations"]
     shown = offpoc(b, "show", "4").stdout
     assert "from-a" in shown and "trained on machine A" in shown
+    assert "merged from" in shown and "checkpoint none yet" in " ".join(shown.split())  # its checkpoint stayed there
+    detail = json.loads(offpoc(b, "show", "4", "--json").stdout)
+    assert detail["source"] == str(a.resolve()) and detail["checkpoint_step"] is None
+    log = offpoc(b, "logs", "4", check=False)
+    assert log.returncode == 1 and "its worker log stayed with that store" in log.stderr
     trained = offpoc(b, "export", "--table", "runs", "--source", "offpoc", "--format", "json").stdout
     assert trained.count('"run_id"') == 5  # merged runs are trained runs, not imported curves
 
@@ -66,17 +72,40 @@ def test_merge_copies_finished_runs_once_and_never_writes_the_other(filled_store
     )
     assert records(a, 4) == records(b, own)
 
+    store = open_store(a)  # run 1 stopped here, finished in b: said, never written over
+    store.execute("UPDATE runs SET status = 'stopped' WHERE id = 1")
+    store.conn.commit()
+    store.close()
+    held = offpoc(a, "merge", str(b))
+    assert "finished there but not here, so not merged over: run 1 (stopped)" in held.stdout
+
 
 def test_merge_refuses_what_is_not_another_store(filled_store: Path, tmp_path: Path) -> None:
+    import sqlite3
+
     text = tmp_path / "notes.db"
     text.write_text("not a database at all, but long enough to be read as one " * 100)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
     for args, code, message in [
         ([str(text)], 1, "cannot read"),
+        ([str(empty)], 1, f"{empty} is not an offpoc store"),
+        ([str(foreign)], 1, f"{foreign} is not an offpoc store"),
         ([str(tmp_path / "missing.db")], 2, "no store at"),
         ([str(filled_store)], 2, "is this store"),
     ]:
         result = offpoc(filled_store, "merge", *args, check=False)
         assert result.returncode == code and message in result.stderr and len(result.stderr.strip().splitlines()) <= 2
+        if message == "is this store":
+            continue
+        fresh = tmp_path / "fresh" / "new.db"
+        fresh.parent.mkdir(exist_ok=True)
+        assert offpoc(fresh, "merge", *args, check=False).returncode == code
+        assert not fresh.exists()  # a refused merge makes no store
     store = open_store(filled_store)
     assert store.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3
     store.close()

@@ -104,6 +104,7 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
         (["-o", "fig.txt"], "name it .png, .svg or .pdf"),
         (["-o", "missing-dir/fig.png"], "not a file in an existing directory"),
         (["-o", "fig.png", "--smooth", "0"], "--smooth must be at least 1"),
+        (["-o", "fig.png", "--until", "-5"], "--until must be a step (0 or more), got -5"),
         (["-o", "fig.png", "--source", "paper"], "unknown source 'paper'"),
         (["-o", "fig.png", "--env", "Ant"], "no evaluations match these filters"),
         ([], "Missing option '--output'"),

@@ -25,6 +25,8 @@ def test_tag_note_and_filter_every_reading_command(filled_store: Path) -> None:
     ]
     assert offpoc(db, "tag", "2", "-draft", "+v2").stdout == "run 2: ablation v2\n"  # -draft: a tag, not an option
     assert offpoc(db, "tag", "2").stdout == "run 2: ablation v2\n"
+    assert offpoc(db, "tag", "2", "+Ablation", "-hard").stdout == "run 2: ablation v2\n"  # one tag in any case
+    assert ids(db, "--tag", "ABLATION") == [1, 2]
     assert ids(db, "--tag", "ablation") == [1, 2] and ids(db, "--tag", "ablation", "--tag", "v2") == [2]
     assert offpoc(db, "ps", "--all", "--tag", "nothing").stdout == "no run carries the tag nothing\n"
 

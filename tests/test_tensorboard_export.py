@@ -64,4 +64,8 @@ def test_only_the_runs_asked_and_never_over_a_folder(filled_store: Path, tmp_pat
     assert len(list(out.glob("*/*/*/*"))) == 1  # untouched
     missing = offpoc(db, "export", "--format", "tensorboard", check=False)
     assert missing.returncode == 2 and "name it with -o DIR" in missing.stderr
+    for args, message in ((["--source", "bogus"], "unknown source 'bogus'"), (["--last", "3"], "drop --last"),
+                          (["--table", "runs"], "drop --table")):  # fmt: skip
+        refused = offpoc(db, "export", "--format", "tensorboard", "-o", str(tmp_path / "tb2"), *args, check=False)
+        assert refused.returncode == 2 and message in refused.stderr and not (tmp_path / "tb2").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tb.")]  # no work folder left behind

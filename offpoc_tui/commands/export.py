@@ -84,11 +84,17 @@ def export(
     from store.normalise import NORMALISATIONS
     from store.stats import LAST_EVALUATIONS, FinalWindow
 
-    if format_ == "tensorboard":
-        return tensorboard(db, output, {"run": run, "algos": algo, "envs": env, "corrections": correction,
-                                        "sources": source, "tags": tag})  # fmt: skip
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
+    if format_ == "tensorboard":  # every record of the runs: the table and the final tables' options do not apply
+        options = {"--last": last, "--last-steps": last_steps, "--until": until, "--group-by": group_by,
+                   "--dedupe": dedupe or None}  # fmt: skip
+        given = [flag for flag, value in options.items() if value is not None]
+        if given or table != "evaluations":
+            fail(f"--format tensorboard writes every record of the runs: drop {given[0] if given else '--table'}")
+        check_sources(source)
+        return tensorboard(db, output, {"run": run, "algos": algo, "envs": env, "corrections": correction,
+                                        "sources": source, "tags": tag})  # fmt: skip
     formats = SUMMARY_FORMATS if table in FINAL_TABLES else FORMATS
     if format_ not in formats:
         fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")

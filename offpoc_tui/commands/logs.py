@@ -31,6 +31,8 @@ def logs(
     run_id = resolve_one(store, run)
     row = get_run(store, run_id)
     assert row is not None
+    if str(row.get("origin") or "").startswith("merged:"):
+        fail(f"run {run_id} was merged from {row['source']}: its worker log stayed with that store", code=1)
     if row.get("source"):
         fail(f"run {run_id} was imported from {row['source']}: it has no worker log", code=1)
     if row.get("backend") == "ray":

@@ -20,7 +20,7 @@ def merge(
 ) -> None:
     """Copy another store's finished runs here (results from two machines in one file); a run already here,
     merged before or trained here, is recognised and not added twice. Nothing is written to OTHER."""
-    from store.merge import merge as merge_runs
+    from store.merge import merge_from, snapshot
 
     if not other.is_file():
         fail(f"no store at {other}")
@@ -30,10 +30,11 @@ def merge(
         check_writable(db)
     except StoreError as error:
         fail(str(error))
-    store = open_db(db, create=True)
     try:
-        with _progress(f"merging {other}", _count(other), "runs") as advance:
-            report, total = merge_runs(store, other, advance=lambda: advance(1))
+        with snapshot(other) as copy:  # checked before this store is made or written
+            store = open_db(db, create=True)
+            with _progress(f"merging {other}", _count(copy), "runs") as advance:
+                report, total = merge_from(store, copy, str(other.resolve()), advance=lambda: advance(1))
     except StoreError as error:
         fail(str(error), code=1)
     parts = [f"merged {len(report.added):,} of {total:,} runs from {other}"]
@@ -41,6 +42,9 @@ def merge(
         parts.append(f"ids {id_list(report.added)} here")
     if report.present:
         parts.append(f"{report.present:,} already here (the same runs), not added again")
+    if report.unfinished_here:
+        held = ", ".join(f"run {i} ({status})" for i, status in report.unfinished_here)
+        parts.append(f"finished there but not here, so not merged over: {held} (rm here, then merge again)")
     if report.unfinished:
         waiting = ", ".join(f"{n:,} {status}" for status, n in sorted(report.unfinished.items()))
         parts.append(f"not finished there, left out: {waiting} (merge again once they finish)")
@@ -49,16 +53,12 @@ def merge(
         out.print(f"note: its {report.studies} sequential studies are not merged (their runs are)", markup=False)
 
 
-def _count(path: Path) -> int:
-    """The other store's runs, for the progress bar (0 where it cannot be read yet: the merge says why)."""
+def _count(copy: Path) -> int:
+    """The runs of the other store's copy, for the progress bar."""
     import sqlite3
 
+    conn = sqlite3.connect(copy)
     try:
-        in_use = Path(f"{path}-wal").exists()  # as store.merge reads it: nothing left beside a store at rest
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if in_use else '&immutable=1'}", uri=True)
-        try:
-            return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-        finally:
-            conn.close()
-    except (sqlite3.Error, OSError):
-        return 0
+        return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    finally:
+        conn.close()

@@ -50,6 +50,8 @@ def plot(
     unknown = [s for s in source or [] if s not in SOURCES]
     if unknown:
         fail(f"unknown source {unknown[0]!r}: choose from {', '.join(SOURCES)}")
+    if until is not None and until < 0:
+        fail(f"--until must be a step (0 or more), got {until}")
     if group_by is not None and kind != "curves":
         fail("--group-by applies to --kind curves")
     if kind not in KINDS:

@@ -14,10 +14,14 @@ TAG_HELP = "Runs (ids, ranges, names), then +TAG to add and -TAG to remove, e.g.
 
 
 def tag(
+    ctx: typer.Context,
     words: Annotated[list[str], typer.Argument(metavar="RUN… [+TAG|-TAG]…", help=TAG_HELP)],
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Add (+TAG) and remove (-TAG) runs' tags; with no +/-, list their tags. Filter by them with --tag."""
+    if "-h" in words:  # -h alone asks for help; -hard is a tag to remove (click would read it as -h -a -r -d)
+        out.print(ctx.get_help(), markup=False, highlight=False)
+        raise typer.Exit(0)
     changes = [w for w in words if w[:1] in "+-" and len(w) > 1]
     tokens = [w for w in words if w not in changes]
     if not tokens:
