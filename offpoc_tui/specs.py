@@ -118,9 +118,6 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                     sampler = sets.get("sampler", flags.get("sampler", "uniform"))
                     sets = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
                 config = with_overrides(base, sets).resolved()
-                random = random_only(config.start_steps or 0, config.total_steps)
-                if random and "start_steps" in request.sets:
-                    raise UsageError(f"{random}; lower start_steps or raise --steps")
                 check_correction_starts(config)
                 if request.local:
                     check_device(config.device)
@@ -205,8 +202,9 @@ def check_device(device: str) -> None:
 
 
 def random_only(start_steps: int, total_steps: int) -> str | None:
-    """What is wrong with a run that never leaves its random phase (``start_steps`` ≥ its steps); None if it
-    learns. Refused where ``start_steps`` was set; said as a note where it is the algorithm's default."""
+    """What is odd about a run that never leaves its random phase (``start_steps`` ≥ its steps); None if it
+    learns. ``run`` queues it with a note saying so: a short run of random play is a fair smoke test of a
+    store, a scheduler or an environment, never a silent surprise."""
     if start_steps < total_steps:
         return None
     return (

@@ -204,7 +204,8 @@ def run(
             highlight=False,
         )
     if random:
-        out.print(f"note: {request.algo}'s default {random}; --set start_steps=N to learn", markup=False)
+        default = "" if "start_steps" in request.sets else f"{request.algo}'s default "
+        out.print(f"note: {default}{random}; lower start_steps (--set start_steps=N) to learn", markup=False)
     limit = start_runs(db, store, where)
     listed = ", ".join(str(i) for i in ids)
     out.print(f"queued {len(ids)} run{'s' if len(ids) > 1 else ''} (id {listed}) in {db}; {limit}", markup=False)
