@@ -122,7 +122,8 @@ class StoreBinding:
     def should_stop(self) -> bool:
         """The trainer asks before every step: flush when due, then answer."""
         if self.trainer is not None:
-            self.writer.tick(self.trainer.step, self.trainer.agent.updates, self.trainer.training_time)
+            trainer = self.trainer
+            self.writer.tick(trainer.step, trainer.agent.updates, lambda: trainer.training_time)
         return self.stop.is_set() or self.writer.stop_requested
 
     def build(self, run: RunRow, config: TrainConfig, files: RunFiles) -> Trainer:

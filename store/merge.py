@@ -76,14 +76,6 @@ def snapshot(other: Path) -> Iterator[Path]:
         yield copy
 
 
-def merge_from(
-    db: sqlite_utils.Database, copy: Path, source: str, advance: Callable[[], None] = lambda: None
-) -> tuple[MergeReport, int]:
-    """Merge the finished runs of ``copy`` (made by :func:`snapshot`) into ``db``, each recorded as merged from
-    ``source``; the report and how many runs ``copy`` holds. ``advance`` is called once per run considered."""
-    return _merge_from(db, copy, source, advance)
-
-
 def _snapshot(source: Path, target: Path) -> None:
     if not source.is_file():
         raise StoreError(f"no store at {source}")
@@ -102,9 +94,11 @@ def _snapshot(source: Path, target: Path) -> None:
         raise StoreError(f"cannot read {source}: {error}") from None
 
 
-def _merge_from(
-    db: sqlite_utils.Database, copy: Path, origin_file: str, advance: Callable[[], None]
+def merge_from(
+    db: sqlite_utils.Database, copy: Path, origin_file: str, advance: Callable[[], None] = lambda: None
 ) -> tuple[MergeReport, int]:
+    """Merge the finished runs of ``copy`` (made by :func:`snapshot`) into ``db``, each recorded as merged from
+    ``origin_file``; the report and how many runs ``copy`` holds. ``advance`` is called once per run considered."""
     report = MergeReport()
     source = sqlite3.connect(copy)
     source.row_factory = sqlite3.Row

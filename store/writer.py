@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -189,10 +189,11 @@ class RunWriter:
         self.progress = {"best_return": start.best_return}
 
     # ---- writing ---------------------------------------------------------------------
-    def tick(self, step: int, updates: int, training_time: float | None = None) -> None:
-        """Flush when the interval has passed (call it often; it is a clock read otherwise)."""
+    def tick(self, step: int, updates: int, training_time: Callable[[], float] | None = None) -> None:
+        """Flush when the interval has passed (call it often; it is a clock read otherwise); ``training_time``
+        is asked only then."""
         if time.monotonic() - self._last_flush >= self.flush_interval:
-            self.flush(step, updates, training_time)
+            self.flush(step, updates, None if training_time is None else training_time())
 
     def flush(self, step: int | None = None, updates: int | None = None, training_time: float | None = None) -> None:
         """Write everything pending, the progress and the heartbeat, in one transaction.

@@ -142,6 +142,19 @@ def test_the_runs_speed_and_time_are_recent_not_a_stats_block(tmp_path: Path) ->
     assert list_runs(db)[0]["sps"] == pytest.approx(30 / 1.2, rel=0.3)  # one sample: no new figure yet
 
 
+def test_tick_asks_the_training_time_only_when_it_flushes(tmp_path: Path) -> None:
+    """The worker ticks every step: the training time is read only at a flush, and then written."""
+    db = open_store(tmp_path / "s.db", create=True)
+    (run_id,) = create_runs(db, [spec()])
+
+    def never() -> float:
+        raise AssertionError("asked between flushes")
+
+    RunWriter(db, run_id, flush_interval=3600).tick(5, 5, never)
+    RunWriter(db, run_id, flush_interval=0).tick(7, 7, lambda: 12.5)
+    assert list_runs(db)[0]["wall_time"] == 12.5
+
+
 def test_resumed_writer_never_writes_a_step_twice(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     db = open_store(path, create=True)
