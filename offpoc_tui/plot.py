@@ -20,7 +20,7 @@ from matplotlib.ticker import EngFormatter
 from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
-from store.summary import POOLED, method_label, method_rank, series_order
+from store.summary import method_label, method_rank, pooled_key, series_order
 from store.tasks import env_family, env_version, source_of
 
 FORMATS = ("png", "svg", "pdf")
@@ -66,9 +66,7 @@ def panels(
         sampler = run.get("sampler") or "uniform"
         series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
         if group_by:
-            value = settings.get(run["id"], {}).get(group_by, "unset")
-            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-            series = (run["env"], POOLED, None, source_of(run), "uniform", f"{group_by}={text}")
+            series = pooled_key(run, group_by, settings.get(run["id"], {}))[1:]
         seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
         seeds.append((steps, smooth(returns, window)))
     return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
@@ -137,7 +135,8 @@ def save(fig: Figure, path: Path) -> None:
 
     tmp = fresh_tmp(path)
     try:
-        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=DPI)
+        # tight: the figure grows to hold every title and legend (a narrow panel's would be cut at its edge)
+        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=DPI, bbox_inches="tight", pad_inches=0.05)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ paper's tables.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,17 @@ SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 POOLED = "all"
 """A summary row's or a line's correction when ``--group-by`` pools every method's runs of one setting's value."""
+
+PooledKey = tuple[str, str, str, None, str, str, str]
+
+
+def pooled_key(run: Mapping[str, Any], setting: str, config: Mapping[str, Any]) -> PooledKey:
+    """(algo, env, :data:`POOLED`, None, source, uniform, ``setting=value``): the group of every method's runs that
+    hold ``setting`` at one value, what W&B's "group by a config key" makes. ``config``: the run's; a run whose
+    config lacks the setting (stored before it existed) holds ``unset``."""
+    value = config.get(setting, "unset")
+    text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return run["algo"], run["env"], POOLED, None, source_of(run), DEFAULT_SAMPLER, f"{setting}={text}"
 
 
 def method_label(
@@ -216,9 +228,7 @@ def summary_rows(
         key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler,
                run.get("variant", ""))  # fmt: skip
         if group_by:
-            value = settings.get(run["id"], {}).get(group_by, "unset")
-            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-            key = (run["algo"], run["env"], POOLED, None, source_of(run), DEFAULT_SAMPLER, f"{group_by}={text}")
+            key = pooled_key(run, group_by, settings.get(run["id"], {}))
         furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
         budget = budgets[(run["algo"], env_family(run["env"]))]
         groups.setdefault(key, [])

@@ -31,6 +31,7 @@ __all__ = [
     "OPTION_OWNERS",
     "VariantLabels",
     "baseline_variant",
+    "default_text",
     "label_variants",
     "method_of",
     "record_catalogue",
@@ -132,6 +133,15 @@ def label_variants(db: sqlite_utils.Database, runs: list[RunRow]) -> list[RunRow
     for run in runs:
         run["variant"] = labelled.get(run["id"], "")
     return runs
+
+
+def default_text(db: sqlite_utils.Database, algo: str, setting: str) -> str | None:
+    """The value ``setting`` defaults to for ``algo`` as the last submission's offpoc knew it (:data:`CONFIG_DEFAULTS`),
+    as a variant writes it; None where no default is recorded."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [CONFIG_DEFAULTS]).fetchone()
+    defaults = json.loads(row[0]) if row else {}
+    usual = {**defaults.get("algorithms", {}).get(algo, {}), **defaults.get("options", {})}
+    return _text(usual[setting]) if setting in usual else None
 
 
 class VariantLabels:

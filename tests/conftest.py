@@ -13,6 +13,7 @@ import pytest
 from store import open_store
 from store.curve_imports import import_curves, reference_curves
 from store.runs import create_runs
+from store.tags import add_tags
 from tests.storefill import FIXED_TIME, fill, fill_learning, fill_study, spec
 
 REFERENCE_CURVES = (
@@ -83,6 +84,31 @@ def dashboard_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     yield path
     monkeypatch.undo()
     time.tzset()
+
+
+@pytest.fixture
+def swept_store(dashboard_store: Path) -> Path:
+    """The dashboard store and a batch-size sweep tagged ``sweep``: baseline and AC-Off-POC at batch sizes
+    64 and 128, 2 seeds each (ids 7 to 14), learning faster the larger the batch."""
+    db = open_store(dashboard_store)
+    swept = [
+        dataclasses.replace(base, total_steps=20_000, config={**base.config, "total_steps": 20_000, "batch_size": b})
+        for b in (64, 128) for base in (spec(correction=c, seed=s) for c in ("none", "acoffpoc") for s in (0, 1))
+    ]  # fmt: skip
+    ids = create_runs(db, swept)
+    add_tags(db, ids, ["sweep"])
+    db.conn.commit()
+    db.close()
+    for run_id, run in zip(ids, swept, strict=True):
+        fill_learning(dashboard_store, run_id, 20_000, gain=0.8 if run.config["batch_size"] == 64 else 1.3)
+    db = open_store(dashboard_store)
+    db.execute(
+        "UPDATE runs SET status = 'finished', created = ?, started = ?, finished = ?, heartbeat = ?, sps = 120.0",
+        [FIXED_TIME, FIXED_TIME + 1, FIXED_TIME + 170, FIXED_TIME + 170],
+    )
+    db.conn.commit()
+    db.close()
+    return dashboard_store
 
 
 @pytest.fixture(params=[2, 10], ids=["n=2", "n=10"])

@@ -25,6 +25,7 @@ from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.figures import BarsFigure, LinesFigure, MatrixFigure
+from offpoc_tui.dashboard.groups import GroupKey
 from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.runs_table import RunsTable
@@ -485,3 +486,50 @@ def test_g_groups_curves_by_a_setting_the_runs_differ_in(dashboard_store: Path) 
         await until(pilot, lambda: len(labels(app, "curves-plot")) == 9)
 
     drive(dashboard_store, scenario)
+
+
+def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_store: Path) -> None:
+    """Compare shows the runs the filter shows (``tag=sweep``: the 8 sweep runs, not the 6 others), and
+    ``g`` turns its rows from one per method into one per batch size, every method's runs pooled, measured
+    against the row of the default or else the first value; ``g`` again goes back."""
+
+    def rows(app: Dashboard) -> list[list[str]]:
+        table = app.compare_pane.table
+        return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("4")
+        await until(pilot, lambda: len(rows(app)) == 6)  # by method: 6 unswept + (2 methods × 2 sizes)
+        await pilot.press("slash", *"tag=sweep", "enter", "4")  # the filter opens over the runs table
+        await until(pilot, lambda: len(rows(app)) == 4)
+        assert {r[1] for r in rows(app)} == {"2"}, "only the tagged runs, two seeds a method"
+        assert "filter: tag=sweep" in shown_text(app, "#compare-key")
+        await pilot.press("g")
+        await until(pilot, lambda: [r[0] for r in rows(app)] == ["all {batch_size=64}", "all {batch_size=128}"])
+        small, large = rows(app)
+        assert small[1] == large[1] == "4", "both methods' 2 seeds pooled in each row"
+        assert small[4] == "reference" and large[4].startswith("+"), "128 learns faster, against 64"
+        assert large[8] == small[8] == "pools none, acoffpoc/jsd"
+        assert "g rows: by batch_size, methods pooled" in shown_text(app, "#compare-key")
+        assert "mean over runs with the same batch_size" in plot(app, "compare-plot").figure.title
+        await pilot.press("g")  # batch_size is the only setting that varies: back to a row per method
+        await until(pilot, lambda: len(rows(app)) == 4 and rows(app)[0][0] != "all {batch_size=64}")
+
+    drive(swept_store, scenario)
+
+
+def test_rows_by_a_setting_are_measured_against_its_default_value() -> None:
+    """The default's row (``batch_size=256``) is the reference, else the first value by number, per env;
+    imported curves are never it."""
+    from offpoc_tui.dashboard.model import reference_rows
+
+    def key(env: str, value: str, source: str = "offpoc") -> GroupKey:
+        return ("td3", env, "all", None, source, "uniform", f"batch_size={value}")
+
+    keys = [key("Hopper-v4", v) for v in ("128", "256", "64")] + [key("Hopper-v2", "unset", "published")]
+    assert reference_rows(keys, "batch_size=256") == {key("Hopper-v4", "256")}
+    assert reference_rows(keys, "batch_size=512") == {key("Hopper-v4", "64")}
+    assert reference_rows([*keys, key("Hopper-v5", "128")], "batch_size=256") == {
+        key("Hopper-v4", "256"),
+        key("Hopper-v5", "128"),
+    }

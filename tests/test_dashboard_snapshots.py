@@ -40,6 +40,7 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
             plot = app.query_one(f"#{plot_id}", FigurePlot)
             await until(pilot, lambda: has_data(plot))
             await until(pilot, lambda: app.polls > 2)  # the view's data has been answered again
+            await until(pilot, lambda: app.answered == app.request)  # for the last key pressed
         plots = [p for p in app.screen.query(FigurePlot) if p.size.width]
         await until(pilot, lambda: all(p.drawn is p.figure for p in plots))  # pictures built (in threads)
         await pilot.pause(0.2)
@@ -77,6 +78,15 @@ def test_study_with_few_and_many_seeds(
     y-axis still follows the means, the band is a clipped dim fill behind them, and the title says why."""
     app = Dashboard(study_store, poll_s=0.1)
     assert snap_compare(app, terminal_size=(160, 45), run_before=ready(plot_id, keys))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_tagged_compare_regrouped_by_a_setting(swept_store: Path, snap_compare: Any, size: str) -> None:
+    """Compare of the runs tagged ``sweep`` with its rows by batch size (``g``): what the heading, the plot's
+    legend and the table say of a filtered, regrouped comparison."""
+    app = Dashboard(swept_store, poll_s=0.1)
+    keys = ("slash", *"tag=sweep", "enter", "4", "g")
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=ready("compare-plot", keys))
 
 
 TRACEBACK = "\n".join(

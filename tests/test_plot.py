@@ -153,3 +153,31 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
     ]
     table = invoke("export", "--table", "summary", "--format", "md", "--group-by", "batch_size", "--db", str(db_path))
     assert "TD3 {batch_size=64}, all methods" in table.stdout and "TD3 {batch_size=256}, all methods" in table.stdout
+
+
+def test_a_saved_figure_holds_its_titles_and_legends_whole(tmp_path: Path) -> None:
+    """One narrow panel with a long title note (smoothing) and long legend labels: the PNG is as large as
+    everything drawn on it, so nothing is cut at its edges."""
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from offpoc_tui.plot import DPI, save
+    from store.variants import label_variants
+
+    db_path = tmp_path / "wide.db"
+    db = open_store(db_path, create=True)
+    made = [(c, s, b) for c in ("none", "acoffpoc") for s, b in ((0, 64), (1, 64), (2, 128))]
+    specs = [dataclasses.replace(spec(correction=c, seed=s), config={**spec(correction=c, seed=s).config,
+                                                                     "batch_size": b}) for c, s, b in made]  # fmt: skip
+    for run_id in create_runs(db, specs):
+        fill_learning(db_path, run_id, 6_000, gain=1.0)
+    fig = figure(panels(db, label_variants(db, matching_runs(db)), 5), 5)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    drawn = fig.get_tightbbox(canvas.get_renderer())  # inches, everything drawn
+    assert drawn.x0 < 0 or drawn.x1 > fig.get_figwidth(), "this figure's title is wider than its panel"
+    save(fig, tmp_path / "wide.png")
+    width, height = Image.open(tmp_path / "wide.png").size
+    assert width >= drawn.width * DPI and height >= drawn.height * DPI
+    db.close()

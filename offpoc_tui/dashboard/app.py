@@ -34,7 +34,9 @@ from offpoc_tui.dashboard.model import (
     DetailData,
     Model,
     Request,
+    compare_key,
     compare_keys,
+    compare_members,
     group_settings,
 )
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
@@ -210,7 +212,7 @@ class Dashboard(App[None]):
         self.selected &= {r["id"] for r in self.runs}
         self._refresh_table()
         if self.request.view == "compare":  # new (algo, env) pairs to pick from; hidden, it waits
-            self.compare_pane.set_keys(compare_keys(self.runs), self.request.compare_key)
+            self.compare_pane.set_keys(compare_keys(self.compare_runs), self.request.compare_key)
         self.polls += 1
 
     def on_view_data(self, message: ViewData) -> None:
@@ -222,7 +224,7 @@ class Dashboard(App[None]):
             self.curves_pane.show(data)
         elif isinstance(data, CompareData):
             pane = self.compare_pane
-            pane.set_keys(compare_keys(self.runs), data.key)
+            pane.set_keys(compare_keys(self.compare_runs), data.key)
             pane.show(data)
         elif isinstance(data, DetailData):
             self.detail_pane.show(data)
@@ -260,6 +262,7 @@ class Dashboard(App[None]):
         self.status_bar.update(text)
         self.curves_pane.show_request(self.request, len(self.selected))
         self.weights_pane.show_request(self.request)
+        self.compare_pane.show_request(self.request)
 
     @on(DataTable.RowHighlighted, "#runs-table")
     def _cursor_moved(self) -> None:
@@ -364,10 +367,16 @@ class Dashboard(App[None]):
         self._refresh_table()
 
     def action_group(self) -> None:
-        """g: off → by method → by each setting the shown runs differ in (Curves) → off. Weights, Compare and
-        Detail group by method."""
-        settings = group_settings(self.shown_runs) if self.request.view == "curves" else []
+        """g: Curves, off → by method → by each setting the shown runs differ in → off; Compare, rows by method →
+        by each setting its task's runs differ in → by method. Weights and Detail group by method."""
         request = self.request
+        if request.view == "compare":
+            runs = compare_members(self.compare_runs, compare_key(self.compare_runs, request))
+            cycle = ["", *group_settings(runs)]
+            at = cycle.index(request.group_by) if request.group_by in cycle else 0
+            self.ask(group_by=cycle[(at + 1) % len(cycle)])
+            return
+        settings = group_settings(self.shown_runs) if request.view == "curves" else []
         if not request.grouped:
             self.ask(grouped=True, group_by="")
         elif request.group_by == "" and settings:
@@ -393,9 +402,14 @@ class Dashboard(App[None]):
         """Curves: show the imported curves too (hidden by default while runs trained here exist)."""
         self.ask(imported=not self.request.imported)
 
+    @property
+    def compare_runs(self) -> list[RunRow]:
+        """The runs Compare draws from: those the filter shows, in the store's order."""
+        return [r for r in self.runs if self.predicate(r)]
+
     def action_next_task(self) -> None:
         """Compare: the next (algo, env family) present."""
-        keys = compare_keys(self.runs)
+        keys = compare_keys(self.compare_runs)
         if self.request.view != "compare" or not keys:
             return
         current = self.request.compare_key if self.request.compare_key in keys else keys[0]

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
 from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, shared_settings, versions_shown
-from offpoc_tui.dashboard.model import CompareData
+from offpoc_tui.dashboard.model import CompareData, Request
 from offpoc_tui.dashboard.plots import FigurePlot, short
 from offpoc_tui.views import number
 from store.stats import FinalWindow
@@ -31,12 +31,16 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def note(window: FinalWindow) -> str:
-    """What the table's figures are (the steps each row's final window spans are its 'final over steps')."""
+def note(window: FinalWindow, group_by: str = "") -> str:
+    """What the table's figures are (the steps each row's final window spans are its 'final over steps');
+    ``group_by``: the rows pool every method's runs of a value of that setting."""
+    unit, against = ("seed", "the baseline of its env and source")
+    if group_by:
+        unit, against = ("run", f"the reference row ({group_by}'s default value, else its first), every method pooled")
     return (
-        f"final: mean over seeds of each seed's {window.describe()} ± mean per-point 95% t half-width · vs"
-        " baseline, Welch p, P(>base): against the baseline of its env and source; p is one look at the"
-        " seeds there are, not a decision if looked at again (--decide)"
+        f"final: mean over {unit}s of each {unit}'s {window.describe()} ± mean per-point 95% t half-width · vs"
+        f" baseline, Welch p, P(>base): against {against}; p is one look at the seeds there are, not a"
+        " decision if looked at again (--decide)"
     )
 
 
@@ -70,7 +74,8 @@ def final_text(row: CompareRow) -> str:
 def row_cells(row: CompareRow, versions: int = 1, shared: list[str] | None = None) -> list[Text | str]:
     """``versions``: how many env versions the table shows (their rows then name theirs); ``shared``: the
     settings every row holds, said once by :func:`shared_text` instead of in each name."""
-    diff = "baseline" if row.key[2] == BASELINE else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
+    own = "baseline" if row.key[2] == BASELINE else "reference"
+    diff = own if row.reference else ("–" if row.diff_pct is None else f"{row.diff_pct:+.1f}%")
     return [
         Text(row_label(row.key, versions, shared), style="" if row.key[4] == "offpoc" else "dim"),
         Text(seeds_text(row), justify="right"),
@@ -80,7 +85,7 @@ def row_cells(row: CompareRow, versions: int = 1, shared: list[str] | None = Non
         Text(p_text(row.p_value), justify="right"),
         Text("–" if row.improvement is None else f"{row.improvement:.2f}", justify="right"),
         Text(number(row.steps_to_threshold), justify="right"),
-        row.config_diff or ("" if row.key[2] == BASELINE else "same"),
+        row.config_diff or ("" if row.reference or row.key[2] == BASELINE else "same"),
     ]
 
 
@@ -94,6 +99,9 @@ class ComparePane(Vertical):
         self.keys: list[tuple[str, str]] = []
         """The (algo, env) pairs offered, as last set."""
         self.current: tuple[str, str] | None = None
+        self.group_by = ""
+        """The setting the rows are grouped by (``g``), or "": by method."""
+        self.filter_text = ""
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
         self.heading = Static(id="compare-key", classes="pane-state")
         self.threshold = Input(placeholder="threshold (enter applies; empty: the baseline's final return; esc closes)",
@@ -130,14 +138,23 @@ class ComparePane(Vertical):
         self.current = current if current in keys else (keys[0] if keys else None)
         self._heading()
 
+    def show_request(self, request: Request) -> None:
+        if (request.group_by, request.filter_text) != (self.group_by, self.filter_text):
+            self.group_by, self.filter_text = request.group_by, request.filter_text
+            self._heading()
+
     def _heading(self) -> None:
+        shown = f" · filter: {self.filter_text}" if self.filter_text else ""
         if self.current is None:
-            self.heading.update("no algo · env to compare yet")
+            self.heading.update(f"no algo · env to compare yet{shown}")
             return
         algo, env = self.current
         position = f"{self.keys.index(self.current) + 1} of {len(self.keys)}"
         more = " · e: next" if len(self.keys) > 1 else ""
-        self.heading.update(Text.assemble((f"{algo} · {env}", "bold"), f" ({position}{more} · t: threshold)"))
+        rows = f"g rows: by {self.group_by}, methods pooled" if self.group_by else "g rows: by method"
+        self.heading.update(
+            Text.assemble((f"{algo} · {env}", "bold"), f" ({position}{more} · t: threshold · {rows}){shown}")
+        )
 
     def open_threshold(self) -> None:
         self.threshold.add_class("visible")
@@ -160,4 +177,4 @@ class ComparePane(Vertical):
         across = f"\n{data.across}" if data.across else ""
         self.decisions.update(Text("\n".join(data.decisions)))
         self.decisions.set_class(bool(data.decisions), "visible")
-        self.note.update(Text(f"{budget}{threshold}{shared_text(shared)}{across}\n{note(self.window)}"))
+        self.note.update(Text(f"{budget}{threshold}{shared_text(shared)}{across}\n{note(self.window, self.group_by)}"))

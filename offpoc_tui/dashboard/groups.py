@@ -9,7 +9,8 @@ Shared by the dashboard and ``offpoc dashboard --once``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -31,7 +32,7 @@ from store.stats import (
     steps_to_reach,
     welch_p,
 )
-from store.summary import series_order
+from store.summary import POOLED, series_order
 from store.tasks import env_version
 from store.variants import baseline_variant, method_of
 
@@ -104,8 +105,15 @@ def versions_shown(rows: list[CompareRow]) -> int:
     return len({row.key[1] for row in rows})
 
 
-def _ordered(key: GroupKey) -> tuple[Any, ...]:
-    return (*series_order(key[1], key[2], key[3], key[4]), key[5] != DEFAULT_SAMPLER, key[5], key[6])
+def ordered(key: GroupKey) -> tuple[Any, ...]:
+    """The rows' order: the paper's (:func:`store.summary.series_order`), then sampler, then variant with its
+    numbers by value (``batch_size=64`` before ``batch_size=128``)."""
+    return (*series_order(key[1], key[2], key[3], key[4]), key[5] != DEFAULT_SAMPLER, key[5], natural(key[6]))
+
+
+def natural(text: str) -> list[str | float]:
+    """``text`` split so that its numbers compare by value: strings and numbers alternate, a string first."""
+    return [float(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", text))]
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,8 @@ class CompareRow:
     """Seeds not in ``n_seeds`` that are running: they may reach the budget yet."""
     queued_now: int = 0
     """Seeds not in ``n_seeds`` that are queued."""
+    reference: bool = False
+    """The row the others are measured against: a baseline, or, rows grouped by a setting, its default value's."""
 
     @property
     def training(self) -> bool:
@@ -172,6 +182,11 @@ def config_diff(config: dict[str, Any], baseline: dict[str, Any], varying: froze
     return ", ".join(f"{k}={config.get(k)}" for k in keys if k in varying or config.get(k) != baseline.get(k))
 
 
+def pooled_methods(runs: list[RunRow]) -> str:
+    """``pools none, acoffpoc/kl``: the methods a row grouped by a setting holds runs of."""
+    return "pools " + ", ".join(dict.fromkeys(method((*method_of(r), "")) for r in runs))
+
+
 def varying_options(configs: list[dict[str, Any]], baseline: dict[str, Any]) -> frozenset[str]:
     """The entries the baseline lacks whose values differ between ``configs`` (one correction's groups)."""
     keys = {k for c in configs for k in c} - set(baseline)
@@ -185,6 +200,8 @@ def compare(
     threshold: float | None = None,
     last: int | FinalWindow = LAST_EVALUATIONS,
     until: int | None = None,
+    key_of: Callable[[RunRow], GroupKey] = group_key,
+    is_reference: Callable[[GroupKey], bool] = lambda key: key[2] == BASELINE,
 ) -> Comparison:
     """Runs trained here first, then imported ones; in each, baseline first, then every correction.
 
@@ -195,19 +212,25 @@ def compare(
     with the published TD3): the one trained with its settings, else with the default ones, else the only
     baseline there is (its config column says how they differ). ``threshold`` defaults to the first
     baseline's final return.
+
+    ``key_of`` makes the rows (one per method unless asked otherwise); ``is_reference`` says which rows are
+    baselines. A row pooling every method's runs of a setting's value (:func:`store.summary.pooled_key`)
+    names the methods it pools in its config column.
     """
     every_run = [run for runs in groups.values() for run in runs]
     reach = reach_of_curves({r["id"]: curves[r["id"]] for r in every_run if r["id"] in curves})
     members, repeats = one_per_seed(every_run, reach)
-    groups = group_runs(members)
+    groups = {}
+    for run in members:
+        groups.setdefault(key_of(run), []).append(run)
     budgeted = budget(members, reach, until)
     every = {key: [curves[r["id"]] for r in runs if r["id"] in reach] for key, runs in groups.items()}
     seeds = {
         key: [cut(*curves[r["id"]], budgeted.step) for r in runs if budgeted.counts(reach.get(r["id"]))]
         for key, runs in groups.items()
     }
-    keys = sorted(groups, key=_ordered)
-    baselines = {(k[1], k[4], k[5], k[6]): k for k in keys if k[2] == BASELINE}
+    keys = sorted(groups, key=ordered)
+    baselines = {(k[1], k[4], k[5], k[6]): k for k in keys if is_reference(k)}
     finals = {key: final_returns(seeds[key], last) for key in keys}
     performance = {key: final_performance(seeds[key], last) for key in keys}
     if threshold is None:
@@ -242,13 +265,20 @@ def compare(
                 p_value=p,
                 improvement=improvement,
                 steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
-                config_diff="" if key == base else config_diff(config, base_config, varying),
+                config_diff=(
+                    pooled_methods(groups[key])
+                    if key[2] == POOLED
+                    else ""
+                    if key == base
+                    else config_diff(config, base_config, varying)
+                ),
                 curve=curve,
                 final_span=final_span(seeds[key], last),
                 short=len(every[key]) - n,
                 queued=len(groups[key]) - len(every[key]),
                 running_now=_waiting(groups[key], "running", budgeted, reach),
                 queued_now=_waiting(groups[key], "queued", budgeted, reach),
+                reference=key in baselines.values(),
             )
         )
     return Comparison(rows, threshold, budgeted, tuple(repeats))

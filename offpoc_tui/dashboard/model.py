@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 import sqlite_utils
 
+from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.across import across_tasks
 from offpoc_tui.dashboard.caches import EvalCache, RunCurve, RunQuantiles, WeightCache
 from offpoc_tui.dashboard.figures import (
@@ -33,11 +34,13 @@ from offpoc_tui.dashboard.figures import (
 from offpoc_tui.dashboard.groups import (
     CompareRow,
     Comparison,
+    GroupKey,
     compare,
     group_key,
     group_label,
     group_runs,
     method,
+    ordered,
     row_label,
     task_name,
     versions_shown,
@@ -47,7 +50,9 @@ from store.runs import TERMINAL, RunRow
 from store.seeds import repeats_note
 from store.stats import BandKind, FinalWindow, band, smooth, t_quantile
 from store.study_text import task_lines
+from store.summary import pooled_key
 from store.tasks import env_family, source_of
+from store.variants import default_text
 
 View = Literal["runs", "curves", "weights", "compare", "detail"]
 BAND_LABELS: dict[BandKind, str] = {
@@ -149,6 +154,9 @@ class Model:
         """The view's data, or None when nothing it is built from changed since the last answer."""
         by_id = {r["id"]: r for r in runs}
         if request.view in ("curves", "compare"):
+            if request.view == "compare":  # the runs the table's filter shows, as Curves' are
+                shows = filtered(request.filter_text)
+                runs = [r for r in runs if shows(r)]
             key = compare_key(runs, request) if request.view == "compare" else None
             if request.view == "curves":
                 asked = [by_id[i] for i in request.run_ids if i in by_id]
@@ -177,7 +185,9 @@ class Model:
             settings = configs(db, ids) if request.grouped and request.group_by else None
             return CurvesData(curves_figure(members, curves, request, hidden, settings))
         if request.view == "compare":
-            data = compare_data(db, members, curves, key, request.threshold, request.band, self.window, self.until)
+            data = compare_data(
+                db, members, curves, key, request.threshold, request.band, self.window, self.until, request.group_by
+            )
             returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
             return dataclasses.replace(data, across=across_tasks(algo_runs, returns, self.window, self.until))
         if request.view == "weights":
@@ -352,9 +362,8 @@ def setting_groups(
     A run whose config lacks the setting (stored before it existed) has the value ``unset``."""
     groups: dict[tuple[str, str, str], list[RunRow]] = {}
     for run in runs:
-        value = settings.get(run["id"], {}).get(setting, "unset")
-        text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-        groups.setdefault((run["algo"], run["env"], text), []).append(run)
+        key = pooled_key(run, setting, settings.get(run["id"], {}))
+        groups.setdefault((key[0], key[1], key[6].split("=", 1)[1]), []).append(run)
     return groups
 
 
@@ -463,6 +472,14 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown
 
 
 # ---- compare ----------------------------------------------------------------------------------
+def filtered(text: str) -> filters.Predicate:
+    """The runs table's filter (already checked when the user gave it)."""
+    try:
+        return filters.parse(text)
+    except filters.FilterError:
+        return filters.parse("")
+
+
 def compare_keys(runs: list[RunRow]) -> list[tuple[str, str]]:
     """(algo, env family) pairs present, in order of first appearance: Hopper-v4 runs meet the published Hopper-v2."""
     return list(dict.fromkeys((r["algo"], env_family(r["env"])) for r in runs))
@@ -493,12 +510,35 @@ def compare_rows(
     threshold: float | None,
     window: FinalWindow | None = None,
     until: int | None = None,
+    group_by: str = "",
 ) -> Comparison:
-    """The compare table of one algo and env's runs (``curves``: their evaluations, up to date)."""
-    groups = group_runs(members)
+    """The compare table of one algo and env's runs (``curves``: their evaluations, up to date): a row per
+    method, or with ``group_by`` a row per value of that setting, every method's runs pooled, each measured
+    against the row of the setting's default value (:func:`reference_rows`)."""
     returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}  # (steps, returns)
     found = configs(db, [r["id"] for r in members])  # every run's: a group's first may be a repeat left out
-    return compare(groups, returns, found, threshold, window or FinalWindow(), until)
+    if not group_by:
+        return compare(group_runs(members), returns, found, threshold, window or FinalWindow(), until)
+
+    def key_of(run: RunRow) -> GroupKey:
+        return pooled_key(run, group_by, found.get(run["id"], {}))
+
+    groups: dict[GroupKey, list[RunRow]] = {}
+    for run in members:
+        groups.setdefault(key_of(run), []).append(run)
+    default = default_text(db, members[0]["algo"], group_by) if members else None
+    chosen = reference_rows(list(groups), f"{group_by}={default}")
+    return compare(groups, returns, found, threshold, window or FinalWindow(), until, key_of, chosen.__contains__)
+
+
+def reference_rows(keys: list[GroupKey], default: str) -> set[GroupKey]:
+    """Rows grouped by a setting: each env's row trained here that holds the setting at its ``default``
+    (``batch_size=256``), else its first in order; the others are measured against it."""
+    chosen = set()
+    for env in dict.fromkeys(k[1] for k in keys):
+        own = sorted((k for k in keys if k[1] == env and k[4] == "offpoc"), key=ordered)
+        chosen |= {next((k for k in own if k[6] == default), own[0])} if own else set()
+    return chosen
 
 
 def compare_data(
@@ -510,11 +550,12 @@ def compare_data(
     kind: BandKind = "ci95",
     window: FinalWindow | None = None,
     until: int | None = None,
+    group_by: str = "",
 ) -> CompareData:
     if key is None:
         return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
-    rows, threshold, budget, repeats = compare_rows(db, members, curves, threshold, window, until)
-    figure = compare_figure(key, rows, threshold, kind, budget.step)
+    rows, threshold, budget, repeats = compare_rows(db, members, curves, threshold, window, until, group_by)
+    figure = compare_figure(key, rows, threshold, kind, budget.step, group_by)
     decisions = tuple(task_lines(db, *key))
     said = budget.describe() + (f"; {repeated}" if (repeated := repeats_note(repeats)) else "")
     return CompareData(key, figure, rows, threshold, budget=said, decisions=decisions)
@@ -526,6 +567,7 @@ def compare_figure(
     threshold: float | None,
     kind: BandKind = "ci95",
     budget: int | None = None,
+    group_by: str = "",
 ) -> Figure:
     """Runs trained here as mean and band; imported curves as plain reference lines, cut to the
     steps the runs trained here have reached (a 6,000-step run beside a 1M-step curve). The title
@@ -546,7 +588,8 @@ def compare_figure(
             shown = x <= reach
             lines.append(Line(x[shown], row.curve.mean[shown], faint(colour(i), 0.8), label, marker="dot"))
     hlines = [(threshold, (160, 160, 160))] if threshold is not None and not math.isnan(threshold) else []
-    title = f"{key[0]} on {task_name(key[1], rows)}, mean over seeds"
+    pooled = f"mean over runs with the same {group_by}, every method" if group_by else "mean over seeds"
+    title = f"{key[0]} on {task_name(key[1], rows)}, {pooled}"
     if own:  # imported curves are drawn without a band
         title += f" · {BAND_LABELS[kind]}{small_n_note(kind, [row.n_seeds + row.short for row in own])}"
     title += ", grey: threshold" if hlines else ""
