@@ -7,7 +7,8 @@ Plain PyTorch, no UI and no storage: training reports through a sink.
     Trainer(TrainConfig(algo="td3", env_id="Hopper-v4", correction="acoffpoc"), sink).run()
 """
 
-from agents.config import ConfigError, TrainConfig, with_overrides
+from agents.config import ConfigError, TrainConfig
+from agents.config_text import with_overrides
 from agents.envs import EnvError, make_env
 from agents.sink import (
     CheckpointRecord,

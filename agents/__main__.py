@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from agents import corrections
-from agents.config import ALGORITHMS, ConfigError, TrainConfig, with_overrides
+from agents.config import ALGORITHMS, ConfigError, TrainConfig
+from agents.config_text import with_overrides
 from agents.envs import EnvError
 from agents.quantities import Quantity
 from agents.sink import EvalRecord, QuantityBlock, Record, Sink, TrainStatsRecord

@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -140,10 +138,10 @@ class TrainConfig:
     @classmethod
     def make(cls, **values: Any) -> TrainConfig:
         """A config from flat names: common fields and plug-in options (``ris_beta=0.3``) alike."""
-        common = {k: v for k, v in values.items() if k in _COMMON}
+        common = {k: v for k, v in values.items() if k in COMMON_FIELDS}
         grouped: dict[type[Options], dict[str, Any]] = {}
         for name, value in values.items():
-            if name in _COMMON:
+            if name in COMMON_FIELDS:
                 continue
             group = plugins.group_of(name)
             if group is None:
@@ -349,7 +347,7 @@ class TrainConfig:
             and TrainConfig.make(**{k: data[k] for k in _DECAY_INPUTS if k in data}).decay_form_matters()
         ):
             legacy["critic_decay_form"] = "adam"  # stored before the field existed: Adam's L2 is how it trained
-        values = {k: v for k, v in {**legacy, **data}.items() if k in _COMMON or k in owned}
+        values = {k: v for k, v in {**legacy, **data}.items() if k in COMMON_FIELDS or k in owned}
         return cls.make(**values)
 
 
@@ -364,7 +362,7 @@ behaviour before the field existed), where that differs from today's default: a 
 lacks one resumes, compares and shows as what it ran, not as today's default."""
 
 
-_COMMON: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
+COMMON_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
 _DECAY_INPUTS = ("algo", "correction", "critic_weight_decay")
 """What :meth:`TrainConfig.decay_form_matters` reads."""
 
@@ -372,7 +370,7 @@ _DECAY_INPUTS = ("algo", "correction", "critic_weight_decay")
 def config_defaults() -> dict[str, Any]:
     """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
     common = {
-        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in _COMMON} for a in ALGORITHMS
+        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS} for a in ALGORITHMS
     }
     options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
     return {"algorithms": common, "options": options}
@@ -390,7 +388,7 @@ def field_names() -> tuple[str, ...]:
 
 def field_docs() -> dict[str, str]:
     """Each flat name's docstring (the string under its field), as one line."""
-    docs = {k: v for k, v in docstrings(TrainConfig).items() if k in _COMMON}
+    docs = {k: v for k, v in docstrings(TrainConfig).items() if k in COMMON_FIELDS}
     for group in plugins.groups():
         docs.update(group.docs())
     return docs
@@ -405,7 +403,7 @@ def owner_text(group: type[Options]) -> str:
 def applies(name: str, correction: str, sampler: str) -> bool:
     """Whether a run with this correction and sampler takes the field ``name`` (every common field)."""
     group = plugins.group_of(name)
-    return name in _COMMON or (group is not None and group in plugins.owned_groups(correction, sampler))
+    return name in COMMON_FIELDS or (group is not None and group in plugins.owned_groups(correction, sampler))
 
 
 def unknown_field(name: str) -> str:
@@ -415,70 +413,3 @@ def unknown_field(name: str) -> str:
     close = difflib.get_close_matches(name, field_names(), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"unknown config field {name!r}{hint}: `offpoc config` lists every field"
-
-
-def _annotation(name: str) -> Any:
-    if name in _COMMON:
-        return typing.get_type_hints(TrainConfig)[name]
-    group = plugins.group_of(name)
-    if group is None:
-        raise ConfigError(unknown_field(name))
-    return group.annotation(name)
-
-
-def field_type(name: str) -> str:
-    """A field's type as a user writes its value: ``int``, ``float or default``, ``ints, comma-separated``."""
-    annotation = _annotation(name)
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    optional = type(None) in typing.get_args(annotation)
-    target = args[0] if optional else annotation
-    text = "ints, comma-separated" if typing.get_origin(target) is tuple else getattr(target, "__name__", str(target))
-    return f"{text} or default" if optional else text
-
-
-def _parse_int(text: str) -> int:
-    """Accepts 1000, 1_000 and integral scientific notation such as 1e6."""
-    cleaned = text.strip().replace("_", "")
-    try:
-        return int(cleaned)
-    except ValueError:
-        value = float(cleaned)
-        if not value.is_integer():
-            raise
-        return int(value)
-
-
-def _parse(name: str, annotation: Any, text: str) -> Any:
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
-        annotation
-    )
-    if optional and text.strip().lower() in ("none", "default", ""):
-        return None
-    target = args[0] if optional else annotation
-    try:
-        if target is bool:
-            lowered = text.strip().lower()
-            if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return lowered in ("true", "1", "yes")
-        if target is int:
-            return _parse_int(text)
-        if target is float:
-            return float(text)
-        if typing.get_origin(target) is tuple:  # 64,64 or [64, 64] or (64, 64)
-            return tuple(int(part) for part in text.strip().strip("[]()").replace(" ", "").split(",") if part)
-        return text
-    except ValueError:
-        kind = getattr(target, "__name__", str(target))
-        raise ConfigError(f"{name} expects {kind}, got {text!r}") from None
-
-
-def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfig:
-    """Apply ``{"name": "text"}`` overrides (the CLI's ``--set``), parsing each by its field's type."""
-    values: dict[str, Any] = {}
-    for name, text in overrides.items():
-        if name == "options" or name not in field_names():
-            raise ConfigError(unknown_field(name))
-        values[name] = _parse(name, _annotation(name), text)
-    return config.replace(**values)

@@ -25,7 +25,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from agents import TrainConfig, Trainer
-from agents.config import with_overrides
+from agents.config_text import with_overrides
 
 COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
 

@@ -84,7 +84,8 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     correction would start within the run, and that the environment exists and has Box actions
     (it is built once).
     """
-    from agents.config import ALGORITHMS, ConfigError, TrainConfig, applies, field_names, with_overrides
+    from agents.config import ALGORITHMS, ConfigError, TrainConfig, applies, field_names
+    from agents.config_text import with_overrides
     from agents.corrections import names as correction_names
     from agents.envs import EnvError
 

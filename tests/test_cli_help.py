@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from agents.config import TrainConfig, field_docs, field_names
+from agents.config_text import parse_count
 from offpoc_tui.cli import app
-from offpoc_tui.params import parse_count, reads_as_ids, run_refs
+from offpoc_tui.params import reads_as_ids, run_refs
 from store import open_store
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.processes import offpoc

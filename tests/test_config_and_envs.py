@@ -46,6 +46,14 @@ def test_overrides_parse_by_field_type() -> None:
     assert config.checkpoint_buffer is False and config.start_steps == 1000 and config.tau is None
 
 
+def test_set_reads_counts_as_steps_does() -> None:
+    """One count parser: ``--set total_steps=1M`` reads as ``--steps 1M`` does, and so do a sweep's strings."""
+    config = with_overrides(TrainConfig.make(), {"total_steps": "1M", "eval_freq": "5k", "hidden": "0.25k,64"})
+    assert (config.total_steps, config.eval_freq, config.hidden) == (1_000_000, 5_000, (250, 64))
+    with pytest.raises(ConfigError, match=r"eval_freq expects int, got '2\.5'"):
+        with_overrides(TrainConfig.make(), {"eval_freq": "2.5"})
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

@@ -15,7 +15,8 @@ import torch
 from typer.testing import CliRunner
 
 from agents import Trainer
-from agents.config import ConfigError, TrainConfig, with_overrides
+from agents.config import ConfigError, TrainConfig
+from agents.config_text import with_overrides
 from agents.corrections import Correction, CorrectionSettings, Weights, register, unregister
 from agents.options import Options
 from agents.replay import Batch

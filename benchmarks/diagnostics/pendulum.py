@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 from agents import RecordingSink, Trainer
-from agents.config import TrainConfig, with_overrides
+from agents.config import TrainConfig
+from agents.config_text import with_overrides
 
 PENDULUM = dict(env_id="Pendulum-v1", total_steps=15_000, start_steps=1_000, eval_freq=1_000, eval_episodes=5)
 

@@ -545,7 +545,8 @@ def config(
     """Every run config field --set takes (and sweep files' [set]): its default, type and meaning; then
     each registered correction and sampler with the options it takes."""
     from agents import plugins
-    from agents.config import ALGORITHMS, TrainConfig, common_names, field_docs, field_type
+    from agents.config import ALGORITHMS, TrainConfig, common_names, field_docs
+    from agents.config_text import field_type
 
     if algo is not None and algo.lower() not in ALGORITHMS:
         fail(f"unknown algorithm {algo!r}: choose one of {', '.join(ALGORITHMS)}")
