@@ -89,37 +89,8 @@ def check_config(info: CheckpointInfo, expected: TrainConfig, name: str | None =
 def save(trainer: Trainer, path: Path, elapsed: float, place: Callable[[Path, Path], None] = os.replace) -> None:
     """Write the trainer's state to a temporary file beside ``path``, synced, then ``place(tmp, path)`` it
     (a rename by default: the file is whole or absent, never half written)."""
-    agent, correction = trainer.agent, trainer.correction
-    state: dict[str, Any] = {
-        "format": FORMAT_VERSION,
-        "owner": trainer.owner,
-        "config": trainer.config.to_dict(),
-        "counters": {
-            "step": trainer.step,
-            "episode": trainer.episode,
-            "updates": agent.updates,
-            "elapsed": elapsed,
-            "last_eval_step": trainer.last_eval_step,
-        },
-        "modules": {name: module.state_dict() for name, module in agent.modules().items()},
-        "optimizers": {name: opt.state_dict() for name, opt in agent.optimizers().items()},
-        "tensors": {name: tensor.detach().cpu() for name, tensor in agent.tensors().items()},
-        "rng": {
-            "torch": trainer.generator.get_state(),
-            "numpy": trainer.rng.bit_generator.state,
-            "env": trainer.env.np_random.bit_generator.state,
-            # At an episode boundary: the env's RNG before the reset that began the episode now starting.
-            "env_reset": trainer.reset_rng if trainer.episode_length == 0 else None,
-        },
-        "correction": {
-            "modules": {name: module.state_dict() for name, module in correction.modules().items()},
-            "optimizers": {name: opt.state_dict() for name, opt in correction.optimizers().items()},
-            "state": correction.state_dict(),
-        },
-        "weights": trainer.weights.state_dict(),
-        "buffer": trainer.buffer.state_dict() if trainer.config.checkpoint_buffer else None,
-        "sampler": trainer.sampler.state_dict(),
-    }
+    state = {"format": FORMAT_VERSION, "owner": trainer.owner, "config": trainer.config.to_dict()}
+    state |= trainer.state_dict(elapsed)
     # The file's own folder only, never the folders above it: an app that keeps checkpoints in a folder it
     # marks as its own (offpoc's run files) sees a save fail, not an unmarked folder made in its place.
     path.parent.mkdir(exist_ok=True)
@@ -278,50 +249,7 @@ def load(
         owner=owner if owner is not None else info.owner,
     )
     try:
-        _restore(trainer, state)
+        trainer.load_state_dict(state)
     except (KeyError, TypeError, RuntimeError, ValueError) as error:  # the right config, the wrong insides
         raise CheckpointMismatch(f"{path} does not hold what its config says ({_reason(error)}): not loaded") from None
     return trainer
-
-
-def _restore(trainer: Trainer, state: dict[str, Any]) -> None:
-    """Put a checkpoint's state into a trainer built from its config."""
-    agent = trainer.agent
-    for name, module in agent.modules().items():
-        module.load_state_dict(state["modules"][name])
-    for name, optimizer in agent.optimizers().items():
-        optimizer.load_state_dict(state["optimizers"][name])
-    with torch.no_grad():
-        for name, tensor in agent.tensors().items():
-            tensor.copy_(state["tensors"][name])
-    counters = state["counters"]
-    trainer.step = counters["step"]
-    trainer.episode = counters["episode"]
-    trainer.elapsed = counters["elapsed"]
-    trainer.last_eval_step = counters["last_eval_step"]
-    agent.updates = counters["updates"]
-    trainer.generator.set_state(state["rng"]["torch"])
-    trainer.rng.bit_generator.state = state["rng"]["numpy"]
-    # At an episode boundary the reset that began the new episode is replayed from the RNG state it
-    # started from: same observation, same simulator state, same RNG after it. Mid-episode the
-    # simulator's state is not saved (Box2D cannot give it): a fresh episode starts instead.
-    boundary = state["rng"].get("env_reset")
-    env_state = boundary if boundary is not None else state["rng"]["env"]
-    assert env_state["bit_generator"] in BIT_GENERATORS  # read_state refused any other name
-    env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
-    env_rng.bit_generator.state = env_state
-    trainer.env.np_random = env_rng
-    # Where this reset starts: a checkpoint taken before the next step replays it too.
-    trainer.reset_rng = dict(env_state)
-    trainer.obs, _ = trainer.env.reset()
-    own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
-    correction = trainer.correction
-    for name, module in correction.modules().items():
-        module.load_state_dict(own["modules"][name])
-    for name, optimizer in correction.optimizers().items():
-        optimizer.load_state_dict(own["optimizers"][name])
-    correction.load_state_dict(own["state"])
-    trainer.weights.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
-    if state["buffer"] is not None:
-        trainer.buffer.load_state_dict(state["buffer"])
-    trainer.sampler.load_state_dict(state.get("sampler", {}), buffer_restored=state["buffer"] is not None)
