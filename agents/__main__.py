@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from agents import corrections
-from agents.config import ALGORITHMS, ConfigError, TrainConfig
+from agents.config import ConfigError, TrainConfig
 from agents.config_text import with_overrides
 from agents.envs import EnvError
+from agents.plugins import algorithm_names
 from agents.quantities import Quantity
 from agents.sink import EvalRecord, QuantityBlock, Record, Sink, TrainStatsRecord
 from agents.training import Trainer
@@ -77,7 +78,7 @@ class ProgressSink(Sink):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents", description=__doc__.split("\n")[0])
-    parser.add_argument("algo", choices=ALGORITHMS)
+    parser.add_argument("algo", choices=algorithm_names())
     parser.add_argument("env", help="gymnasium id with a Box action space, e.g. Hopper-v4")
     parser.add_argument("--correction", default="none", help=f"one of: {corrections.summaries()}")
     parser.add_argument("--steps", type=int, help="total environment steps (default 1,000,000)")

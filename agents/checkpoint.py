@@ -1,5 +1,9 @@
 """Checkpoints: the full state of a :class:`~agents.training.Trainer`, written atomically.
 
+The trainer says what its state is (:meth:`~agents.training.Trainer.state_dict`, ``load_state_dict``);
+this module owns the file: its format, its owner and config, the atomic write, and the checks a file
+passes before anything in it is restored.
+
 Saved: the resolved config, step/update/episode counters and the training clock,
 every network, optimiser and learned tensor (the correction's own included),
 the RNG states (torch generator, numpy generator, training env), the logged
@@ -8,7 +12,7 @@ the replay buffer.
 
 A checkpoint also carries its owner, whatever the trainer was given as
 ``owner`` (the app stamps its store's identity and the run's id): with the
-config, it says whose the file is. :func:`load` hands a :class:`CheckpointInfo`
+config, it says whose the file is. :func:`open_checkpoint` hands a :class:`CheckpointInfo`
 to the caller's ``check`` before it restores anything, so a caller refuses a
 file that is not its own (:class:`CheckpointMismatch`) at the cost of one read.
 
@@ -22,24 +26,20 @@ the interrupted partial episode is dropped.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import pickle
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from agents.config import TrainConfig
-
-if TYPE_CHECKING:
-    from agents.training import Trainer
 
 FORMAT_VERSION = 3
 """2 added ``owner``; format 1 files (no owner) still load, their owner ``None``. 3 stores NumPy arrays
@@ -86,11 +86,17 @@ def check_config(info: CheckpointInfo, expected: TrainConfig, name: str | None =
         raise CheckpointMismatch(f"{name or info.path} was written with other settings ({shown}{more}): not loaded")
 
 
-def save(trainer: Trainer, path: Path, elapsed: float, place: Callable[[Path, Path], None] = os.replace) -> None:
-    """Write the trainer's state to a temporary file beside ``path``, synced, then ``place(tmp, path)`` it
-    (a rename by default: the file is whole or absent, never half written)."""
-    state = {"format": FORMAT_VERSION, "owner": trainer.owner, "config": trainer.config.to_dict()}
-    state |= trainer.state_dict(elapsed)
+def save(
+    path: Path,
+    state: Mapping[str, Any],
+    config: TrainConfig,
+    owner: Mapping[str, Any] | None,
+    place: Callable[[Path, Path], None] = os.replace,
+) -> None:
+    """Write a trainer's ``state`` (:meth:`~agents.training.Trainer.state_dict`) with its config and owner to a
+    temporary file beside ``path``, synced, then ``place(tmp, path)`` it (a rename by default: the file is whole
+    or absent, never half written)."""
+    state = {"format": FORMAT_VERSION, "owner": owner, "config": config.to_dict(), **state}
     # The file's own folder only, never the folders above it: an app that keeps checkpoints in a folder it
     # marks as its own (offpoc's run files) sees a save fail, not an unmarked folder made in its place.
     path.parent.mkdir(exist_ok=True)
@@ -213,21 +219,11 @@ def _reason(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def load(
-    cls: type[Trainer],
-    path: Path,
-    sink: Any,
-    should_stop: Any,
-    total_steps: int | None,
-    check: Callable[[CheckpointInfo], None] | None = None,
-    owner: dict[str, Any] | None = None,
-    checkpoint_path: Path | None = None,
-) -> Trainer:
-    """A trainer restored from ``path``, after ``check`` (which raises to refuse the file) saw who wrote it.
-
-    The trainer keeps the file's owner unless ``owner`` is given, and writes its own
-    checkpoints to ``checkpoint_path`` (default: ``path``).
-    """
+def open_checkpoint(
+    path: Path, check: Callable[[CheckpointInfo], None] | None = None
+) -> tuple[CheckpointInfo, dict[str, Any]]:
+    """Who wrote ``path`` and its state, after ``check`` (which raises to refuse the file) saw who wrote it;
+    the state is what :meth:`~agents.training.Trainer.load_state_dict` takes."""
     state = read_state(path)
     try:
         stored = TrainConfig.from_dict(state["config"])
@@ -238,18 +234,9 @@ def load(
     info = CheckpointInfo(path, state.get("owner"), stored, state["counters"]["step"])
     if check is not None:
         check(info)
-    config = info.config
-    if total_steps is not None:
-        config = dataclasses.replace(config, total_steps=total_steps)
-    trainer = cls(
-        config,
-        sink=sink,
-        checkpoint_path=checkpoint_path or path,
-        should_stop=should_stop,
-        owner=owner if owner is not None else info.owner,
-    )
-    try:
-        trainer.load_state_dict(state)
-    except (KeyError, TypeError, RuntimeError, ValueError) as error:  # the right config, the wrong insides
-        raise CheckpointMismatch(f"{path} does not hold what its config says ({_reason(error)}): not loaded") from None
-    return trainer
+    return info, state
+
+
+def does_not_fit(path: Path, error: BaseException) -> CheckpointMismatch:
+    """The refusal of a file whose config is right and whose insides are not (a state that does not load)."""
+    return CheckpointMismatch(f"{path} does not hold what its config says ({_reason(error)}): not loaded")

@@ -22,7 +22,6 @@ from agents import plugins
 from agents.corrections.divergences import DIVERGENCES
 from agents.options import Options, docstrings
 
-ALGORITHMS: tuple[str, ...] = ("ddpg", "td3", "sac")
 BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
 DECAY_FORMS: tuple[str, ...] = ("loss", "adam")
 
@@ -48,11 +47,14 @@ class AlgorithmDefaults:
     """Correction starts at ``correction_delay × start_steps`` env steps."""
 
 
-ALGORITHM_DEFAULTS: dict[str, AlgorithmDefaults] = {
-    "ddpg": AlgorithmDefaults(1_000, 0.001, 1e-4, 1e-3, 1e-2, (400, 300), 1),
-    "td3": AlgorithmDefaults(25_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 1),
-    "sac": AlgorithmDefaults(10_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 5),
-}
+def algorithm_defaults(algo: str) -> AlgorithmDefaults:
+    """A registered algorithm's defaults (:func:`agents.algorithms.register`); ConfigError for an unknown one."""
+    entry = plugins.algorithm(algo)
+    if entry is None:
+        known = ", ".join(plugins.algorithm_names())
+        raise ConfigError(f"unknown algorithm {algo!r}: choose one of {known}")
+    defaults: AlgorithmDefaults = entry.defaults
+    return defaults
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class TrainConfig:
     """One training run."""
 
     algo: str = "td3"
-    """Algorithm: ddpg, td3 or sac."""
+    """A registered algorithm: ddpg, td3 and sac are built in (`offpoc config` lists them)."""
     env_id: str = "Hopper-v4"
     """Any gymnasium id with a Box action space."""
     correction: str = "none"
@@ -176,14 +178,12 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """Validated copy with every algorithm default filled in."""
-        if self.algo not in ALGORITHM_DEFAULTS:
-            raise ConfigError(f"unknown algorithm {self.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+        d = algorithm_defaults(self.algo)
         self._check_plugin_names()
         if self.critic_decay_form not in DECAY_FORMS:
             raise ConfigError(
                 f"unknown critic_decay_form {self.critic_decay_form!r}: choose one of {', '.join(DECAY_FORMS)}"
             )
-        d = ALGORITHM_DEFAULTS[self.algo]
         start_steps = d.start_steps if self.start_steps is None else self.start_steps
         config = dataclasses.replace(
             self,
@@ -209,8 +209,8 @@ class TrainConfig:
         """Whether ``critic_decay_form`` can change training: a critic weight decay and a correction."""
         decay = self.critic_weight_decay
         if decay is None:
-            defaults = ALGORITHM_DEFAULTS.get(self.algo)
-            decay = defaults.critic_weight_decay if defaults is not None else 0.0
+            entry = plugins.algorithm(self.algo)
+            decay = entry.defaults.critic_weight_decay if entry is not None else 0.0
         return bool(decay) and self.correction != "none"
 
     def _options(self) -> tuple[Options, ...]:
@@ -236,6 +236,8 @@ class TrainConfig:
         or the correction writes its own actor loss."""
         plugin = plugins.get("correction", self.correction)
         own_actor_loss = plugin is not None and plugin.writes_actor_loss(self)
+        entry = plugins.algorithm(self.algo)
+        covered = entry is None or entry.fast
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.backend == "fast" and self.layer_norm:
@@ -247,8 +249,13 @@ class TrainConfig:
                 f"correction {self.correction} writes its own actor loss, which backend fast does not cover:"
                 " use backend=autograd (or auto)"
             )
+        if self.backend == "fast" and not covered:
+            raise ConfigError(
+                f"algorithm {self.algo} has no hand-written gradients, which backend fast needs:"
+                " use backend=autograd (or auto)"
+            )
         if self.backend == "auto":
-            return "autograd" if self.layer_norm or own_actor_loss else "fast"
+            return "autograd" if self.layer_norm or own_actor_loss or not covered else "fast"
         return self.backend
 
     def _validate(self) -> None:
@@ -370,7 +377,8 @@ _DECAY_INPUTS = ("algo", "correction", "critic_weight_decay")
 def config_defaults() -> dict[str, Any]:
     """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
     common = {
-        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS} for a in ALGORITHMS
+        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS}
+        for a in plugins.algorithm_names()
     }
     options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
     return {"algorithms": common, "options": options}

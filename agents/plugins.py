@@ -1,6 +1,8 @@
-"""The plug-in catalogue: each registered correction and sampler, what it is in one line, its options.
+"""The plug-in catalogue: each registered algorithm, correction and sampler, what it is in one line, its
+options (an algorithm: its defaults).
 
-:func:`agents.corrections.register` and :func:`agents.samplers.register` fill it; the run config
+:func:`agents.algorithms.register`, :func:`agents.corrections.register` and :func:`agents.samplers.register`
+fill it; the run config
 (which options a run takes, their checks), ``offpoc config``, ``--help`` and the sweep files read
 it. It imports no plug-in, so :mod:`agents.config` reads it without an import cycle: importing any
 part of ``agents`` runs the package's ``__init__``, which registers the built-in plug-ins first.
@@ -15,9 +17,13 @@ from typing import Any, Literal
 from agents.options import Options
 
 __all__ = [
+    "Algorithm",
     "Kind",
     "PlugIn",
     "add",
+    "add_algorithm",
+    "algorithm",
+    "algorithm_names",
     "get",
     "group_of",
     "groups",
@@ -27,6 +33,7 @@ __all__ = [
     "owners",
     "plugins",
     "remove",
+    "remove_algorithm",
 ]
 
 Kind = Literal["correction", "sampler"]
@@ -56,6 +63,43 @@ class PlugIn:
 
 
 _CATALOGUE: dict[tuple[Kind, str], PlugIn] = {}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered algorithm, as the config and the help see it (its class is :mod:`agents.algorithms`')."""
+
+    name: str
+    summary: str
+    defaults: Any
+    """Its :class:`~agents.config.AlgorithmDefaults`: what a config's unset fields resolve to."""
+    policy_kind: Literal["deterministic", "stochastic"]
+    fast: bool
+    """Whether the fast backend covers it (hand-written gradients for its losses); ``auto`` picks autograd
+    where it does not."""
+
+
+_ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def add_algorithm(entry: Algorithm) -> None:
+    if entry.name in _ALGORITHMS:
+        raise ValueError(f"algorithm {entry.name!r} is already registered")
+    _ALGORITHMS[entry.name] = entry
+
+
+def remove_algorithm(name: str) -> None:
+    """Forget an algorithm (tests and notebooks that register their own)."""
+    _ALGORITHMS.pop(name, None)
+
+
+def algorithm(name: str) -> Algorithm | None:
+    return _ALGORITHMS.get(name)
+
+
+def algorithm_names() -> tuple[str, ...]:
+    """The registered algorithms, in registration order."""
+    return tuple(_ALGORITHMS)
 
 
 def add(plugin: PlugIn) -> None:

@@ -10,6 +10,7 @@ Reports go to a sink (see :mod:`agents.sink`). ``should_stop`` (a callable or a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -271,7 +272,7 @@ class Trainer:
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
         self._emit(CheckpointRecord(self.step, str(target)))
         place = self.place_checkpoint if target == self.checkpoint_path else None
-        save(self, target, elapsed, place or os.replace)
+        save(target, self.state_dict(elapsed), self.config, self.owner, place or os.replace)
         if target == self.checkpoint_path:
             self.checkpoint_step = self.step
         self._emit(CheckpointSaved(self.step, str(target)))
@@ -375,15 +376,19 @@ class Trainer:
         it. The trainer keeps the file's owner unless ``owner`` is given, and checkpoints
         to ``checkpoint_path`` (default: the file it was restored from).
         """
-        from agents.checkpoint import load
+        from agents.checkpoint import does_not_fit, open_checkpoint
 
-        return load(
-            cls,
-            Path(path),
-            sink,
-            should_stop,
-            total_steps,
-            check=check,
-            owner=dict(owner) if owner is not None else None,
-            checkpoint_path=Path(checkpoint_path) if checkpoint_path is not None else None,
+        info, state = open_checkpoint(Path(path), check)
+        config = info.config if total_steps is None else dataclasses.replace(info.config, total_steps=total_steps)
+        trainer = cls(
+            config,
+            sink=sink,
+            checkpoint_path=Path(checkpoint_path) if checkpoint_path is not None else Path(path),
+            should_stop=should_stop,
+            owner=dict(owner) if owner is not None else info.owner,
         )
+        try:
+            trainer.load_state_dict(state)
+        except (KeyError, TypeError, RuntimeError, ValueError) as error:  # the right config, the wrong insides
+            raise does_not_fit(Path(path), error) from None
+        return trainer

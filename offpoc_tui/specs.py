@@ -84,13 +84,14 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     correction would start within the run, and that the environment exists and has Box actions
     (it is built once).
     """
-    from agents.config import ALGORITHMS, ConfigError, TrainConfig, applies, field_names
+    from agents.config import ConfigError, TrainConfig, applies, field_names
     from agents.config_text import with_overrides
     from agents.corrections import names as correction_names
     from agents.envs import EnvError
+    from agents.plugins import algorithm_names
 
-    if request.algo not in ALGORITHMS:
-        raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+    if request.algo not in algorithm_names():
+        raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(algorithm_names())}")
     if request.correction not in correction_names():
         raise UsageError(f"unknown correction {request.correction!r}: choose one of {', '.join(correction_names())}")
     if request.correction not in ("acoffpoc", "none") and request.flags.get("divergence") is not None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_agents_imports_neither_store_nor_any_ui() -> None:
@@ -36,3 +38,43 @@ def test_cli_starts_without_torch() -> None:
 def test_dashboard_starts_without_torch() -> None:
     """The dashboard reads through store only and must start fast."""
     assert _imported("offpoc_tui.dashboard.app", {"torch", "gymnasium", "agents"}) == []
+
+
+def _imports(modules: set[str], path: Path, name: str) -> set[str]:
+    """The project modules ``path`` imports anywhere in it: at its top, under TYPE_CHECKING, in a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{alias.name}" for alias in node.names} & modules
+            names = subs if len(subs) == len(node.names) else subs | {node.module}
+        elif isinstance(node, ast.Import):
+            names = {alias.name for alias in node.names}
+        else:
+            continue
+        found |= (names & modules) - {name}
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """No import circle among agents, store and offpoc_tui, counting every import (a circle through a
+    TYPE_CHECKING or a function-level import still ties two modules' insides together)."""
+    root = Path(__file__).resolve().parent.parent
+    files = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in ("agents", "store", "offpoc_tui")
+        for path in (root / package).rglob("*.py")
+    }
+    graph = {name: _imports(set(files), path, name) for name, path in files.items()}
+    circles = []
+    for start in graph:  # a path from one of a module's imports back to it
+        seen: set[str] = set()
+        frontier: list[tuple[str, tuple[str, ...]]] = [(start, (start,))]
+        while frontier:
+            node, trail = frontier.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" → ".join((*trail, start)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append((nxt, (*trail, nxt)))
+    assert circles == [], circles[:5]

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from agents import RecordingSink, TrainConfig, Trainer
-from agents.checkpoint import load
 
 # Small networks keep these runs to seconds; the loop, env and algorithms are the real ones.
 FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000, eval_episodes=2, stats_every=500)
@@ -141,4 +140,4 @@ def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint"):
-        load(Trainer, bad, None, None, None)
+        Trainer.resume(bad)

@@ -1,23 +1,64 @@
-"""DDPG, TD3 and SAC, built by name from a resolved ``TrainConfig``."""
+"""The algorithms, registered by name and built from a resolved ``TrainConfig``.
+
+An algorithm is a subclass of :class:`ActorCritic` (its networks, critic target, per-sample actor loss
+and action; optionally its own per-sample critic loss, :meth:`ActorCritic.critic_loss`) and one
+:func:`register` call with its defaults. The config, ``--set``, ``offpoc config``, the store and the
+dashboard take it from the registry: nothing else names it.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from agents import plugins
+from agents.algorithms import ddpg, sac, td3
 from agents.algorithms.base import ActorCritic, SoftUpdate, UpdateStats, reduce_loss
 from agents.algorithms.ddpg import DDPG
 from agents.algorithms.sac import SAC
 from agents.algorithms.td3 import TD3
-from agents.config import ConfigError, TrainConfig
+from agents.config import AlgorithmDefaults, ConfigError, TrainConfig
 
-ALGORITHM_CLASSES: dict[str, type[ActorCritic]] = {"ddpg": DDPG, "td3": TD3, "sac": SAC}
+_CLASSES: dict[str, type[ActorCritic]] = {}
+
+
+def register(name: str, cls: type[ActorCritic], *, summary: str, defaults: AlgorithmDefaults) -> None:
+    """Make ``cls`` the algorithm ``name`` (``--algo``/``offpoc run NAME``) with ``defaults`` for the settings a
+    config leaves unset. The fast backend trains it where it has hand-written gradients for both losses
+    (:meth:`ActorCritic.actor_backward`, and the built-in critic loss); elsewhere runs use autograd."""
+    own_critic_loss = cls.critic_loss is not ActorCritic.critic_loss
+    fast = cls.actor_backward is not ActorCritic.actor_backward and not own_critic_loss
+    plugins.add_algorithm(plugins.Algorithm(name, summary, defaults, cls.policy_kind, fast))
+    _CLASSES[name] = cls
+
+
+def unregister(name: str) -> None:
+    """Forget an algorithm (tests and notebooks that register their own)."""
+    plugins.remove_algorithm(name)
+    _CLASSES.pop(name, None)
 
 
 def make_algorithm(config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> ActorCritic:
     """The algorithm named by ``config.algo``, with freshly initialised networks."""
-    if config.algo not in ALGORITHM_CLASSES:
-        raise ConfigError(f"unknown algorithm {config.algo!r}: choose one of {', '.join(ALGORITHM_CLASSES)}")
-    return ALGORITHM_CLASSES[config.algo](config, obs_dim, action_dim, generator)
+    if config.algo not in _CLASSES:
+        raise ConfigError(f"unknown algorithm {config.algo!r}: choose one of {', '.join(_CLASSES)}")
+    return _CLASSES[config.algo](config, obs_dim, action_dim, generator)
 
 
-__all__ = ["DDPG", "SAC", "TD3", "ActorCritic", "SoftUpdate", "UpdateStats", "make_algorithm", "reduce_loss"]
+register("ddpg", DDPG, summary="DDPG (Lillicrap et al.), as the paper's baseline trains it", defaults=ddpg.DEFAULTS)
+register("td3", TD3, summary="TD3 (Fujimoto et al.): twin critics, delayed actor, target smoothing",
+         defaults=td3.DEFAULTS)  # fmt: skip
+register("sac", SAC, summary="SAC (Haarnoja et al.): a stochastic policy with a learned temperature",
+         defaults=sac.DEFAULTS)  # fmt: skip
+
+__all__ = [
+    "DDPG",
+    "SAC",
+    "TD3",
+    "ActorCritic",
+    "SoftUpdate",
+    "UpdateStats",
+    "make_algorithm",
+    "reduce_loss",
+    "register",
+    "unregister",
+]

@@ -168,10 +168,12 @@ class ActorCritic(ABC):
         self.build()
         self.fast = config.backend == "fast"
         written = type(self).actor_backward is not ActorCritic.actor_backward
-        if self.fast and not (written and all(getattr(m, "fast", False) for m in (self.actor, self.critic))):
+        own_critic_loss = type(self).critic_loss is not ActorCritic.critic_loss
+        networks = all(getattr(m, "fast", False) for m in (self.actor, self.critic))
+        if self.fast and not (written and networks and not own_critic_loss):
             raise ConfigError(
-                "backend fast cannot train this agent (a layer it does not cover, or no hand-written actor"
-                " gradient): use backend=auto or autograd"
+                "backend fast cannot train this agent (a layer it does not cover, its own critic loss, or no"
+                " hand-written actor gradient): use backend=auto or autograd"
             )
         self.pi = PolicyMemo(self.actor, taped=self.fast)
         chain = self.actor.chain
@@ -202,6 +204,12 @@ class ActorCritic(ABC):
     def actor_loss(self, obs: Tensor) -> Tensor:
         """The per-sample actor loss ℓ_i, (B, 1), differentiable: the specification (autograd backend)."""
 
+    def critic_loss(self, q: Tensor, y: Tensor) -> Tensor:
+        """The per-sample critic loss ℓ_i, (B, 1), from the critics' Q(s_i, a_i), (E, B, 1), and the target y,
+        (B, 1): Σ_critics (Q − y)². An algorithm with another loss overrides it; the fast backend, whose critic
+        gradient is this loss's, then refuses it and ``auto`` trains it with autograd."""
+        return (q - y).square().sum(0)
+
     def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
         """The fast backend's :meth:`actor_loss`: returns ℓ_i and sets the actor's ``.grad`` to ∂(Σ_i c_i ℓ_i)/∂θ."""
         raise TypeError(f"{type(self).__name__} has no hand-written actor gradient: use backend=autograd")
@@ -230,6 +238,14 @@ class ActorCritic(ABC):
     def alpha_value(self) -> Tensor | None:
         """The entropy temperature, for stochastic policies."""
         return None
+
+    def greedy_action(self, obs: Tensor) -> Tensor:
+        """A deterministic policy's action π(s) on a batch, without exploration (DDPG, TD3)."""
+        raise TypeError(f"{type(self).__name__} has a stochastic policy: ask for policy_distribution")
+
+    def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """A stochastic policy's pre-tanh Gaussian (mean, log_std) on a batch (SAC)."""
+        raise TypeError(f"{type(self).__name__} has a deterministic policy: ask for greedy_action")
 
     def last_td_error(self) -> Tensor:
         """This update's max over the critics of |Q(s_i, a_i) − y_i|, (B, 1), detached (a prioritised
@@ -381,7 +397,7 @@ class ActorCritic(ABC):
         q = self.critic(batch.obs, batch.action)  # (E, B, 1)
         self._last_q = q.detach()
         critic_c = c if batch.importance is None else c * batch.importance
-        critic_loss = weighted_sum((q - y).square().sum(0), critic_c)
+        critic_loss = weighted_sum(self.critic_loss(q, y), critic_c)
         _set_grads(self.critic, critic_loss)
         with torch.no_grad():
             self._add_critic_decay(weights)

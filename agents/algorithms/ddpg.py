@@ -11,8 +11,12 @@ from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
+from agents.config import AlgorithmDefaults
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
+
+DEFAULTS = AlgorithmDefaults(1_000, 0.001, 1e-4, 1e-3, 1e-2, (400, 300), 1)
+"""The settings a config leaves unset, as the paper and the authors' code train DDPG."""
 
 
 class DDPG(ActorCritic):

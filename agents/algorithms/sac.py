@@ -11,9 +11,13 @@ import torch
 from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic, adam
+from agents.config import AlgorithmDefaults
 from agents.networks import LOG_STD_MAX, LOG_STD_MIN, GaussianPolicy, TwinCritic, squashed_sample
 from agents.optim import AdamStep
 from agents.replay import Batch
+
+DEFAULTS = AlgorithmDefaults(10_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 5)
+"""The settings a config leaves unset, as the paper and the authors' code train SAC."""
 
 
 class SAC(ActorCritic):

@@ -11,8 +11,12 @@ from torch import Tensor
 
 from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
+from agents.config import AlgorithmDefaults
 from agents.networks import DeterministicActor, TwinCritic
 from agents.replay import Batch
+
+DEFAULTS = AlgorithmDefaults(25_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 1)
+"""The settings a config leaves unset, as the paper and the authors' code train TD3."""
 
 
 class TD3(ActorCritic):

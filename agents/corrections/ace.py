@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from agents.corrections.base import Collected, CorrectionSettings, Weights
+from agents.corrections.base import AgentView, Collected, CorrectionSettings, Weights
 from agents.corrections.behaviour import RANDOM_PHASE, RHO_BAR, BehaviourRatio
 from agents.corrections.densities import clipped_ratio
 from agents.corrections.traces import EPISODE_START, STEP, TraceOptions, traces, windows
@@ -106,7 +106,7 @@ class ACE(BehaviourRatio):
     def overrides_actor_loss(self) -> bool:
         return self.likelihood_ratio
 
-    def attach(self, agent: Any, replay: ReplayBuffer) -> None:
+    def attach(self, agent: AgentView, replay: ReplayBuffer) -> None:
         self.replay = replay
 
     def collect(self, transition: Collected) -> Mapping[str, float]:
@@ -116,7 +116,7 @@ class ACE(BehaviourRatio):
             EPISODE_START: float(transition.episode_start),
         }
 
-    def weights(self, batch: Batch, agent: Any) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         # Called on actor steps alone (``actor_only``). lr: the batch's forward pass keeps its graph, and
         # the actor loss reuses it for log π_φ(a_i|s_i) and V(s_i) instead of two more passes (the actor
         # does not move in between). dpg: the ratio's forward pass is the policy memo's, which the actor
@@ -149,7 +149,7 @@ class ACE(BehaviourRatio):
         weight = self.rho_bar * emphasis if self.action_ratio else emphasis
         return weight if isinstance(weight, Tensor) else None
 
-    def signal(self, agent: Any, batch: Batch, value: Tensor) -> Tensor:
+    def signal(self, agent: AgentView, batch: Batch, value: Tensor) -> Tensor:
         """ŝ_i, (B, 1), without gradient, given V(s_i) (SAC's entropy term excluded)."""
         with torch.no_grad():
             if self.td_signal:
@@ -159,12 +159,12 @@ class ACE(BehaviourRatio):
             q = q[0] if self.policy_kind == "deterministic" else q.min(0).values
             return q - value
 
-    def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
+    def actor_loss(self, agent: AgentView, obs: Tensor, batch: Batch) -> Tensor:
         """The likelihood-ratio form's ℓ_i = −ρ̄_i M_i ŝ_i log π_φ(a_i|s_i) (``pg_form=lr`` only)."""
         assert self.rho_bar is not None
         output, self._output = self._output, None
         signal = self.signal(agent, batch, agent.state_value(batch.obs, output))
         log_pi = self.current_density(batch, agent, output)
-        if self.policy_kind == "stochastic":
-            signal = signal - agent.alpha_value() * log_pi.detach()
+        if (alpha := agent.alpha_value()) is not None:  # a stochastic policy's entropy term
+            signal = signal - alpha * log_pi.detach()
         return -(self.rho_bar * self.emphasis * signal) * log_pi

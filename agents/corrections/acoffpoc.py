@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agents.corrections.base import Correction, CorrectionSettings, Weights
+from agents.corrections.base import AgentView, Correction, CorrectionSettings, Weights
 from agents.corrections.divergences import (
     DIVERGENCES,
     JSD_SAMPLES,
@@ -264,7 +264,7 @@ class DeterministicACOffPOC(Correction):
         """λ for the batch under ``policy`` (anything with ``greedy_action``), 0-d."""
         return batch_similarity(batch.action - policy.greedy_action(batch.obs), self.ref_std, self.divergence)
 
-    def weights(self, batch: Batch, agent: Any) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         return Weights.both(self.similarity(batch, agent))
 
 
@@ -307,7 +307,7 @@ class StochasticACOffPOC(Correction):
             mean, log_std, batch.behaviour_mean, batch.behaviour_log_std, log_ratio, self.divergence
         )
 
-    def weights(self, batch: Batch, agent: Any) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         lam = self.similarity(batch, agent)
         return Weights(lam, lam, {LAMBDA.name: lam, ESS: effective_sample_size(lam)})
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -46,7 +46,6 @@ from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
 
 if TYPE_CHECKING:
-    from agents.algorithms.base import ActorCritic
     from agents.config import TrainConfig
     from agents.replay import ReplayBuffer
 
@@ -120,6 +119,54 @@ class CorrectionSettings:
         return self.config.option(group) if self.config is not None else group()
 
 
+class AgentView(Protocol):
+    """What a correction may read of, and ask of, the agent it corrects (an
+    :class:`~agents.algorithms.base.ActorCritic` is one): its networks, its random stream and the values
+    the update computed. Corrections see the agent through this and nothing else."""
+
+    @property
+    def obs_dim(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The run's torch generator: draws a correction makes come from the run's seed."""
+        ...
+
+    @property
+    def actor(self) -> nn.Module: ...
+
+    @property
+    def critic(self) -> nn.Module: ...
+
+    @property
+    def last_target(self) -> Tensor | None:
+        """This update's critic target y, (B, 1), detached (None before the first update)."""
+        ...
+
+    def actor_loss(self, obs: Tensor) -> Tensor:
+        """The algorithm's own per-sample actor loss ℓ_i, (B, 1), differentiable."""
+        ...
+
+    def alpha_value(self) -> Tensor | None:
+        """The entropy temperature (stochastic policies), else None."""
+        ...
+
+    def state_value(self, obs: Tensor, output: Any = None) -> Tensor:
+        """V(s), (B, 1), without gradient; ``output``: the actor's output on ``obs`` where already known."""
+        ...
+
+    def greedy_action(self, obs: Tensor) -> Tensor:
+        """A deterministic policy's action π(s), (B, d), without exploration."""
+        ...
+
+    def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """A stochastic policy's pre-tanh Gaussian (mean, log_std) on ``obs``."""
+        ...
+
+
 class Correction:
     """An off-policy correction, registered by name in ``agents.corrections``.
 
@@ -146,25 +193,25 @@ class Correction:
         """Whether the correction applies at this environment step (False: the plain update)."""
         return step >= self.start_step
 
-    def attach(self, agent: ActorCritic, replay: ReplayBuffer) -> None:
+    def attach(self, agent: AgentView, replay: ReplayBuffer) -> None:
         """Called once by the trainer with the run's agent and replay buffer."""
 
     def collect(self, transition: Collected) -> Mapping[str, np.ndarray | float]:
         """The values of ``fields`` for a transition being stored."""
         return _NOTHING
 
-    def weights(self, batch: Batch, agent: ActorCritic) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         """The loss weights for this batch under the current policy (called without gradient)."""
         return NO_WEIGHTS
 
-    def auxiliary_update(self, batch: Batch, agent: ActorCritic) -> None:
+    def auxiliary_update(self, batch: Batch, agent: AgentView) -> None:
         """Step the correction's own networks on this batch (after :meth:`weights`)."""
 
     def actor_states(self, batch: Batch) -> Tensor:
         """The states the actor loss is evaluated on."""
         return batch.obs
 
-    def actor_loss(self, agent: ActorCritic, obs: Tensor, batch: Batch) -> Tensor:
+    def actor_loss(self, agent: AgentView, obs: Tensor, batch: Batch) -> Tensor:
         """The per-sample actor loss ℓ_i, (n, 1), differentiable in the actor's parameters.
 
         Override it to replace the algorithm's (and register with ``own_actor_loss=True``);

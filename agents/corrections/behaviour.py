@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agents.corrections.base import Collected, Correction, CorrectionSettings
+from agents import plugins
+from agents.corrections.base import AgentView, Collected, Correction, CorrectionSettings
 from agents.corrections.densities import (
     deterministic_log_prob,
     deterministic_log_ratio,
@@ -33,7 +34,8 @@ RHO_BAR = Quantity("rho_bar", "ρ̄", 0.0, 2.0)
 
 def check_behaviour_noise(config: Any) -> None:
     """DDPG/TD3 runs of a ratio correction need exploration noise: it is their behaviour density."""
-    if config.algo != "sac" and not config.exploration_std > 0:
+    entry = plugins.algorithm(config.algo)
+    if entry is not None and entry.policy_kind == "deterministic" and not config.exploration_std > 0:
         raise ValueError(f"{config.correction} needs exploration_std > 0 (its behaviour density) for {config.algo}")
 
 
@@ -51,7 +53,7 @@ class BehaviourRatio(Correction):
     def collect(self, transition: Collected) -> Mapping[str, float]:
         return {RANDOM_PHASE: float(transition.random_phase)}
 
-    def current_density(self, batch: Batch, agent: Any, output: Any = None) -> Tensor:
+    def current_density(self, batch: Batch, agent: AgentView, output: Any = None) -> Tensor:
         """log π_φ(a_i|s_i) at the stored action, (B, 1), differentiable in the actor's parameters
         (DDPG/TD3: the Gaussian surrogate around π_φ(s_i); SAC: up to the tanh Jacobian).
         ``output``: the actor's output on ``batch.obs``, when already computed with gradient."""
@@ -61,7 +63,7 @@ class BehaviourRatio(Correction):
         mean, log_std = output
         return squashed_log_prob(batch.action, mean, log_std)
 
-    def log_ratio(self, batch: Batch, agent: Any, output: Any = None, sampled: bool = False) -> Tensor:
+    def log_ratio(self, batch: Batch, agent: AgentView, output: Any = None, sampled: bool = False) -> Tensor:
         """log ρ_i under the current policy, (B, 1), without gradient (``output``: the actor's on
         ``batch.obs``, when already computed). ``sampled``: at a fresh action of the current policy (its
         Gaussian, drawn with ``agent.generator``) instead of the stored one."""

@@ -48,7 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from agents.corrections.ace import ACE
-from agents.corrections.base import Collected, CorrectionSettings, Weights
+from agents.corrections.base import AgentView, Collected, CorrectionSettings, Weights
 from agents.corrections.behaviour import RHO_BAR
 from agents.corrections.densities import clipped_ratio
 from agents.corrections.traces import traces, windows
@@ -145,7 +145,7 @@ class GeoffPAC(ACE):
     def overrides_actor_loss(self) -> bool:
         return self.likelihood_ratio or self.m2
 
-    def attach(self, agent: Any, replay: ReplayBuffer) -> None:
+    def attach(self, agent: AgentView, replay: ReplayBuffer) -> None:
         super().attach(agent, replay)
         self.generator: torch.Generator = agent.generator
         self.c = DensityRatio(agent.obs_dim).to(agent.device)
@@ -157,7 +157,7 @@ class GeoffPAC(ACE):
         return values | {RHO_CACHE: 1.0, C_CACHE: 1.0} if self.cached else values
 
     # ---- weights: ρ̄, c̄ and, on actor steps, the traces ---------------------------------------------
-    def weights(self, batch: Batch, agent: Any) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         assert batch.slots is not None, "Geoff-PAC needs the sampled slots (a batch from the replay buffer)"
         self.rho_bar = clipped_ratio(self.log_ratio(batch, agent))
         c_bar = self.c(batch.obs).clamp(0.0, 2.0)
@@ -177,7 +177,7 @@ class GeoffPAC(ACE):
         self._pending = _Pending(traced.m1, traced.kappa, slots, batch.slots)
         return Weights(logged=logged)
 
-    def _window_ratios(self, slots: np.ndarray, agent: Any) -> tuple[Tensor, Tensor]:
+    def _window_ratios(self, slots: np.ndarray, agent: AgentView) -> tuple[Tensor, Tensor]:
         """ρ̄ and c̄ of each window's predecessors, (B, n) each: cached, or under the current policy and C."""
         rows, n = slots.shape
         flat = slots.reshape(-1)
@@ -190,7 +190,7 @@ class GeoffPAC(ACE):
         rho = clipped_ratio(self.log_ratio(window, agent, agent.actor(window.obs)))
         return rho.view(rows, n), self.c(window.obs).clamp(0.0, 2.0).view(rows, n)
 
-    def auxiliary_update(self, batch: Batch, agent: Any) -> None:
+    def auxiliary_update(self, batch: Batch, agent: AgentView) -> None:
         """One RMSprop step of C on this batch, as DeepRL's ``learn_v_c`` (its C part)."""
         assert self.rho_bar is not None
         with torch.no_grad():
@@ -207,7 +207,7 @@ class GeoffPAC(ACE):
             self.c_target.load_state_dict(self.c.state_dict())
 
     # ---- the actor loss ----------------------------------------------------------------------------
-    def actor_loss(self, agent: Any, obs: Tensor, batch: Batch) -> Tensor:
+    def actor_loss(self, agent: AgentView, obs: Tensor, batch: Batch) -> Tensor:
         assert self._pending is not None and self.rho_bar is not None, "weights() of an actor step comes first"
         pending, self._pending = self._pending, None
         # M2's predecessors and their baselines first: SAC's temperature step reads the log π of the
@@ -217,8 +217,8 @@ class GeoffPAC(ACE):
             value = agent.state_value(batch.obs)
             signal = self.signal(agent, batch, value)
             log_pi = self.current_density(batch, agent)
-            if self.policy_kind == "stochastic":
-                signal = signal - agent.alpha_value() * log_pi.detach()
+            if (alpha := agent.alpha_value()) is not None:  # a stochastic policy's entropy term
+                signal = signal - alpha * log_pi.detach()
             loss = -(self.rho_bar * pending.m1 * signal) * log_pi
         else:
             per_sample = agent.actor_loss(obs)
@@ -228,7 +228,7 @@ class GeoffPAC(ACE):
             loss = weight * per_sample
         return loss if m2 is None else loss - self.gamma_hat * self._m2_term(m2, value, agent)
 
-    def _m2_term(self, m2: tuple[Batch, Tensor, Tensor | float], value: Tensor, agent: Any) -> Tensor:
+    def _m2_term(self, m2: tuple[Batch, Tensor, Tensor | float], value: Tensor, agent: AgentView) -> Tensor:
         """Σ_k κ_{i,k} (V(s_i) − b_{i,k}) log π(a_{i−k}|s_{i−k}), (B, 1), differentiable in the actor, from
         :meth:`_predecessors` and V(s_i) (``geoff_m2=one``: its one-predecessor estimate)."""
         predecessors, weight, baseline = m2
@@ -238,7 +238,7 @@ class GeoffPAC(ACE):
         coefficient = weight * (value.repeat_interleave(rows, dim=0) - baseline)
         return (coefficient * self.current_density(predecessors, agent)).view(-1, rows).sum(1, keepdim=True)
 
-    def _predecessors(self, pending: _Pending, agent: Any) -> tuple[Batch, Tensor, Tensor | float]:
+    def _predecessors(self, pending: _Pending, agent: AgentView) -> tuple[Batch, Tensor, Tensor | float]:
         """The transitions of M2's ∇log π terms, their weights and baselines, (B·m, 1) each: every predecessor
         with weight κ_{i,k} (``geoff_m2=all``), or one per transition, drawn ∝ κ, with weight Σ_k κ_{i,k}.
         The ``state`` baseline is V(s_{i−k}), the value of the state the predecessor's action was taken in

@@ -18,12 +18,12 @@ The trust-region step is not ported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
-from agents.corrections.base import Correction, CorrectionSettings
+from agents.corrections.base import AgentView, Correction, CorrectionSettings
 from agents.options import Options, choice
 from agents.replay import Batch, ReplayBuffer
 
@@ -60,7 +60,7 @@ class IPG(Correction):
         self.replay: ReplayBuffer | None = None
         self.generator: torch.Generator | None = None
 
-    def attach(self, agent: Any, replay: ReplayBuffer) -> None:
+    def attach(self, agent: AgentView, replay: ReplayBuffer) -> None:
         self.replay = replay
         self.generator = agent.generator
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from agents.corrections.acoffpoc import effective_sample_size
-from agents.corrections.base import CorrectionSettings, Weights
+from agents.corrections.base import AgentView, CorrectionSettings, Weights
 from agents.corrections.behaviour import BehaviourRatio
 from agents.options import Options, choice
 from agents.quantities import Quantity
@@ -88,7 +88,7 @@ class RISOffPAC(BehaviourRatio):
         batch = float(settings.run_config.batch_size)
         self.quantities = (Quantity(RIS_WEIGHT, "w", 0.0, 1.0 / self.beta), Quantity(RIS_ESS, "ESS(w)", 0.0, batch))
 
-    def weights(self, batch: Batch, agent: Any) -> Weights:
+    def weights(self, batch: Batch, agent: AgentView) -> Weights:
         w = relative_weight(self.log_ratio(batch, agent, sampled=self.sampled), self.beta)
         logged = {RIS_WEIGHT: w, RIS_ESS: effective_sample_size(w)}
         return Weights(w if self.critic_too else None, w, logged, normalised=self.normalised)

@@ -32,7 +32,6 @@ from torch import Tensor
 
 from agents.algorithms.base import ActorCritic
 from agents.algorithms.deterministic import NEAR_BOUND
-from agents.checkpoint import load
 from agents.replay import Batch
 from agents.training import Trainer
 from store import open_store
@@ -125,7 +124,7 @@ def main() -> None:
     path = files.find_checkpoint(args.run)
     if path is None:
         raise SystemExit(f"run {args.run} has no checkpoint")
-    trainer = load(Trainer, path, sink=None, should_stop=None, total_steps=None)
+    trainer = Trainer.resume(path)
     c = trainer.config
     print(f"run {args.run}: {c.algo} {c.env_id} correction {c.correction} seed {c.seed},"
           f" decay {c.critic_weight_decay} ({c.critic_decay_form}), at step {trainer.step:,}")  # fmt: skip

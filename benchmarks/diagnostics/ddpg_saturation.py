@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from agents.algorithms.deterministic import NEAR_BOUND
-from agents.checkpoint import load, read_state
+from agents.checkpoint import read_state
 from agents.training import Trainer
 from store import open_store
 from store.files import RunFiles
@@ -81,7 +81,7 @@ def main() -> None:
         if path is None:
             print(f"{run_id:>3}  no checkpoint")
             continue
-        trainer = load(Trainer, path, sink=None, should_stop=None, total_steps=None)
+        trainer = Trainer.resume(path)
         m = measure(trainer)
         r = rows[run_id]
         step = read_state(path)["counters"]["step"]  # the checkpoint's, which a running run is past

@@ -18,7 +18,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from agents.config import ALGORITHMS, TrainConfig
+from agents.config import TrainConfig
+from agents.plugins import algorithm_names
 from store import open_store
 from store.reader import configs, list_runs, weight_rows
 
@@ -76,7 +77,7 @@ def main() -> None:
               f"  {cell(row['at_bound']):>14}  {cell(row['eval']):>14}  {cell(row['return'], '{:,.0f}'):>6}"
               f"  {cell(row['lambda']):>5}  {cell(row['decay'], '{:.3f}'):>11}")  # fmt: skip
     # The baseline: the plain run of the seed at the algorithm's default decay; every other run against it.
-    default = {a: TrainConfig(algo=a).resolved().critic_weight_decay for a in ALGORITHMS}
+    default = {a: TrainConfig(algo=a).resolved().critic_weight_decay for a in algorithm_names()}
     decay = {x["run"]["id"]: stored[x["run"]["id"]].get("critic_weight_decay") for x in rows}
     plain = {
         (x["run"]["algo"], x["run"]["env"], x["run"]["seed"]): x

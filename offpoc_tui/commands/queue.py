@@ -53,7 +53,7 @@ LastStepsOption = Annotated[
 
 
 def run(
-    algo: Annotated[str, typer.Argument(help="ddpg, td3 or sac.")],
+    algo: Annotated[str, typer.Argument(help="ddpg, td3, sac, or another registered one (offpoc config).")],
     env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
     correction: Annotated[
         str, typer.Option(help="A registered correction, e.g. acoffpoc (offpoc config lists them all).")
@@ -538,18 +538,19 @@ def start_runs(db: Path, store: Any, where: str | None) -> str:
 
 def config(
     algo: Annotated[
-        str | None, typer.Argument(help="ddpg, td3 or sac: show that algorithm's defaults where they differ.")
+        str | None, typer.Argument(help="An algorithm (ddpg, td3, sac): show its defaults where they differ.")
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="One object per field, for scripts.")] = False,
 ) -> None:
     """Every run config field --set takes (and sweep files' [set]): its default, type and meaning; then
-    each registered correction and sampler with the options it takes."""
+    each registered algorithm, and each correction and sampler with the options it takes."""
     from agents import plugins
-    from agents.config import ALGORITHMS, TrainConfig, common_names, field_docs
+    from agents.config import TrainConfig, common_names, field_docs
     from agents.config_text import field_type
+    from agents.plugins import algorithm_names
 
-    if algo is not None and algo.lower() not in ALGORITHMS:
-        fail(f"unknown algorithm {algo!r}: choose one of {', '.join(ALGORITHMS)}")
+    if algo is not None and algo.lower() not in algorithm_names():
+        fail(f"unknown algorithm {algo!r}: choose one of {', '.join(algorithm_names())}")
     base = TrainConfig(algo=algo.lower()) if algo else TrainConfig()
     shown_config = base.resolved() if algo else base
     defaults = {name: getattr(shown_config, name) for name in common_names()}  # every field, stored or not
@@ -584,6 +585,14 @@ def config(
             table.add_row(name, shown_value, field_type(name), docs.get(name, ""))
     console = tables_out()
     console.print(table, markup=False, highlight=False)
+    algorithms = Table(title="Algorithms (offpoc run ALGO)", title_justify="left", box=None, header_style="bold")
+    for column in ("name", "what it is", "fast backend"):
+        algorithms.add_column(column, overflow="fold")
+    for name in algorithm_names():
+        entry = plugins.algorithm(name)
+        assert entry is not None
+        algorithms.add_row(name, entry.summary, "covers it" if entry.fast else "no: autograd")
+    console.print(algorithms, markup=False, highlight=False)
     for kind in ("correction", "sampler"):
         listing = Table(title=f"{kind.capitalize()}s (--{kind})", title_justify="left", box=None, header_style="bold")
         for column in ("name", "what it is", "its options"):
