@@ -4,7 +4,7 @@
     python benchmarks/store_overhead.py --algo sac --steps 3000 --repeats 5
 
 "without" is the bare Trainer (no sink); "with" is exactly what a worker runs:
-the Trainer wired to a real SQLite file through offpoc_tui.lifecycle.StoreBinding
+the Trainer wired to a real SQLite file through offpoc_tui.runtime.lifecycle.StoreBinding
 (records buffered, one transaction per second, heartbeat every step check).
 Each case runs in a fresh subprocess, cases alternate across repeats, and the
 medians are compared. Because end-to-end SPS on a shared VM is noisy (about
@@ -53,7 +53,7 @@ class _Timed:
 
 def one(case: str, algo: str, env_id: str, start: int, steps: int) -> dict[str, float]:
     from agents import TrainConfig, Trainer
-    from offpoc_tui.lifecycle import StoreBinding
+    from offpoc_tui.runtime.lifecycle import StoreBinding
     from store import RunSpec, open_store
     from store.runs import create_runs
     from store.writer import RunWriter

@@ -99,7 +99,7 @@ def main() -> None:
     os.environ.setdefault("RAY_TMPDIR", f"/tmp/offpoc-ray-{os.getpid()}")
     import ray
 
-    from offpoc_tui.ray_backend import StoreWriter
+    from offpoc_tui.runtime.ray_backend import StoreWriter
 
     with tempfile.TemporaryDirectory(prefix="offpoc-writer-") as tmp:
         peer = direct(Path(tmp) / "direct.db", fresh_store(Path(tmp) / "direct.db", args.runs), args.seconds)

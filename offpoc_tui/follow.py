@@ -53,7 +53,7 @@ class Studies:
         if self.waiting_since is None:
             self.waiting_since = now
         elif now - self.waiting_since > WAKE_S:
-            from offpoc_tui.scheduler import start_scheduler
+            from offpoc_tui.runtime.scheduler import start_scheduler
 
             start_scheduler(self.db_path)  # exits at once where one runs
             self.waiting_since = now

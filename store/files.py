@@ -21,7 +21,7 @@ A store from before schema 3 kept its runs' files in ``offpoc-runs/<id>/``, a fo
 every store in the directory shared: :meth:`RunFiles.legacy_run_dir` names it for
 such a store only. Nothing here can tell whose a file there is, so the worker checks
 a checkpoint found there against the run before taking it over
-(:mod:`offpoc_tui.checkpoints`), and ``offpoc rm`` leaves that folder alone.
+(:mod:`offpoc_tui.runtime.checkpoints`), and ``offpoc rm`` leaves that folder alone.
 """
 
 from __future__ import annotations

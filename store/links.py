@@ -9,7 +9,7 @@ transaction that the run is still that worker's (:func:`store.runs.check_owner`)
 run's ``revision`` (readers that cache records by step read them again).
 
 :class:`LocalLink` writes the SQLite file itself; a worker on another machine ships the same plain
-rows to the one process that holds the file (:mod:`offpoc_tui.ray_backend`), which calls the same
+rows to the one process that holds the file (:mod:`offpoc_tui.runtime.ray_backend`), which calls the same
 functions. A store locked by another process for longer than SQLite's busy timeout (a long import)
 is retried for up to :data:`BUSY_RETRY_S`, within the heartbeat that keeps the run from being
 declared lost.

@@ -1,7 +1,7 @@
 """The store's queue: its concurrency limit, the runs waiting in it, and stop requests.
 
 Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) records them
-``queued``; one scheduler per store (:mod:`offpoc_tui.scheduler`) starts them oldest first, at
+``queued``; one scheduler per store (:mod:`offpoc_tui.runtime.scheduler`) starts them oldest first, at
 most :func:`jobs_limit` worker processes on this machine at a time, and stamps its pid on the
 runs it waits to start (so its death shows them ``lost``). Runs on a Ray cluster
 (``backend = 'ray'``) are started by the same scheduler, as many as the cluster has CPUs.
@@ -10,6 +10,7 @@ runs it waits to start (so its death shows them ``lost``). Runs on a Ray cluster
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import sqlite_utils
 
@@ -81,3 +82,15 @@ def request_stop(db: sqlite_utils.Database, run_id: int) -> None:
     """Ask a running run to stop at its next write (how ``stop`` reaches a worker it cannot signal)."""
     with write(db):
         db.execute("UPDATE runs SET stop_requested = 1 WHERE id = ?", [run_id])
+
+
+def record_backend(
+    db: sqlite_utils.Database, backend: str | None, address: str | None, checkpoint_dir: Path | None
+) -> None:
+    """Remember the Ray cluster and checkpoint folder for the store's scheduler (given ones only)."""
+    if backend != "ray":
+        return
+    if address is not None:
+        set_meta(db, RAY_ADDRESS, address)
+    if checkpoint_dir is not None:
+        set_meta(db, CHECKPOINT_DIR, str(checkpoint_dir.resolve()))

@@ -1,4 +1,4 @@
-"""Which checkpoint a worker loads: its own run's only (offpoc_tui.checkpoints), on real trainers and files."""
+"""Which checkpoint a worker loads: its own run's only (offpoc_tui.runtime.checkpoints), on real trainers and files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from agents import TrainConfig, Trainer
 from agents.checkpoint import CheckpointMismatch
-from offpoc_tui.checkpoints import LEGACY_LOG, open_trainer
+from offpoc_tui.runtime.checkpoints import LEGACY_LOG, open_trainer
 from store import RunSpec, open_store
 from store.files import CHECKPOINT, WORKER_LOG, RunFiles
 from store.runs import create_runs

@@ -104,8 +104,8 @@ def test_outputs_go_through_files_of_their_own_never_a_store_named_like_one(tmp_
 
 def test_the_scheduler_of_a_store_gone_before_it_started_says_so_in_one_line(tmp_path: Path) -> None:
     gone = tmp_path / "gone.db"
-    result = subprocess.run([sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(gone)], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60)  # fmt: skip
+    command = [sys.executable, "-m", "offpoc_tui.runtime.scheduler", "--db", str(gone)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 2 and result.stderr == "", result.stderr
     assert len(result.stdout.splitlines()) == 1 and f"scheduler cannot serve {gone}: no offpoc store" in result.stdout
 

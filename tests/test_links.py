@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offpoc_tui.ray_backend import StoreWriter
+from offpoc_tui.runtime.ray_backend import StoreWriter
 from store import open_store
 from store.db import StoreFile, StoreMoved
 from store.links import LocalLink

@@ -18,7 +18,7 @@ from agents import RecordingSink, Trainer
 from agents.algorithms import TD3, register, td3, unregister
 from agents.config import ConfigError, TrainConfig
 from offpoc_tui.cli import app
-from offpoc_tui.lifecycle import StoreSink
+from offpoc_tui.runtime.lifecycle import StoreSink
 from store import RunSpec, open_store
 from store.runs import create_runs
 from store.writer import RunWriter

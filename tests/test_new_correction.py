@@ -21,7 +21,7 @@ from agents.corrections import Correction, CorrectionSettings, Weights, register
 from agents.options import Options
 from agents.replay import Batch
 from offpoc_tui.cli import app
-from offpoc_tui.lifecycle import StoreSink
+from offpoc_tui.runtime.lifecycle import StoreSink
 from store import RunSpec, open_store
 from store.runs import create_runs
 from store.writer import RunWriter

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner, Result
 
+from offpoc_tui.charts.curves import figure, panels
 from offpoc_tui.cli import app
-from offpoc_tui.plot import figure, panels
 from store import open_store
 from store.runs import create_runs
 from store.stats import smooth
@@ -162,7 +162,7 @@ def test_a_saved_figure_holds_its_titles_and_legends_whole(tmp_path: Path) -> No
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from offpoc_tui.plot import DPI, save
+    from offpoc_tui.charts.curves import DPI, save
     from store.variants import label_variants
 
     db_path = tmp_path / "wide.db"

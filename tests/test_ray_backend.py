@@ -94,7 +94,7 @@ def test_runs_on_a_local_cluster_survive_a_killed_worker_and_stop_with_a_checkpo
 def test_a_cluster_offpoc_started_ends_with_its_killed_scheduler_at_the_next_command(
     tmp_path: Path, ray_env: Path
 ) -> None:
-    from offpoc_tui.ray_leftovers import ray_processes as session_ray_processes
+    from offpoc_tui.runtime.ray_leftovers import ray_processes as session_ray_processes
 
     db = tmp_path / "offpoc.db"
     offpoc(db, "run", "td3", "Hopper-v4", "--steps", "200000", *SHORT, "--backend", "ray")
@@ -162,8 +162,8 @@ def _alive(pid: int) -> bool:
 def test_a_task_ray_ran_again_never_puts_the_earlier_ones_checkpoint_in_place(tmp_path: Path, ray_env: Path) -> None:
     """The writer actor and two tasks' links, for real: the earlier task (the run taken from it by a retry)
     can neither ship its checkpoint nor rename one on shared storage (``--checkpoint-dir``)."""
-    from offpoc_tui.ray_backend import StoreWriter
-    from offpoc_tui.ray_task import ActorLink
+    from offpoc_tui.runtime.ray_backend import StoreWriter
+    from offpoc_tui.runtime.ray_task import ActorLink
     from store import open_store
     from store.runs import NotOwner, create_runs
     from tests.storefill import spec

@@ -16,7 +16,7 @@ from agents.algorithms.base import DECAY_SHARE
 from agents.algorithms.deterministic import AT_BOUND
 from agents.evaluation import EVAL_AT_BOUND
 from offpoc_tui.dashboard.caches import WeightCache
-from offpoc_tui.lifecycle import StoreSink
+from offpoc_tui.runtime.lifecycle import StoreSink
 from store import open_store
 from store.links import opened
 from store.reader import weight_rows

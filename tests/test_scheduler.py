@@ -26,7 +26,7 @@ def workers_of(db: Path) -> int:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if b"offpoc_tui.worker" in argv and str(db).encode() in argv and state not in ("Z", "X"):
+        if b"offpoc_tui.runtime.worker" in argv and str(db).encode() in argv and state not in ("Z", "X"):
             count += 1
     return count
 

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from agents import CheckpointRecord, TrainConfig
-from offpoc_tui.lifecycle import StoreBinding
+from offpoc_tui.runtime.lifecycle import StoreBinding
 from store import RunSpec, open_store
 from store.files import RunFiles
 from store.runs import create_runs, get_run

@@ -38,8 +38,8 @@ def weights(
 ) -> None:
     """Each run's correction weight for every batch-sized window of its replay buffer (oldest first) under its
     final policy, against the window's position: do the weights rise as the data near the final policy?"""
+    from offpoc_tui.charts.curves import FORMATS as FIGURE_FORMATS
     from offpoc_tui.console import resolve_runs
-    from offpoc_tui.plot import FORMATS as FIGURE_FORMATS
     from store import StoreError
     from store.export import FORMATS, write_rows
     from store.files import RunFiles
@@ -88,7 +88,7 @@ def weights(
     clean = [tuple(None if isinstance(v, float) and np.isnan(v) else v for v in row) for row in rows]
     write_rows(sys.stdout, format_, COLUMNS, iter(clean))
     if output is not None:
-        from offpoc_tui.plot import save
+        from offpoc_tui.charts.curves import save
 
         save(_figure(found, centres, mean, half, methods.pop()), output)
         err.print(f"wrote {output}: {len(found)} runs, {bins} bins", highlight=False)
@@ -108,7 +108,7 @@ def _analyse(checkpoints: list[tuple[RunRow, Path]], files: RunFiles) -> dict[in
     from agents import TrainConfig, Trainer
     from agents.checkpoint import CheckpointMismatch
     from agents.weight_analysis import NoBuffer, window_weights
-    from offpoc_tui.checkpoints import own_checkpoint
+    from offpoc_tui.runtime.checkpoints import own_checkpoint
 
     found = {}
     try:
@@ -147,7 +147,7 @@ def _figure(
 ) -> Any:
     from matplotlib.figure import Figure
 
-    from offpoc_tui.plot import DPI, style
+    from offpoc_tui.charts.curves import DPI, style
 
     fig = Figure(figsize=(5.0, 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots()

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offpoc_tui.backends import AddressOption, CheckpointDirOption, check_backend, record_backend
+from offpoc_tui.commands.backend_options import AddressOption, CheckpointDirOption, check_backend
 from offpoc_tui.commands.watch import follow_runs
 from offpoc_tui.console import (
     DEFAULT_DB,
@@ -18,9 +18,10 @@ from offpoc_tui.console import (
     resolve_one,
     resolve_runs,
 )
-from offpoc_tui.control import ControlError, request_stop
-from offpoc_tui.control import resume as resume_run
+from offpoc_tui.runtime.stop_resume import ControlError, stop_run
+from offpoc_tui.runtime.stop_resume import resume as resume_run
 from store import TERMINAL
+from store.queue import record_backend
 from store.reader import list_runs
 from store.runs import RunBusy, delete_runs, get_run, pid_alive, reap_lost
 
@@ -43,7 +44,7 @@ def stop(
     waiting = []
     for run_id in ids:
         try:
-            message = request_stop(store, run_id)
+            message = stop_run(store, run_id)
         except ControlError as error:
             fail(str(error))
         if message is None:

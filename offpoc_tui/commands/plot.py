@@ -1,4 +1,4 @@
-"""``offpoc plot -o FIG.png``: the learning-curve figure (see :mod:`offpoc_tui.plot`)."""
+"""``offpoc plot -o FIG.png``: the learning-curve figure (see :mod:`offpoc_tui.charts.curves`)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def plot(
 ) -> None:
     """Paper-style learning curves (a panel per algorithm and environment, mean and 95% band per method),
     or statistics across tasks: interval estimates, performance profiles, probability of improvement."""
-    from offpoc_tui.plot import FORMATS
-    from offpoc_tui.plot_aggregate import KINDS
+    from offpoc_tui.charts.aggregate import KINDS
+    from offpoc_tui.charts.curves import FORMATS
     from store.normalise import NORMALISATIONS
     from store.summary import matching_runs
     from store.tasks import SOURCES
@@ -61,7 +61,7 @@ def plot(
     if bootstrap < 1:
         fail(f"--bootstrap must be at least 1, got {bootstrap}")
     store = open_db(db)
-    from offpoc_tui.plot import figure, panels, save
+    from offpoc_tui.charts.curves import figure, panels, save
 
     if kind != "curves":
         across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source, tag)
@@ -100,8 +100,8 @@ def across_tasks(
     source: list[str] | None,
     tag: list[str] | None,
 ) -> None:
-    from offpoc_tui.plot import save
-    from offpoc_tui.plot_aggregate import aggregate_figure, improvement_figure, profile_figure
+    from offpoc_tui.charts.aggregate import aggregate_figure, improvement_figure, profile_figure
+    from offpoc_tui.charts.curves import save
     from store.aggregate_tables import method_scores
     from store.normalise import NormalisationError
     from store.reader import RunFilters

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offpoc_tui.backends import AddressOption, BackendOption, CheckpointDirOption, check_backend, record_backend
+from offpoc_tui.commands.backend_options import AddressOption, BackendOption, CheckpointDirOption, check_backend
 from offpoc_tui.commands.watch import follow_runs
 from offpoc_tui.console import (
     DEFAULT_DB,
@@ -22,12 +22,13 @@ from offpoc_tui.console import (
     out,
     tables_out,
 )
-from offpoc_tui.control import ControlError
 from offpoc_tui.params import count
+from offpoc_tui.runtime.stop_resume import ControlError
 from store import StoreError
 from store.db import check_writable, write
 from store.files import RunFiles
 from store.files import check_usable as check_run_files
+from store.queue import record_backend
 from store.reader import list_runs
 from store.runs import RunRow, create_runs, reap_lost
 from store.variants import record_catalogue
@@ -487,7 +488,7 @@ def _sweep_studies(
 
 def _retry(db: Path, store: Any, name: str, runs: list[RunRow]) -> None:
     """``sweep --retry``: resume the sweep's failed, lost and stopped runs (each from its own checkpoint)."""
-    from offpoc_tui.control import resume
+    from offpoc_tui.runtime.stop_resume import resume
 
     if store is None:
         fail(f"no store at {db}: nothing to retry")
@@ -525,7 +526,7 @@ def checked_tags(tags: list[str] | None) -> tuple[str, ...]:
 
 def start_runs(db: Path, store: Any, where: str | None) -> str:
     """Close the store and start its scheduler (if it is not running); a line saying what happens next."""
-    from offpoc_tui.scheduler import start_scheduler
+    from offpoc_tui.runtime.scheduler import start_scheduler
     from store.queue import jobs_limit
 
     limit = jobs_limit(store)

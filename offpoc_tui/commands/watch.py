@@ -139,8 +139,8 @@ def show(
 
 def wake_scheduler(store: Any, db: Path) -> None:
     """Queued runs that no scheduler will start (the command that queued them was killed first): start one."""
-    from offpoc_tui.ray_leftovers import reap_leftovers
-    from offpoc_tui.scheduler import needs_scheduler, start_scheduler
+    from offpoc_tui.runtime.ray_leftovers import reap_leftovers
+    from offpoc_tui.runtime.scheduler import needs_scheduler, start_scheduler
 
     if not read_only(store):
         reap_leftovers(RunFiles.of(store, db).root)

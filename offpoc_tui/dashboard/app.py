@@ -484,7 +484,7 @@ class Dashboard(App[None]):
     @work(thread=True, group="control")
     def _control(self, what: str, run_ids: list[int]) -> None:
         """Stop or resume runs; the store is written from this thread, never the UI's."""
-        from offpoc_tui.control import ControlError, request_stop, resume
+        from offpoc_tui.runtime.stop_resume import ControlError, resume, stop_run
 
         if not run_ids:
             self.call_from_thread(self.notify, "no run under the cursor", severity="warning")
@@ -497,7 +497,7 @@ class Dashboard(App[None]):
         for run_id in run_ids:
             try:
                 if what == "stop":
-                    line = request_stop(store, run_id) or f"run {run_id}: stopping (checkpoint, then stopped)"
+                    line = stop_run(store, run_id) or f"run {run_id}: stopping (checkpoint, then stopped)"
                 else:
                     line = resume(self.db_path, store, run_id)
                 self.call_from_thread(self.notify, line)

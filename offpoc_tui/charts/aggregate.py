@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from offpoc_tui.plot import COLOURS, DPI, style
+from offpoc_tui.charts.curves import COLOURS, DPI, style
 from store.aggregate import METRICS, interval, profile_band
 from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
 from store.summary import method_label, method_rank

@@ -1,6 +1,6 @@
 """A Ray cluster that a scheduler started for its runs ends with it, even when it is killed.
 
-The scheduler runs in a session of its own (:func:`offpoc_tui.scheduler.start_scheduler`), and a
+The scheduler runs in a session of its own (:func:`offpoc_tui.runtime.scheduler.start_scheduler`), and a
 local cluster that ``ray.init`` starts for it lives in that session. The scheduler notes the
 session in ``<store>-runs/ray-cluster.json`` when it started the cluster, and removes the note when
 it shuts the cluster down. If it was killed instead, Ray's agents (``ray::DashboardAgent``,

@@ -1,4 +1,4 @@
-"""The Ray task that trains one run (see :mod:`offpoc_tui.ray_backend`), and how it reaches the store.
+"""The Ray task that trains one run (see :mod:`offpoc_tui.runtime.ray_backend`), and how it reaches the store.
 
 Imported by Ray workers and by the driver that submits the task; never by the writer actor,
 which must stay free of torch.
@@ -17,7 +17,7 @@ from typing import Any
 
 import ray
 
-from offpoc_tui.lifecycle import StoreBinding, live
+from offpoc_tui.runtime.lifecycle import StoreBinding, live
 from store.files import CHECKPOINT, RunFiles
 from store.links import Opened, Rows
 from store.writer import RunWriter

@@ -13,7 +13,7 @@ from typing import Any
 
 from store.db import StoreError
 from store.files import RunFiles
-from store.queue import request_stop as ask_to_stop
+from store.queue import request_stop
 from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
 
 
@@ -21,7 +21,7 @@ class ControlError(Exception):
     """A run that cannot be stopped or resumed; the message is one line for the user."""
 
 
-def request_stop(store: Any, run_id: int) -> str | None:
+def stop_run(store: Any, run_id: int) -> str | None:
     """Stop one run: a queued one at once, a running one by SIGTERM or the store's flag (it checkpoints, then stops).
 
     Returns a line for the user, or None when a signal was sent and the worker is now stopping.
@@ -35,12 +35,12 @@ def request_stop(store: Any, run_id: int) -> str | None:
     if run["status"] != "running":
         return f"run {run_id}: already {run['status']}"
     if run["backend"] == "ray":  # no pid to signal: the store tells the worker at its next write (about a second)
-        ask_to_stop(store, run_id)
+        request_stop(store, run_id)
         return None
     if run["host"] != hostname():
         raise ControlError(f"run {run_id} runs on host {run['host']}: stop it there")
     if run["pid"] is None:  # claimed a moment ago, its pid not yet recorded: the store tells it
-        ask_to_stop(store, run_id)
+        request_stop(store, run_id)
         return None
     try:
         os.kill(run["pid"], signal.SIGTERM)
@@ -58,7 +58,7 @@ _KEEP = "keep"
 def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) -> str:
     """Requeue a stopped, lost or failed run (on ``backend``: None local, 'ray'; by default where it ran) and
     make sure the store's scheduler runs; returns a line for the user."""
-    from offpoc_tui.scheduler import start_scheduler
+    from offpoc_tui.runtime.scheduler import start_scheduler
 
     reap_lost(store)
     row = get_run(store, run_id)

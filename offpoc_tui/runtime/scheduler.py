@@ -1,13 +1,13 @@
 """The store's scheduler: one detached process per store that starts its queued runs.
 
-    python -m offpoc_tui.scheduler --db offpoc.db      # started by every command that queues runs
+    python -m offpoc_tui.runtime.scheduler --db offpoc.db      # started by every command that queues runs
 
 Every command that queues runs (``run``, ``sweep``, ``resume``, the dashboard) starts one with
 :func:`start_scheduler`; a scheduler that finds another holding the store's lock
 (``<store>-runs/scheduler.lock``) exits at once, so a store has one, and two invocations never
 run more than the store's limit. It starts queued runs oldest first: at most ``jobs`` worker
 processes on this machine (``offpoc jobs N``, read again every poll; workers it did not start
-count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.ray_backend`), as many
+count too), and runs for a Ray cluster as Ray tasks (:mod:`offpoc_tui.runtime.ray_backend`), as many
 as the cluster has CPUs. It stamps its pid on the runs it waits to start, settles a worker that
 died without saying how it ended (killed by a signal → ``lost``, resumable; a non-zero exit →
 ``failed`` with the tail of its log), and exits when nothing is queued or running. Its own
@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import sqlite_utils
 
-from offpoc_tui.ray_leftovers import reap_leftovers
+from offpoc_tui.runtime.ray_leftovers import reap_leftovers
 from store import open_store
 from store.db import StoreError, StoreFile, read_only
 from store.files import WORKER_LOG, RunFiles
@@ -56,7 +56,7 @@ def start_scheduler(db_path: Path) -> int:
     db.close()
     with files.append_to(files.scheduler_log) as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "offpoc_tui.scheduler", "--db", str(db_path)],
+            [sys.executable, "-m", "offpoc_tui.runtime.scheduler", "--db", str(db_path)],
             cwd=files.root,  # whatever a library writes into its working folder stays with the store's files
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -71,7 +71,7 @@ def _say(line: str) -> None:
 
 
 class LocalWorkers:
-    """Worker processes this scheduler started, one per run (:mod:`offpoc_tui.worker`)."""
+    """Worker processes this scheduler started, one per run (:mod:`offpoc_tui.runtime.worker`)."""
 
     def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles, where: StoreFile) -> None:
         self.db_path, self.db, self.files, self.where = db_path, db, files, where
@@ -94,7 +94,7 @@ class LocalWorkers:
             return
         with log:
             self.active[run_id] = subprocess.Popen(
-                [sys.executable, "-m", "offpoc_tui.worker", "--db", str(self.db_path), "--run", str(run_id)],
+                [sys.executable, "-m", "offpoc_tui.runtime.worker", "--db", str(self.db_path), "--run", str(run_id)],
                 cwd=directory,  # whatever a library writes into its working folder lands here, not in the user's
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -317,7 +317,7 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
 
 def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:
     """The Ray driver; None, with ``runs`` failed and the reason stored, when the cluster cannot be reached."""
-    from offpoc_tui.ray_backend import RayRuns
+    from offpoc_tui.runtime.ray_backend import RayRuns
 
     try:
         return RayRuns.connect(db_path, db)
@@ -330,7 +330,9 @@ def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.scheduler", description="Run a store's queued runs.")
+    parser = argparse.ArgumentParser(
+        prog="python -m offpoc_tui.runtime.scheduler", description="Run a store's queued runs."
+    )
     parser.add_argument("--db", type=Path, required=True)
     args = parser.parse_args(argv)
     try:

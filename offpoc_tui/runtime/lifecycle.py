@@ -1,7 +1,7 @@
 """A claimed run from its start to its end, the same for a local worker and a Ray task.
 
-Each backend claims a run its own way (:mod:`offpoc_tui.worker` through the store file,
-:mod:`offpoc_tui.ray_task` through the writer actor) and gets an owner token; it hands
+Each backend claims a run its own way (:mod:`offpoc_tui.runtime.worker` through the store file,
+:mod:`offpoc_tui.runtime.ray_task` through the writer actor) and gets an owner token; it hands
 :func:`live` a :class:`~store.links.Link` bound to that token. From there one function
 makes every guarantee, once:
 
@@ -42,7 +42,7 @@ from agents import (
     TrainStatsRecord,
 )
 from agents.checkpoint import CheckpointMismatch
-from offpoc_tui.checkpoints import open_trainer
+from offpoc_tui.runtime.checkpoints import open_trainer
 from store.db import StoreError
 from store.files import RunFiles
 from store.links import Link, StoreBusy
@@ -127,7 +127,7 @@ class StoreBinding:
         return self.stop.is_set() or self.writer.stop_requested
 
     def build(self, run: RunRow, config: TrainConfig, files: RunFiles) -> Trainer:
-        """The run's trainer (see :func:`offpoc_tui.checkpoints.open_trainer`), and the run's records past
+        """The run's trainer (see :func:`offpoc_tui.runtime.checkpoints.open_trainer`), and the run's records past
         the step it starts from deleted (the abandoned trajectory's); says where it starts."""
         self.files = files
         trainer, start, checkpoint = open_trainer(run, config, files, self.sink, self.should_stop)

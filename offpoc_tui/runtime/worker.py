@@ -1,10 +1,10 @@
 """The training worker: one run in its own process, its records written into the store.
 
-    python -m offpoc_tui.worker --db offpoc.db --run 7      # started by the scheduler
+    python -m offpoc_tui.runtime.worker --db offpoc.db --run 7      # started by the scheduler
 
 It claims the run (queued → running, with an owner token every later write checks), and
-:func:`offpoc_tui.lifecycle.live` trains it (from its own checkpoint when the store records
-one: :mod:`offpoc_tui.checkpoints`) and ends it ``finished``, ``stopped`` (SIGTERM, SIGINT or
+:func:`offpoc_tui.runtime.lifecycle.live` trains it (from its own checkpoint when the store records
+one: :mod:`offpoc_tui.runtime.checkpoints`) and ends it ``finished``, ``stopped`` (SIGTERM, SIGINT or
 the store's stop request: checkpoint first) or ``failed`` (the exception and its traceback
 stored; a checkpoint that is not the run's, a non-finite record, a store that moved: one line).
 Checkpoints and the log live in the store's run files, ``<store>-runs/<id>/`` (:mod:`store.files`),
@@ -20,7 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
-from offpoc_tui.lifecycle import StoreBinding, live
+from offpoc_tui.runtime.lifecycle import StoreBinding, live
 from store import open_store
 from store.db import StoreError, StoreFile
 from store.files import RunFiles
@@ -29,7 +29,7 @@ from store.runs import NOT_OWNER_EXIT, claim, get_run
 from store.writer import RunWriter
 
 EXIT = {"finished": 0, "stopped": 0, "failed": 1, "not-owner": NOT_OWNER_EXIT}
-"""The worker's exit status for each :class:`~offpoc_tui.lifecycle.Outcome` (the scheduler reads it)."""
+"""The worker's exit status for each :class:`~offpoc_tui.runtime.lifecycle.Outcome` (the scheduler reads it)."""
 
 
 def run_worker(db_path: Path, run_id: int) -> int:
@@ -55,7 +55,7 @@ def run_worker(db_path: Path, run_id: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.worker", description="Train one queued run.")
+    parser = argparse.ArgumentParser(prog="python -m offpoc_tui.runtime.worker", description="Train one queued run.")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--run", type=int, required=True)
     args = parser.parse_args(argv)

@@ -1,13 +1,13 @@
 """Runs on a Ray cluster: one task per run, one writer beside the SQLite file.
 
-The store's scheduler (:mod:`offpoc_tui.scheduler`) is the Ray driver. It connects to the
+The store's scheduler (:mod:`offpoc_tui.runtime.scheduler`) is the Ray driver. It connects to the
 store's cluster (``offpoc run --backend ray --address ADDR``: ``auto``, an address; none given:
 a running cluster, else a local one started for the runs and shut down with the scheduler),
 starts one :class:`StoreWriter` actor pinned to its own node, the only process that writes the
 file (SQLite's WAL needs every writer on one host), and submits one :func:`train` task per run
 (one CPU; a GPU when the run's ``device`` is CUDA).
 
-A task lives as a local worker does (:func:`offpoc_tui.lifecycle.live`, the same function), its
+A task lives as a local worker does (:func:`offpoc_tui.runtime.lifecycle.live`, the same function), its
 :class:`~store.writer.RunWriter` shipping plain rows to the writer at most once a second and
 waiting for the reply (one batch in flight); the reply says whether ``offpoc stop`` asked the
 run to stop. Every call carries the owner token the task's claim drew, checked as a local
@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlite_utils
 
-from offpoc_tui.ray_leftovers import forget_cluster, note_cluster
+from offpoc_tui.runtime.ray_leftovers import forget_cluster, note_cluster
 from store import open_store
 from store.db import StoreError, StoreFile
 from store.files import CHECKPOINT, RunFiles
@@ -143,7 +143,7 @@ class RayRuns:
             num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         )
         writer = actor.remote(str(db_path))
-        from offpoc_tui.ray_task import train
+        from offpoc_tui.runtime.ray_task import train
 
         task = ray.remote(train)
         print(f"ray: connected to {address or 'the default cluster'}; writer on node {here[:8]} ({hostname()})")

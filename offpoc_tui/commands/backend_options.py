@@ -2,19 +2,18 @@
 
 The choice is per run (``runs.backend``); the cluster's address and a shared checkpoint
 folder are the store's (``meta``), read by its scheduler when it connects
-(:mod:`offpoc_tui.ray_backend`).
+(:mod:`offpoc_tui.runtime.ray_backend`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from offpoc_tui.specs import UsageError
-from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, set_meta
 
 BACKENDS = ("local", "ray")
 RAY_PIN = "offpoc[ray]"
@@ -44,13 +43,3 @@ def check_backend(backend: str, address: str | None, checkpoint_dir: Path | None
     if checkpoint_dir is not None and not checkpoint_dir.is_dir():
         raise UsageError(f"--checkpoint-dir {checkpoint_dir} is not a directory")
     return "ray"
-
-
-def record_backend(store: Any, backend: str | None, address: str | None, checkpoint_dir: Path | None) -> None:
-    """Remember the Ray cluster and checkpoint folder for the store's scheduler (given ones only)."""
-    if backend != "ray":
-        return
-    if address is not None:
-        set_meta(store, RAY_ADDRESS, address)
-    if checkpoint_dir is not None:
-        set_meta(store, CHECKPOINT_DIR, str(checkpoint_dir.resolve()))
