@@ -612,7 +612,8 @@ def test_geoff_pac_resumes_its_density_ratio_exactly(tmp_path) -> None:  # type:
 
 
 def test_the_weights_view_says_when_a_correction_logs_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from offpoc_tui.dashboard.model import Model, Request
+    from offpoc_tui.dashboard.model import Model
+    from offpoc_tui.dashboard.request import Request
     from store import open_store
     from store.reader import list_runs
     from store.runs import create_runs

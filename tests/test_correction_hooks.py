@@ -264,7 +264,8 @@ def test_an_auxiliary_network_trains_logs_and_resumes_exactly(algo: str, registe
 
 
 def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(registered: None, tmp_path: Path) -> None:
-    from offpoc_tui.dashboard.model import Model, Request
+    from offpoc_tui.dashboard.model import Model
+    from offpoc_tui.dashboard.request import Request
     from offpoc_tui.runtime.lifecycle import StoreSink
     from store import open_store
     from store.export import columns, rows

@@ -521,7 +521,7 @@ def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_s
 def test_rows_by_a_setting_are_measured_against_its_default_value() -> None:
     """The default's row (``batch_size=256``) is the reference, else the first value by number, per env;
     imported curves are never it."""
-    from offpoc_tui.dashboard.model import reference_rows
+    from offpoc_tui.dashboard.data.compare import reference_rows
 
     def key(env: str, value: str, source: str = "offpoc") -> GroupKey:
         return ("td3", env, "all", None, source, "uniform", f"batch_size={value}")

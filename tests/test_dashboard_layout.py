@@ -15,8 +15,9 @@ from textual.pilot import Pilot
 from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.app import Dashboard
 from offpoc_tui.dashboard.figures import LinesFigure, MatrixFigure
-from offpoc_tui.dashboard.model import Model, Request
+from offpoc_tui.dashboard.model import Model
 from offpoc_tui.dashboard.plots import short
+from offpoc_tui.dashboard.request import Request
 from offpoc_tui.dashboard.runs_table import WIDTHS, columns_for
 from store import RunSpec, open_store
 from store.curve_imports import Curve, import_curves

@@ -42,8 +42,13 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
             await until(pilot, lambda: app.polls > 2)  # the view's data has been answered again
             await until(pilot, lambda: app.answered == app.request)  # for the last key pressed
         plots = [p for p in app.screen.query(FigurePlot) if p.size.width]
-        await until(pilot, lambda: all(p.drawn is p.figure for p in plots))  # pictures built (in threads)
+
+        def settled() -> bool:  # every picture built (in threads) for its figure and its size now
+            return all(p.drawn is p.figure and p.drawn_size == tuple(p.size) for p in plots)
+
+        await until(pilot, settled)
         await pilot.pause(0.2)
+        await until(pilot, settled)  # a layout that moved during the pause has its pictures again
 
     return run_before
 

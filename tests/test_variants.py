@@ -124,7 +124,7 @@ def test_compares_config_column_reads_the_run_kept_when_a_groups_first_run_is_a_
     """The repeat left out (run 1, seed 0 at 3,000 steps) is its group's first: the config column must still
     read the settings of the runs kept, not fall back to nothing and say "same"."""
     from offpoc_tui.dashboard.caches import EvalCache
-    from offpoc_tui.dashboard.model import compare_rows
+    from offpoc_tui.dashboard.data.compare import compare_rows
     from store.runs import finish
 
     db = tmp_path / "r.db"

@@ -24,21 +24,14 @@ from textual.worker import get_current_worker
 from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.curves_pane import CurvesPane
+from offpoc_tui.dashboard.data.compare import CompareData, compare_key, compare_keys, compare_members
+from offpoc_tui.dashboard.data.curves import CurvesData, group_settings
+from offpoc_tui.dashboard.data.detail import DetailData
 from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
-from offpoc_tui.dashboard.model import (
-    SMOOTHING,
-    CompareData,
-    CurvesData,
-    DetailData,
-    Model,
-    Request,
-    compare_key,
-    compare_keys,
-    compare_members,
-    group_settings,
-)
+from offpoc_tui.dashboard.model import Model
+from offpoc_tui.dashboard.request import SMOOTHING, Request
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
 from offpoc_tui.dashboard.weights_pane import WeightsPane
 from store import StoreError, open_store

@@ -15,6 +15,7 @@ import numpy as np
 import sqlite_utils
 
 from store.reader import eval_series, weight_blocks
+from store.stats import FinalWindow
 
 
 class RunCurve:
@@ -138,3 +139,15 @@ class WeightCache:
         for key in [key for key in self.runs if current.get(key[0]) != self.revisions.get(key[0])]:
             del self.runs[key]
         self.revisions = dict(current)
+
+
+@dataclass
+class Sources:
+    """What every view's data is built from besides the store: the poller's caches and Compare's statistic."""
+
+    window: FinalWindow = field(default_factory=FinalWindow)
+    """Compare's final statistic."""
+    until: int | None = None
+    """Compare's budget for every task (None: each task's own, :mod:`store.budget`)."""
+    evals: EvalCache = field(default_factory=EvalCache)
+    weights: WeightCache = field(default_factory=WeightCache)

@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
+from offpoc_tui.dashboard.data.compare import CompareData
 from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, shared_settings, versions_shown
-from offpoc_tui.dashboard.model import CompareData, Request
 from offpoc_tui.dashboard.plots import FigurePlot, short
+from offpoc_tui.dashboard.request import Request
 from offpoc_tui.views import number
 from store.stats import FinalWindow
 
@@ -125,13 +126,12 @@ class ComparePane(Vertical):
 
     def _columns(self, cells: list[list[Text | str]]) -> None:
         """The table's columns, each as wide as its widest cell (the method column up to
-        :data:`METHOD_WIDTH_MAX`), set before the rows: a long method name or ``12 of 20`` seeds is shown whole."""
+        :data:`METHOD_WIDTH_MAX`), set before the rows: a long method name or ``12 of 20`` seeds is shown whole,
+        and no column's width waits for the table to measure it."""
         self.table.clear(columns=True)
-        *fixed, config = HEADERS
-        for i, header in enumerate(fixed):
+        for i, header in enumerate(HEADERS):
             widest = max([len(header), *(len(str(row[i])) for row in cells)])
             self.table.add_column(header, width=min(widest, METHOD_WIDTH_MAX) if i == 0 else widest)
-        self.table.add_column(config)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
         self.keys = keys

@@ -6,8 +6,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from offpoc_tui.dashboard.model import BAND_LABELS, CurvesData, Request
+from offpoc_tui.dashboard.bands import BAND_LABELS
+from offpoc_tui.dashboard.data.curves import CurvesData
 from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.dashboard.request import Request
 
 
 def grouping(request: Request) -> str:

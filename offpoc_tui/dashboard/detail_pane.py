@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import Static
 
-from offpoc_tui.dashboard.model import DetailData
+from offpoc_tui.dashboard.data.detail import DetailData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import run_view
 

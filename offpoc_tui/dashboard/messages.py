@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from offpoc_tui.dashboard.model import CompareData, CurvesData, DetailData, Request, WeightsData
+from offpoc_tui.dashboard.model import ViewData as AnyViewData
+from offpoc_tui.dashboard.request import Request
 from store.runs import RunRow
 
 
@@ -20,7 +21,7 @@ class RunsUpdated(Message):
 @dataclass
 class ViewData(Message):
     request: Request
-    data: CurvesData | WeightsData | CompareData | DetailData
+    data: AnyViewData
 
 
 @dataclass

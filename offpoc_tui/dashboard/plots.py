@@ -60,6 +60,13 @@ def round_ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], list
     return values, [short(v) for v in values]
 
 
+def y_tick_count(height: int) -> int:
+    """About how many y ticks a plot ``height`` cells tall holds with a free row between two: where two ticks
+    fall on one row plotext keeps one of them, and which one varies from process to process."""
+    rows = max(height - 5, 1)  # the title, the x axis's line, ticks and label, and the top frame take 5
+    return max(2, min(5, rows // 2 + 1))
+
+
 def _resample(cells: np.ndarray, rows: int, columns: int) -> np.ndarray:
     """Nearest-cell resampling of a heatmap to the space on screen."""
     r = np.linspace(0, cells.shape[0] - 1, max(rows, 1)).round().astype(np.int64)
@@ -134,7 +141,7 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
         if span is not None:
             plt.xticks(*round_ticks(*span))
         if figure.ylim is not None:
-            plt.yticks(*round_ticks(*figure.ylim))
+            plt.yticks(*round_ticks(*figure.ylim, count=y_tick_count(height)))
         for level, rgb in figure.hlines:
             plt.horizontal_line(level, color=rgb)
     elif isinstance(figure, BarsFigure):
@@ -169,6 +176,8 @@ class FigurePlot(PlotextPlot):
         self.figure: Figure = empty("", "loading…")
         self.drawn: Figure | None = None
         """The figure the picture on screen shows (tests wait for it)."""
+        self.drawn_size: tuple[int, int] = (0, 0)
+        """The size, in cells, that picture was drawn for."""
         self._picture: Text | None = None
 
     def show(self, figure: Figure) -> None:
@@ -195,10 +204,12 @@ class FigurePlot(PlotextPlot):
         draw(plt, figure, width, height)
         picture = Text.from_ansi(plt.build())
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._paint, figure, picture)
+            self.app.call_from_thread(self._paint, figure, picture, (width, height))
 
-    def _paint(self, figure: Figure, picture: Text) -> None:
-        self.drawn, self._picture = figure, picture
+    def _paint(self, figure: Figure, picture: Text, size: tuple[int, int]) -> None:
+        if size != tuple(self.size):  # built for a size left since: the resize's own build paints instead
+            return
+        self.drawn, self.drawn_size, self._picture = figure, size, picture
         self.refresh()
 
     def render(self) -> RenderResult:

@@ -12,8 +12,8 @@ from rich.text import Text
 from offpoc_tui.dashboard.across import across_tasks
 from offpoc_tui.dashboard.caches import EvalCache
 from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells, shared_text
+from offpoc_tui.dashboard.data.compare import compare_keys, compare_members, compare_rows
 from offpoc_tui.dashboard.groups import shared_settings, task_name, versions_shown
-from offpoc_tui.dashboard.model import compare_keys, compare_members, compare_rows
 from offpoc_tui.views import number, runs_table
 from store.reader import list_runs
 from store.seeds import repeats_note

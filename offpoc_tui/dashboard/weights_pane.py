@@ -6,8 +6,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from offpoc_tui.dashboard.model import Request, WeightsData
+from offpoc_tui.dashboard.data.weights import WeightsData
 from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.dashboard.request import Request
 
 
 def interval_text(interval: int) -> str:
