@@ -25,7 +25,7 @@ try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import ClickException  # type: ignore[assignment]
     from click.exceptions import NoArgsIsHelpError  # type: ignore[assignment]
-from offpoc_tui.commands import control, dashboard, export, logs, merge, queue, tags, watch
+from offpoc_tui.commands import control, dashboard, export, logs, merge, queue, settings, sweeps, tags, watch
 from offpoc_tui.commands.analyze import analyze_app
 from offpoc_tui.commands.imports import import_app
 from offpoc_tui.commands.plot import plot
@@ -89,7 +89,7 @@ def _main(
     """AC-Off-POC experiments: background training runs in SQLite, and the tools to watch them."""
 
 
-for command in (queue.run, queue.sweep, queue.config, queue.jobs, watch.follow, watch.ps, watch.show, logs.logs,
+for command in (queue.run, sweeps.sweep, settings.config, settings.jobs, watch.follow, watch.ps, watch.show, logs.logs,
                 control.stop, control.resume, control.rm, control.duplicates, export.export,
                 dashboard.dashboard, merge.merge):  # fmt: skip
     app.command()(command)
