@@ -4,6 +4,7 @@ imported curves out of the way, axes in units (Pilot on real stores)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -184,3 +185,25 @@ def test_a_heatmaps_y_ticks_stand_at_its_top_middle_and_bottom_rows(height: int)
     framed = [row for row in rows if "┤" in row or "│" in row]
     labelled = [row.split("┤")[0].strip() for row in framed if "┤" in row]
     assert labelled == ["1", "0.5", "0"] and "┤" in framed[0] and "┤" in framed[-1]
+
+
+@pytest.mark.parametrize("height", [7, 8, 9, 10, 12, 16, 24])
+def test_every_y_tick_of_a_short_plot_is_on_screen(height: int) -> None:
+    """Where two y ticks fall on one row plotext keeps one of them, and which one varies with the process's
+    hash seed; a plot asks for as many as its height holds, so each label it asks for is drawn."""
+    from textual_plotext import Plot
+
+    from offpoc_tui.dashboard.figures import Line
+    from offpoc_tui.dashboard.plots import draw, round_ticks, y_tick_count
+
+    x = np.linspace(0, 20_000, 21)
+    figure = LinesFigure("returns", "environment steps", "return", [Line(x, x / 7, (200, 0, 0), "a")],
+                         ylim=(-180.0, 2980.0))  # fmt: skip
+    plt = Plot()
+    plt._limit_size(False, False)  # type: ignore[attr-defined]
+    plt.plotsize(80, height)
+    draw(plt, figure, 80, height)
+    picture = re.sub(r"\x1b\[[0-9;]*m", "", plt.build())  # its colours out
+    axis = [line.split("┤")[0].split("├")[0].strip() for line in picture.splitlines() if "┤" in line or "├" in line]
+    asked = round_ticks(-180.0, 2980.0, count=y_tick_count(height))[1]
+    assert [label for label in axis if label] == sorted(asked, key=lambda t: -float(t.replace("k", "e3")))
