@@ -18,6 +18,10 @@ _SUFFIX = {"k": 1_000, "m": 1_000_000}
 _COUNT = re.compile(r"^\s*([+-]?[0-9_]*\.?[0-9_]+(?:e[+-]?\d+)?)\s*([km]?)\s*$", re.IGNORECASE)
 
 
+class CountOutOfRange(ValueError):
+    """A whole number a store cannot hold (SQLite's 64 bits)."""
+
+
 def parse_count(text: str) -> int:
     """A whole number written as ``1000000``, ``1_000_000``, ``1e6``, ``1M`` or ``250k``; ValueError otherwise."""
     match = _COUNT.match(text)
@@ -25,8 +29,10 @@ def parse_count(text: str) -> int:
         raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
     number, suffix = match.group(1).replace("_", ""), match.group(2).lower()
     value = float(number) * _SUFFIX.get(suffix, 1)
-    if not value.is_integer() or abs(value) >= 2**63:
-        raise ValueError(f"{text!r} is not a whole number within range")
+    if not value.is_integer():
+        raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
+    if abs(value) >= 2**63:
+        raise CountOutOfRange(f"{text!r} is out of range (at most 2^63 - 1)")
     return int(value)
 
 
@@ -64,12 +70,17 @@ def parse_value(name: str, annotation: Any, text: str) -> Any:
                 raise ValueError
             return lowered in ("true", "1", "yes")
         if target is int:
-            return parse_count(text)
+            try:
+                return parse_count(text)
+            except CountOutOfRange as error:
+                raise ConfigError(f"{name} {error}") from None
         if target is float:
             return float(text)
         if typing.get_origin(target) is tuple:  # 64,64 or [64, 64] or (64, 64)
             return tuple(parse_count(part) for part in text.strip().strip("[]()").replace(" ", "").split(",") if part)
         return text
+    except ConfigError:
+        raise
     except ValueError:
         kind = getattr(target, "__name__", str(target))
         raise ConfigError(f"{name} expects {kind}, got {text!r}") from None
