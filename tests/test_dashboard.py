@@ -512,8 +512,13 @@ def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_s
         assert large[8] == small[8] == "pools none, acoffpoc/jsd"
         assert "g rows: by batch_size, methods pooled" in shown_text(app, "#compare-key")
         assert "mean over runs with the same batch_size" in plot(app, "compare-plot").figure.title
-        await pilot.press("g")  # batch_size is the only setting that varies: back to a row per method
+        await pilot.press("2")  # Curves keeps its own grouping
+        assert "grouped: off" in str(app.curves_pane.state.render())
+        await pilot.press("4", "g")  # batch_size is the only setting that varies: back to a row per method
         await until(pilot, lambda: len(rows(app)) == 4 and rows(app)[0][0] != "all {batch_size=64}")
+        await pilot.press("slash", *" id=7,8,9,10", "enter", "4", "g")  # one batch size: nothing to make rows by
+        await until(pilot, lambda: "no setting differs" in shown_text(app, "#compare-key"))
+        assert len(rows(app)) == 2 and "g rows: by method" in shown_text(app, "#compare-key")
 
     drive(swept_store, scenario)
 

@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.curves_pane import CurvesPane
-from offpoc_tui.dashboard.data.compare import CompareData, compare_key, compare_keys, compare_members
+from offpoc_tui.dashboard.data.compare import CompareData, compare_keys
 from offpoc_tui.dashboard.data.curves import CurvesData, group_settings
 from offpoc_tui.dashboard.data.detail import DetailData
 from offpoc_tui.dashboard.detail_pane import DetailPane
@@ -363,11 +363,10 @@ class Dashboard(App[None]):
         """g: Curves, off → by method → by each setting the shown runs differ in → off; Compare, rows by method →
         by each setting its task's runs differ in → by method. Weights and Detail group by method."""
         request = self.request
-        if request.view == "compare":
-            runs = compare_members(self.compare_runs, compare_key(self.compare_runs, request))
-            cycle = ["", *group_settings(runs)]
-            at = cycle.index(request.group_by) if request.group_by in cycle else 0
-            self.ask(group_by=cycle[(at + 1) % len(cycle)])
+        if request.view == "compare":  # the settings its runs differ in, as its last data said
+            cycle = ["", *self.compare_pane.settings]
+            shown = self.compare_pane.group_by
+            self.ask(compare_by=cycle[(cycle.index(shown) + 1) % len(cycle)] if shown in cycle else "")
             return
         settings = group_settings(self.shown_runs) if request.view == "curves" else []
         if not request.grouped:

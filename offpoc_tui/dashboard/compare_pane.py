@@ -101,11 +101,13 @@ class ComparePane(Vertical):
         """The (algo, env) pairs offered, as last set."""
         self.current: tuple[str, str] | None = None
         self.group_by = ""
-        """The setting the rows are grouped by (``g``), or "": by method."""
+        """The setting the rows shown are by (``g``), or "": by method."""
+        self.settings: tuple[str, ...] = ()
+        """The settings the task's runs differ in, as the last data said: what ``g`` cycles through."""
         self.filter_text = ""
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
         self.heading = Static(id="compare-key", classes="pane-state")
-        self.threshold = Input(placeholder="threshold (enter applies; empty: the baseline's final return; esc closes)",
+        self.threshold = Input(placeholder="threshold (enter: apply; empty: the baseline's or reference's; esc: close)",
                                id="compare-threshold")  # fmt: skip
         self.plot = FigurePlot(id="compare-plot")
         self.decisions = Static(id="compare-decisions")
@@ -139,8 +141,8 @@ class ComparePane(Vertical):
         self._heading()
 
     def show_request(self, request: Request) -> None:
-        if (request.group_by, request.filter_text) != (self.group_by, self.filter_text):
-            self.group_by, self.filter_text = request.group_by, request.filter_text
+        if request.filter_text != self.filter_text:
+            self.filter_text = request.filter_text
             self._heading()
 
     def _heading(self) -> None:
@@ -152,6 +154,7 @@ class ComparePane(Vertical):
         position = f"{self.keys.index(self.current) + 1} of {len(self.keys)}"
         more = " · e: next" if len(self.keys) > 1 else ""
         rows = f"g rows: by {self.group_by}, methods pooled" if self.group_by else "g rows: by method"
+        rows += "" if self.settings else " (no setting differs)"
         self.heading.update(
             Text.assemble((f"{algo} · {env}", "bold"), f" ({position}{more} · t: threshold · {rows}){shown}")
         )
@@ -165,6 +168,8 @@ class ComparePane(Vertical):
         self.table.focus()
 
     def show(self, data: CompareData) -> None:
+        self.group_by, self.settings = data.group_by, data.settings
+        self._heading()
         self.plot.show(data.figure)
         versions = versions_shown(data.rows)
         shared = shared_settings([row.key for row in data.rows])

@@ -113,7 +113,8 @@ def ordered(key: GroupKey) -> tuple[Any, ...]:
 
 def natural(text: str) -> list[str | float]:
     """``text`` split so that its numbers compare by value: strings and numbers alternate, a string first."""
-    return [float(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", text))]
+    parts = re.split(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)", text)  # 64, 0.0003, 1e-05, -1: numbers
+    return [float(part) if i % 2 else part for i, part in enumerate(parts)]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ HELP = """\
 | `enter` | the run's detail: a failure first, then status, config, losses, Q, α, SPS |
 | `PgUp` `PgDn` `Home` `End` | Detail: scroll its text; Runs and Compare: page through the table |
 | `x` `x` / `r` | stop (a second `x` confirms; checkpoint, resumable) / resume the selected runs, or the cursor's |
-| `g` | group by method (mean over seeds, a band); then by each setting runs differ in, methods pooled |
+| `g` | Curves: by method, by each setting runs differ in, off; Compare: rows by method or by a setting |
 | `b` | the band (Curves grouped, Compare): 95% t-interval, ±1 standard error, min–max, none |
 | `w` | x axis: environment steps or wall time |
 | `p` | Curves: also the imported curves (published, zoo), hidden while runs trained here exist |

@@ -32,6 +32,8 @@ class Request:
     group_by: str = ""
     """Curves, grouped: the setting whose values make the groups (``batch_size``), seeds and methods pooled within
     each; "" groups by method (correction, divergence, sampler and the settings that set runs apart)."""
+    compare_by: str = ""
+    """Compare: the setting its rows are by (``g``), every method's runs of a value pooled; "": by method."""
     wall_time: bool = False
     smoothing: int = 1
     heatmap: bool = False

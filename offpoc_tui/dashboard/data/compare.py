@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sqlite_utils
@@ -33,15 +35,15 @@ from offpoc_tui.dashboard.groups import (
     task_name,
     versions_shown,
 )
-from offpoc_tui.dashboard.request import EMPTY_STORE, Prepared, Request, filtered
+from offpoc_tui.dashboard.request import EMPTY_STORE, Prepared, Request, filtered, no_runs
 from store.reader import configs
 from store.runs import RunRow
 from store.seeds import repeats_note
 from store.stats import BandKind, FinalWindow
 from store.study_text import task_lines
 from store.summary import pooled_key
-from store.tasks import env_family
-from store.variants import default_text
+from store.tasks import env_family, source_of
+from store.variants import NOT_A_VARIANT, default_text
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class CompareData:
     """Where the rows meet: ``at 20,000 steps, reached by all 4 runs`` (:mod:`store.budget`)."""
     decisions: tuple[str, ...] = ()
     """The task's sequential studies, as they stand (:mod:`store.study_text`)."""
+    settings: tuple[str, ...] = ()
+    """The settings the task's runs trained here differ in: what ``g`` offers to make rows by."""
+    group_by: str = ""
+    """The setting the rows are by (one of :attr:`settings`), or "": by method."""
 
 
 def compare_keys(runs: list[RunRow]) -> list[tuple[str, str]]:
@@ -90,6 +96,7 @@ def compare_rows(
     found = configs(db, [r["id"] for r in members])  # every run's: a group's first may be a repeat left out
     if not group_by:
         return compare(group_runs(members), returns, found, threshold, window or FinalWindow(), until)
+    members = [r for r in members if source_of(r) == "offpoc"]  # imported curves hold no settings to group by
 
     def key_of(run: RunRow) -> GroupKey:
         return pooled_key(run, group_by, found.get(run["id"], {}))
@@ -122,14 +129,26 @@ def compare_data(
     window: FinalWindow | None = None,
     until: int | None = None,
     group_by: str = "",
+    nothing: str = EMPTY_STORE,
 ) -> CompareData:
+    """``nothing``: what the plot says when there is no task to compare."""
     if key is None:
-        return CompareData(None, empty("Compare", EMPTY_STORE), [], None)
+        return CompareData(None, empty("Compare", nothing), [], None)
     rows, threshold, budget, repeats = compare_rows(db, members, curves, threshold, window, until, group_by)
     figure = compare_figure(key, rows, threshold, kind, budget.step, group_by)
     decisions = tuple(task_lines(db, *key))
     said = budget.describe() + (f"; {repeated}" if (repeated := repeats_note(repeats)) else "")
-    return CompareData(key, figure, rows, threshold, budget=said, decisions=decisions)
+    return CompareData(key, figure, rows, threshold, budget=said, decisions=decisions, group_by=group_by)
+
+
+def varying_settings(found: dict[int, dict[str, Any]]) -> tuple[str, ...]:
+    """The settings ``found`` (configs by run id) hold at more than one value, among the runs that hold them;
+    what is part of a method's name or only says how a run is measured (:data:`NOT_A_VARIANT`) never."""
+    values: dict[str, set[str]] = {}
+    for config in found.values():
+        for name, value in config.items():
+            values.setdefault(name, set()).add(json.dumps(value, sort_keys=True))
+    return tuple(sorted(k for k, v in values.items() if len(v) > 1 and k not in NOT_A_VARIANT | {"name", "imported"}))
 
 
 def compare_figure(
@@ -188,8 +207,12 @@ def prepare(sources: Sources, db: sqlite_utils.Database, runs: list[RunRow], req
 
     def build() -> CompareData:
         window, until = sources.window, sources.until
-        data = compare_data(db, members, curves, key, request.threshold, request.band, window, until, request.group_by)
+        settings = varying_settings(configs(db, [r["id"] for r in members if source_of(r) == "offpoc"]))
+        by = request.compare_by if request.compare_by in settings else ""  # one the shown runs still differ in
+        data = compare_data(
+            db, members, curves, key, request.threshold, request.band, window, until, by, no_runs(request)
+        )
         returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
-        return dataclasses.replace(data, across=across_tasks(algo_runs, returns, window, until))
+        return dataclasses.replace(data, across=across_tasks(algo_runs, returns, window, until), settings=settings)
 
     return basis, build
