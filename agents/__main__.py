@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents import corrections
 from agents.config import ConfigError, TrainConfig
-from agents.config_text import with_overrides
+from agents.config_text import parse_count, with_overrides
 from agents.envs import EnvError
 from agents.plugins import algorithm_names
 from agents.quantities import Quantity
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("algo", choices=algorithm_names())
     parser.add_argument("env", help="gymnasium id with a Box action space, e.g. Hopper-v4")
     parser.add_argument("--correction", default="none", help=f"one of: {corrections.summaries()}")
-    parser.add_argument("--steps", type=int, help="total environment steps (default 1,000,000)")
+    parser.add_argument("--steps", type=parse_count, help="total environment steps, e.g. 1M (default 1,000,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field or option")
     parser.add_argument("--records", type=Path, help="append every record to this JSON-lines file")

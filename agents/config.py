@@ -251,7 +251,7 @@ class TrainConfig:
             )
         if self.backend == "fast" and not covered:
             raise ConfigError(
-                f"algorithm {self.algo} has no hand-written gradients, which backend fast needs:"
+                f"algorithm {self.algo} has losses without hand-written gradients, which backend fast needs:"
                 " use backend=autograd (or auto)"
             )
         if self.backend == "auto":

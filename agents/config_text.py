@@ -6,6 +6,7 @@ One parser for counts (:func:`parse_count`) serves the CLI's ``--steps`` and eve
 
 from __future__ import annotations
 
+import decimal
 import re
 import types
 import typing
@@ -28,10 +29,10 @@ def parse_count(text: str) -> int:
     if match is None:
         raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
     number, suffix = match.group(1).replace("_", ""), match.group(2).lower()
-    value = float(number) * _SUFFIX.get(suffix, 1)
-    if not value.is_integer():
+    value = decimal.Decimal(number) * _SUFFIX.get(suffix, 1)  # exact: a seed of 2^53 + 1 stays itself
+    if value != value.to_integral_value():
         raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
-    if abs(value) >= 2**63:
+    if not -(2**63) <= value < 2**63:
         raise CountOutOfRange(f"{text!r} is out of range (at most 2^63 - 1)")
     return int(value)
 

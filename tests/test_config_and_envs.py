@@ -50,6 +50,9 @@ def test_set_reads_counts_as_steps_does() -> None:
     """One count parser: ``--set total_steps=1M`` reads as ``--steps 1M`` does, and so do a sweep's strings."""
     config = with_overrides(TrainConfig.make(), {"total_steps": "1M", "eval_freq": "5k", "hidden": "0.25k,64"})
     assert (config.total_steps, config.eval_freq, config.hidden) == (1_000_000, 5_000, (250, 64))
+    exact = with_overrides(TrainConfig.make(), {"seed": "9007199254740993"})  # 2^53 + 1: no float on the way
+    assert exact.seed == 9_007_199_254_740_993
+    assert with_overrides(TrainConfig.make(), {"seed": "9223372036854775807"}).seed == 2**63 - 1
     with pytest.raises(ConfigError, match=r"eval_freq expects int, got '2\.5'"):
         with_overrides(TrainConfig.make(), {"eval_freq": "2.5"})
 

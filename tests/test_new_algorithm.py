@@ -48,11 +48,23 @@ def test_the_config_and_the_listing_take_it_from_the_registry(huber: None) -> No
     config = TrainConfig(algo="td3-huber").resolved()
     assert (config.start_steps, config.tau, config.hidden) == (25_000, 0.005, (256, 256)), "TD3's defaults"
     assert config.backend == "autograd", "auto: the fast backend's critic gradient is the squared TD error's"
-    with pytest.raises(ConfigError, match="algorithm td3-huber has no hand-written gradients"):
+    with pytest.raises(ConfigError, match="algorithm td3-huber has losses without hand-written gradients"):
         TrainConfig(algo="td3-huber", backend="fast").resolved()
     listing = CliRunner().invoke(app, ["config"], prog_name="offpoc").stdout
     row = next(line for line in listing.splitlines() if line.strip().startswith("td3-huber "))
     assert "TD3 with a Huber critic loss" in row and "no: autograd" in row
+
+
+def test_the_fast_backend_is_offered_only_where_its_gradients_are_the_losses() -> None:
+    """A subclass that changes the actor loss and inherits TD3's hand-written actor gradient, or that has a
+    critic loss of its own, trains with autograd: the fast backend would train the parent's losses."""
+    from agents.algorithms.base import hand_written
+
+    class OwnActorLoss(TD3):
+        def actor_loss(self, obs: Tensor) -> Tensor:
+            return -2 * super().actor_loss(obs)
+
+    assert hand_written(TD3) and not hand_written(HuberTD3) and not hand_written(OwnActorLoss)
 
 
 def test_it_trains_end_to_end_into_a_store_with_its_own_critic_loss(huber: None, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import torch
 
 from agents import plugins
 from agents.algorithms import ddpg, sac, td3
-from agents.algorithms.base import ActorCritic, SoftUpdate, UpdateStats, reduce_loss
+from agents.algorithms.base import ActorCritic, SoftUpdate, UpdateStats, hand_written, reduce_loss
 from agents.algorithms.ddpg import DDPG
 from agents.algorithms.sac import SAC
 from agents.algorithms.td3 import TD3
@@ -25,9 +25,7 @@ def register(name: str, cls: type[ActorCritic], *, summary: str, defaults: Algor
     """Make ``cls`` the algorithm ``name`` (``--algo``/``offpoc run NAME``) with ``defaults`` for the settings a
     config leaves unset. The fast backend trains it where it has hand-written gradients for both losses
     (:meth:`ActorCritic.actor_backward`, and the built-in critic loss); elsewhere runs use autograd."""
-    own_critic_loss = cls.critic_loss is not ActorCritic.critic_loss
-    fast = cls.actor_backward is not ActorCritic.actor_backward and not own_critic_loss
-    plugins.add_algorithm(plugins.Algorithm(name, summary, defaults, cls.policy_kind, fast))
+    plugins.add_algorithm(plugins.Algorithm(name, summary, defaults, cls.policy_kind, hand_written(cls)))
     _CLASSES[name] = cls
 
 

@@ -143,6 +143,19 @@ class Action(NamedTuple):
     """An explored action's Gaussian (mean, log_std): SAC's pre-tanh one; DDPG's and TD3's N(π(s), σ²I)."""
 
 
+def _definer(cls: type, name: str) -> type:
+    return next(k for k in cls.__mro__ if name in vars(k))
+
+
+def hand_written(cls: type[ActorCritic]) -> bool:
+    """Whether the fast backend's gradients are ``cls``'s losses': an ``actor_backward`` written for its own
+    ``actor_loss`` (defined by the same class or one below it, so a subclass that changes the loss and
+    inherits the gradient is not), and the built-in critic loss, whose gradient the update writes out."""
+    backward, loss = _definer(cls, "actor_backward"), _definer(cls, "actor_loss")
+    own_critic_loss = _definer(cls, "critic_loss") is not ActorCritic
+    return backward is not ActorCritic and issubclass(backward, loss) and not own_critic_loss
+
+
 class ActorCritic(ABC):
     """Shared state and update of an off-policy actor-critic agent."""
 
@@ -167,10 +180,8 @@ class ActorCritic(ABC):
         self.updates = 0
         self.build()
         self.fast = config.backend == "fast"
-        written = type(self).actor_backward is not ActorCritic.actor_backward
-        own_critic_loss = type(self).critic_loss is not ActorCritic.critic_loss
         networks = all(getattr(m, "fast", False) for m in (self.actor, self.critic))
-        if self.fast and not (written and networks and not own_critic_loss):
+        if self.fast and not (hand_written(type(self)) and networks):
             raise ConfigError(
                 "backend fast cannot train this agent (a layer it does not cover, its own critic loss, or no"
                 " hand-written actor gradient): use backend=auto or autograd"
