@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agents import plugins
-from agents.corrections.divergences import DIVERGENCES
 from agents.options import Options, docstrings
 
 BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
@@ -67,10 +66,6 @@ class TrainConfig:
     """Any gymnasium id with a Box action space."""
     correction: str = "none"
     """A registered correction (`offpoc config` lists them, with their options)."""
-    divergence: str = "jsd"
-    """AC-Off-POC divergence: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
-    ref_std: float | None = None
-    """Reference std on the covariance diagonal (deterministic variant); None = exploration_std."""
     correction_start: int | None = None
     """Env step at which the correction starts; None = start_steps (DDPG/TD3), 5 × start_steps (SAC)."""
     seed: int = 0
@@ -193,7 +188,6 @@ class TrainConfig:
             critic_lr=d.critic_lr if self.critic_lr is None else self.critic_lr,
             critic_weight_decay=d.critic_weight_decay if self.critic_weight_decay is None else self.critic_weight_decay,
             hidden=d.hidden if self.hidden is None else tuple(self.hidden),
-            ref_std=self.exploration_std if self.ref_std is None else self.ref_std,
             correction_start=d.correction_delay * start_steps
             if self.correction_start is None
             else self.correction_start,
@@ -223,7 +217,7 @@ class TrainConfig:
                 flat = (given or list(defaults))[0]
                 raise ConfigError(f"{flat} {owner_text(type(options))}: this run's correction is {self.correction}"
                                   f" and its sampler {self.sampler}")  # fmt: skip
-        resolved = tuple(self.option(group) for group in owned)
+        resolved = tuple(self.option(group).resolve(self) for group in owned)
         for options in resolved:
             try:
                 options.validate()
@@ -259,8 +253,6 @@ class TrainConfig:
         return self.backend
 
     def _validate(self) -> None:
-        if self.divergence not in DIVERGENCES:
-            raise ConfigError(f"unknown divergence {self.divergence!r}: choose one of {', '.join(DIVERGENCES)}")
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
         positive += ["histogram_bins", "threads", "policy_delay"]
         for name in positive:
@@ -277,8 +269,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be a non-negative number, got {value}")
-        # after exploration_std: ref_std defaults to it, and a bad one is to be named as itself
-        for name in ["ref_std", "actor_lr", "critic_lr", "tau"]:
+        for name in ["actor_lr", "critic_lr", "tau"]:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number, got {value}")

@@ -36,14 +36,23 @@ class Options:
 
     prefix: ClassVar[str]
     """Flat names are ``<prefix>_<field>``."""
+    unprefixed: ClassVar[frozenset[str]] = frozenset()
+    """Fields whose flat name is the field's own: options that were common fields before they moved to
+    their plug-in (AC-Off-POC's ``divergence``), so stored configs, sweep files and ``--set`` keep them."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the field (by its flat name) and the accepted values."""
 
+    def resolve(self, config: Any) -> Self:
+        """The options with what defaults to a common field filled in from the run's ``config`` (a
+        ``TrainConfig``); called before :meth:`validate` when a config is resolved."""
+        return self
+
     @classmethod
     def flat_names(cls) -> dict[str, str]:
         """Flat name → field name, in field order."""
-        return {f"{cls.prefix}_{f.name}": f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        return {f.name if f.name in cls.unprefixed else f"{cls.prefix}_{f.name}": f.name for f in fields}
 
     def flat(self) -> dict[str, Any]:
         """Flat name → value."""
@@ -70,7 +79,8 @@ def choice(options: Options, field: str, allowed: tuple[str, ...]) -> None:
     """Raise ``ValueError`` when ``options.<field>`` is not one of ``allowed``, naming the flat field."""
     value = getattr(options, field)
     if value not in allowed:
-        raise ValueError(f"{options.prefix}_{field} must be one of {', '.join(allowed)}, got {value!r}")
+        flat = next(k for k, v in options.flat_names().items() if v == field)
+        raise ValueError(f"{flat} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 def docstrings(cls: type) -> dict[str, str]:

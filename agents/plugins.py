@@ -27,6 +27,7 @@ __all__ = [
     "get",
     "group_of",
     "groups",
+    "methods",
     "names",
     "option_owners",
     "owned_groups",
@@ -55,6 +56,16 @@ class PlugIn:
     own_actor_loss: bool | Callable[[Any], bool] = False
     """Corrections: whether it writes its own actor loss (so runs train with autograd), or a function
     of the run's config where an option decides."""
+    paper_name: str = ""
+    """Corrections: the name tables and figures give it (``AC-Off-POC``); its registered name where empty."""
+    method_option: str | None = None
+    """Corrections: the option (a flat name) whose values are different methods rather than settings of one
+    (AC-Off-POC's ``divergence``): the store keeps it beside the correction, and a method's name shows it."""
+
+    @property
+    def title(self) -> str:
+        """What tables and figures call it."""
+        return self.paper_name or self.name
 
     def writes_actor_loss(self, config: Any) -> bool:
         """:attr:`own_actor_loss` for a run with ``config`` (a ``TrainConfig``)."""
@@ -106,6 +117,9 @@ def add(plugin: PlugIn) -> None:
     """Catalogue a plug-in; its groups' flat names must not mean something else already."""
     if (plugin.kind, plugin.name) in _CATALOGUE:
         raise ValueError(f"{plugin.kind} {plugin.name!r} is already registered")
+    flats = {flat for group in plugin.options for flat in group.flat_names()}
+    if plugin.method_option is not None and plugin.method_option not in flats:
+        raise ValueError(f"method_option {plugin.method_option} of {plugin.name} is none of its options")
     for group in plugin.options:
         for flat in group.flat_names():
             other = group_of(flat)
@@ -153,6 +167,19 @@ def owners(group: type[Options]) -> tuple[PlugIn, ...]:
 def option_owners() -> dict[str, list[str]]:
     """Each option's flat name → the plug-ins that take it, by name."""
     return {flat: [p.name for p in owners(group)] for group in groups() for flat in group.flat_names()}
+
+
+def methods() -> list[dict[str, Any]]:
+    """The corrections as a store records them (:func:`store.methods.record_methods`), in registration order:
+    ``{"correction", "paper_name", "method_option", "method_default"}``, JSON-ready."""
+    found = []
+    for p in plugins("correction"):
+        group = group_of(p.method_option) if p.method_option is not None else None
+        default = group().flat()[p.method_option] if group is not None and p.method_option is not None else None
+        found.append(
+            {"correction": p.name, "paper_name": p.title, "method_option": p.method_option, "method_default": default}
+        )
+    return found
 
 
 def owned_groups(correction: str, sampler: str) -> tuple[type[Options], ...]:

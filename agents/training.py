@@ -90,13 +90,11 @@ class Trainer:
             self.agent = make_algorithm(c, obs_dim, action_dim, self.generator)
         self.rng = np.random.default_rng(c.seed)
 
-        assert c.start_steps is not None and c.correction_start is not None and c.ref_std is not None
+        assert c.start_steps is not None and c.correction_start is not None
         self.correction = make_correction(
             c.correction,
             CorrectionSettings(
                 policy_kind=self.agent.policy_kind,
-                divergence=c.divergence,
-                ref_std=c.ref_std,
                 start_step=max(c.correction_start, c.start_steps),
                 config=c,
             ),

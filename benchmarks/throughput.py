@@ -70,11 +70,11 @@ def ours_config(
     sampler: str = "uniform",
 ) -> TrainConfig:
     """The benchmark's run: no evaluation but the first, statistics every ``start`` steps, one torch thread."""
-    return TrainConfig(
+    return TrainConfig.make(
         algo=algo,
         env_id=env_id,
         correction=correction,
-        divergence=divergence,
+        **({"divergence": divergence} if correction == "acoffpoc" else {}),  # AC-Off-POC's option
         start_steps=start,
         correction_start=start,
         total_steps=start + steps,

@@ -13,10 +13,13 @@ import sys
 import sysconfig
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offpoc_tui.console import visible
 from store import RunSpec
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 MAX_SEEDS = 1000
 MEMORY_SHARE = 0.8
@@ -84,18 +87,16 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     correction would start within the run, and that the environment exists and has Box actions
     (it is built once).
     """
-    from agents.config import ConfigError, TrainConfig, applies, field_names
+    from agents.config import ConfigError, TrainConfig, applies, common_names, field_names
     from agents.config_text import with_overrides
     from agents.corrections import names as correction_names
     from agents.envs import EnvError
-    from agents.plugins import algorithm_names
+    from agents.plugins import algorithm_names, get
 
     if request.algo not in algorithm_names():
         raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(algorithm_names())}")
     if request.correction not in correction_names():
         raise UsageError(f"unknown correction {request.correction!r}: choose one of {', '.join(correction_names())}")
-    if request.correction not in ("acoffpoc", "none") and request.flags.get("divergence") is not None:
-        raise UsageError(f"--divergence is AC-Off-POC's option; {request.correction} has none")
     if request.compare and request.correction == "none":
         raise UsageError("--compare launches the baseline beside a correction: pass --correction acoffpoc")
     flags = {k: v for k, v in request.flags.items() if v is not None}
@@ -103,6 +104,10 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     clash = sorted(set(flags) & set(request.sets))
     if clash:
         raise UsageError(f"{clash[0]} given both as a flag and with --set")
+    # A flag for a plug-in's option (--divergence) is --set's spelling of it, checked as --set is: refused
+    # where the run's correction does not take it.
+    sets = {**request.sets, **{k: str(v) for k, v in flags.items() if k not in common_names()}}
+    flags = {k: v for k, v in flags.items() if k in common_names()}
     if "seed" in request.sets:
         raise UsageError("use --seed or --seeds, not --set seed=...")
     for key in ("algo", "env_id", "correction"):
@@ -115,16 +120,18 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
         for seed in request.seeds:
             for correction in corrections:
                 base = TrainConfig(algo=request.algo, env_id=request.env, correction=correction, seed=seed, **flags)
-                sets = request.sets
+                own = sets
                 if correction != request.correction:  # --compare's baseline: the correction's options are not its
                     sampler = sets.get("sampler", flags.get("sampler", "uniform"))
-                    sets = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
-                config = with_overrides(base, sets).resolved()
+                    own = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
+                config = with_overrides(base, own).resolved()
                 check_correction_starts(config)
                 if request.local:
                     check_device(config.device)
                     check_machine(config, check_env(request.env))
-                divergence = config.divergence if correction == "acoffpoc" else None  # AC-Off-POC's option alone
+                plugin = get("correction", correction)
+                option = plugin.method_option if plugin is not None else None  # AC-Off-POC's divergence
+                divergence = str(config.to_dict()[option]) if option is not None else None
                 label = f"{request.algo}-{request.env}-{correction}" + (f"-{divergence}" if divergence else "")
                 label += f"-{config.sampler}" if config.sampler != "uniform" else ""
                 specs.append(
@@ -273,3 +280,15 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
             f" need about {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's"
             f" {memory / 2**30:,.1f} GiB"
         )
+
+
+def record_plugins(store: sqlite_utils.Database) -> None:
+    """Record in the store what this offpoc's plug-ins are (inside the caller's write transaction): the
+    options each takes, the defaults, and each correction's paper name and method option."""
+    from agents.config import config_defaults
+    from agents.plugins import methods, option_owners
+    from store.methods import record_methods
+    from store.variants import record_catalogue
+
+    record_catalogue(store, option_owners(), config_defaults())
+    record_methods(store, methods())

@@ -37,8 +37,8 @@ import numpy as np
 import sqlite_utils
 
 from agents.config import TrainConfig, applies, field_names, owner_text, unknown_field
-from agents.plugins import group_of
-from offpoc_tui.specs import MAX_SEEDS, RunRequest, UsageError, build_specs, check_name, parse_seeds
+from agents.plugins import get, group_of
+from offpoc_tui.specs import MAX_SEEDS, RunRequest, UsageError, build_specs, check_name, parse_seeds, record_plugins
 from store import RunSpec
 from store.db import write
 from store.runs import insert_runs
@@ -218,7 +218,9 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
     configs: dict[tuple[str, str, str], Cell] = {}  # a cell's first config (as JSON) → the cell
     for algo, env, method in itertools.product(algos, envs, methods):
         correction = method["correction"].lower()
-        own = {k: v for k, v in method.items() if k not in ("correction", "divergence")}
+        plugin = get("correction", correction)
+        key_option = plugin.method_option if plugin is not None else None  # AC-Off-POC's divergence
+        own = {k: v for k, v in method.items() if k not in ("correction", key_option)}
         shared_settings = dict(common)
         for match, extra in overrides:
             cell = {"algo": algo, "env": env, "correction": correction}
@@ -229,9 +231,9 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         sampler = str(own.get("sampler", shared_settings.get("sampler", "uniform")))
         kept = {k: v for k, v in shared_settings.items() if applies(k, correction, sampler)}
         used |= set(kept)
-        settings = {**kept, **own}
+        settings = {**kept, **own, **({key_option: method[key_option]} if key_option in method else {})}
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
-        key = correction + (f"/{method['divergence']}" if "divergence" in method else "")
+        key = correction + (f"/{method[key_option]}" if key_option in method else "")
         key += "".join(f", {k}={_text(v)}" for k, v in sorted(own.items()))
         if (algo, env, key) in keys:
             raise UsageError(f"sweep {name}: the method {key} is listed twice in [[methods]]")
@@ -241,7 +243,7 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
             env=env,
             correction=correction,
             seeds=seeds,
-            flags={"total_steps": steps, "divergence": method.get("divergence")},
+            flags={"total_steps": steps},
             sets={k: _text(v) for k, v in settings.items()},
             compare=False,
             name=name,
@@ -304,12 +306,9 @@ def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
 def queue_missing(store: sqlite_utils.Database, grid: Sweep, backend: str | None) -> list[int]:
     """Queue the grid's runs the store lacks; the new ids. What is missing and its insert are one write
     transaction, so two sweeps of one file at once queue the grid once."""
-    from agents.config import config_defaults
-    from agents.plugins import option_owners
     from store.reader import configs
-    from store.variants import record_catalogue
 
     with write(store):
         named = [row[0] for row in store.execute("SELECT id FROM runs WHERE name = ?", [grid.name])]
-        record_catalogue(store, option_owners(), config_defaults())
+        record_plugins(store)
         return insert_runs(store, missing(configs(store, named).values(), grid.specs), backend)

@@ -16,12 +16,13 @@ from typing import IO, Any
 import numpy as np
 import sqlite_utils
 
+from store import methods
 from store.aggregate import METRICS, improvement_interval, interval
 from store.budget import Budget, reach_of, source_budgets
 from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER
 from store.stats import LAST_EVALUATIONS, FinalWindow
-from store.summary import DEFAULT_DIVERGENCE, final_evaluations, matching_runs, method_rank
+from store.summary import final_evaluations, matching_runs, method_rank
 from store.tasks import source_of, task_of
 from store.variants import baseline_variant
 
@@ -38,7 +39,7 @@ def method_name(key: MethodKey) -> str:
     """``none``, ``acoffpoc``, ``acoffpoc/kl``, ``none+per``: the divergence where not the paper's, a sampler
     other than uniform."""
     _, correction, divergence, sampler, _, variant = key
-    name = correction if divergence in (None, DEFAULT_DIVERGENCE) else f"{correction}/{divergence}"
+    name = correction if methods.is_default(correction, divergence) else f"{correction}/{divergence}"
     name = name if sampler == DEFAULT_SAMPLER else f"{name}+{sampler}"
     return f"{name} {{{variant}}}" if variant else name
 

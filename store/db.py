@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from store.methods import learn
 from store.schema import MIGRATIONS, SCHEMA_VERSION
 
 APP = "offpoc"
@@ -165,12 +166,13 @@ def open_store(path: str | os.PathLike[str], create: bool = False) -> sqlite_uti
         if version != SCHEMA_VERSION:
             raise StoreError(f"the store {path} is read-only and has schema {version}: it needs an upgrade first")
         db = sqlite_utils.Database(_connect_read_only(path), execute_plugins=False)
-        return db
-    try:
-        db = _connect(path)
-        _migrate(db, path)
-    except sqlite3.DatabaseError as error:
-        raise StoreError(f"cannot use the store {path}: {error}") from None
+    else:
+        try:
+            db = _connect(path)
+            _migrate(db, path)
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"cannot use the store {path}: {error}") from None
+    learn(db)  # what its corrections are called
     return db
 
 

@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -250,8 +250,24 @@ CREATE TABLE tags (
 CREATE INDEX tags_tag ON tags (tag)
 """
 
+# AC-Off-POC's divergence and ref_std, common config fields until now, are its options, and each correction's
+# paper name is the store's to record (store/methods.py): a store from before gets the record of the
+# corrections built in when it was written, and its option owners learn the two options' owner.
+_V12 = """
+INSERT OR IGNORE INTO meta (key, value) VALUES ('methods', json('[
+    {"correction": "none", "paper_name": "none", "method_option": null},
+    {"correction": "acoffpoc", "paper_name": "AC-Off-POC", "method_option": "divergence", "method_default": "jsd"},
+    {"correction": "ace", "paper_name": "ACE", "method_option": null},
+    {"correction": "geoff-pac", "paper_name": "Geoff-PAC", "method_option": null},
+    {"correction": "ipg", "paper_name": "IPG", "method_option": null},
+    {"correction": "ris-off-pac", "paper_name": "RIS-Off-PAC", "method_option": null}
+]'));
+UPDATE meta SET value = json_set(value, '$.divergence', json('["acoffpoc"]'), '$.ref_std', json('["acoffpoc"]'))
+    WHERE key = 'option_owners' AND json_valid(value) AND json_type(value) = 'object'
+"""
+
 MIGRATIONS: dict[int, str] = {
-    1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10, 11: _V11,
+    1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10, 11: _V11, 12: _V12,
 }  # fmt: skip
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 

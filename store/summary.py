@@ -18,19 +18,13 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
+from store import methods
 from store.reader import DEFAULT_SAMPLER, configs, list_runs
 from store.runs import RunRow
 from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
 from store.tasks import SOURCES, env_family, env_matches, source_of
 from store.variants import label_variants
 
-METHOD_ORDER = ("none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac")
-"""The paper's order of methods; any other correction follows, alphabetically."""
-METHOD_NAMES = {
-    "acoffpoc": "AC-Off-POC", "ace": "ACE", "geoff-pac": "Geoff-PAC", "ipg": "IPG", "ris-off-pac": "RIS-Off-PAC",
-}  # fmt: skip
-DEFAULT_DIVERGENCE = "jsd"
-"""The paper's divergence: a method label names the divergence only when it is another."""
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
 COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant")
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
@@ -60,9 +54,9 @@ def method_label(
     if correction == POOLED:  # every method's runs of one value of a setting (``--group-by``)
         return f"{label} {{{variant}}}, all methods"
     if correction != "none":
-        label += " + " + METHOD_NAMES.get(correction, correction)
-    if divergence not in (None, DEFAULT_DIVERGENCE):
-        label += f" ({divergence.upper()})"
+        label += " + " + methods.title(correction)
+    if not methods.is_default(correction, divergence):
+        label += f" ({str(divergence).upper()})"
     if sampler != DEFAULT_SAMPLER:
         label += f" [{SAMPLER_NAMES.get(sampler, sampler)}]"
     if variant:
@@ -71,7 +65,8 @@ def method_label(
 
 
 def method_rank(correction: str) -> tuple[int, str]:
-    return (METHOD_ORDER.index(correction) if correction in METHOD_ORDER else len(METHOD_ORDER), correction)
+    """Where a correction is listed: the baseline first, then in the order its store records (:mod:`store.methods`)."""
+    return methods.rank(correction)
 
 
 def series_order(env: str, correction: str, divergence: str | None, source: str) -> tuple[Any, ...]:

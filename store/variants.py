@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
+from store import methods
 from store.reader import DEFAULT_SAMPLER, configs
 from store.runs import RunRow
 from store.tasks import source_of
@@ -39,11 +40,13 @@ __all__ = [
 ]  # fmt: skip
 
 NOT_A_VARIANT = frozenset(
-    {"algo", "env_id", "correction", "divergence", "sampler", "seed", "total_steps", "eval_freq", "eval_episodes",
+    {"algo", "env_id", "correction", "sampler", "seed", "total_steps", "eval_freq", "eval_episodes",
      "stats_every", "weights_block", "histogram_bins", "checkpoint_every", "checkpoint_buffer", "threads", "device",
      "backend"}
 )  # fmt: skip
-"""Config entries that are part of the method's key already, or say how a run is measured or carried out."""
+"""Config entries that are part of the method's key already, or say how a run is measured or carried out.
+A correction's method option (AC-Off-POC's ``divergence``, :func:`store.methods.method_options`) is part of
+the key too."""
 
 OPTION_OWNERS = "option_owners"
 """``meta`` key: each plug-in option's flat name → the corrections and samplers that take it, as the
@@ -57,7 +60,8 @@ variant even where no other run of its method differs."""
 
 CORRECTION_ONLY = frozenset({"ref_std", "correction_start"})
 """Config entries every run holds that only a correction reads: never part of a baseline's (``none``)
-variant, and left out when a method looks for its baseline's."""
+variant, and left out when a method looks for its baseline's. ``ref_std`` is AC-Off-POC's option now, but
+configs stored before schema 12 hold it on every run."""
 
 MethodKey = tuple[str, str, str, str | None, str, str]
 ABSENT = "\x00absent"
@@ -106,7 +110,8 @@ def variants(
             }
             for run_id in ids
         ]
-        keys = list(dict.fromkeys(k for config in members for k in config if k not in NOT_A_VARIANT))
+        named = NOT_A_VARIANT | methods.method_options()
+        keys = list(dict.fromkeys(k for config in members for k in config if k not in named))
         # A run stored before a setting existed lacks it: it counts as a value of its own (it may have run
         # another default), so such runs are kept apart from runs that hold it.
         varying = [k for k in keys if len({_same(c.get(k, ABSENT)) for c in members}) > 1]

@@ -44,7 +44,14 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--set", "nokey=1"], "unknown config field 'nokey'"),
     (["run", "td3", "Hopper-v4", "--set", "batch_size=abc"], "batch_size expects int"),
     (["run", "td3", "Hopper-v4", "--set", "gamma=2"], "gamma must be in [0, 1]"),
-    (["run", "td3", "Hopper-v4", "--divergence", "hellinger"], "unknown divergence"),
+    (
+        ["run", "td3", "Hopper-v4", "--correction", "acoffpoc", "--divergence", "hellinger"],
+        "divergence must be one of jsd, symkl, kl, got 'hellinger'",
+    ),
+    (
+        ["run", "td3", "Hopper-v4", "--divergence", "kl"],
+        "divergence is an option of acoffpoc: this run's correction is none",
+    ),
     (["run", "td3", "Hopper-v4", "--compare"], "--compare launches the baseline"),
     (["run", "td3", "Hopper-v4", "--jobs", "0"], "--jobs must be at least 1"),
     (["run", "td3", "Hopper-v4", "--steps", "10", "--set", "total_steps=20"], "given both as a flag and with --set"),
@@ -60,7 +67,12 @@ BAD_RUNS = [
         ["run", "sac", "Hopper-v4", "--correction", "acoffpoc", "--steps", "3000", "--set", "start_steps=1000"],
         "acoffpoc would start at step 5,000, after the run's last step (3,000)",
     ),
-    (["run", "td3", "Hopper-v4", "--correction", "ace", "--divergence", "kl"], "--divergence is AC-Off-POC's option"),
+    (["run", "td3", "Hopper-v4", "--correction", "ace", "--divergence", "kl"], "divergence is an option of acoffpoc"),
+    (
+        ["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--ref-std", "0.2"],
+        "ref_std is an option of acoffpoc: this run's correction is ris-off-pac",
+    ),
+    (["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--set", "ref_std=0.2"], "ref_std is an option of"),
 ]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from agents import ConfigError, EnvError, TrainConfig, make_env, with_overrides
 from agents.config import field_names
+from agents.corrections.acoffpoc import ACOffPOCOptions
 
 
 def test_defaults_resolve_per_algorithm_as_in_the_spec() -> None:
@@ -19,7 +20,8 @@ def test_defaults_resolve_per_algorithm_as_in_the_spec() -> None:
     )
     assert (td3.hidden, td3.tau, td3.start_steps, td3.policy_delay) == ((256, 256), 0.005, 25_000, 2)
     assert (sac.start_steps, sac.correction_start) == (10_000, 50_000)
-    assert td3.ref_std == td3.exploration_std == 0.1
+    corrected = TrainConfig(algo="td3", correction="acoffpoc", exploration_std=0.2).resolved()
+    assert corrected.option(ACOffPOCOptions).ref_std == corrected.exploration_std == 0.2  # None = exploration_std
     assert all(c.batch_size == 256 and c.buffer_size == 1_000_000 and c.gamma == 0.99 for c in (ddpg, td3, sac))
 
 
@@ -31,7 +33,7 @@ def test_the_cli_field_names_exist() -> None:
 
 def test_overrides_parse_by_field_type() -> None:
     config = with_overrides(
-        TrainConfig.make(),
+        TrainConfig.make(correction="acoffpoc"),
         {
             "total_steps": "1e5",
             "batch_size": "128",
@@ -42,7 +44,8 @@ def test_overrides_parse_by_field_type() -> None:
             "tau": "default",
         },
     )
-    assert (config.total_steps, config.batch_size, config.ref_std, config.hidden) == (100_000, 128, 0.2, (64, 64))
+    ref_std = config.option(ACOffPOCOptions).ref_std
+    assert (config.total_steps, config.batch_size, ref_std, config.hidden) == (100_000, 128, 0.2, (64, 64))
     assert config.checkpoint_buffer is False and config.start_steps == 1000 and config.tau is None
 
 
@@ -76,12 +79,14 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
     [
         ({"algo": "ppo"}, "unknown algorithm 'ppo'"),
         ({"correction": "retrace"}, "unknown correction 'retrace'"),
-        ({"divergence": "tv"}, "unknown divergence 'tv'"),
+        ({"correction": "acoffpoc", "divergence": "tv"}, "divergence must be one of jsd, symkl, kl, got 'tv'"),
+        ({"divergence": "kl"}, "divergence is an option of acoffpoc: this run's correction is none"),
         ({"total_steps": 0}, "total_steps must be at least 1"),
         ({"start_steps": -1}, "start_steps must be at least 0"),
         ({"batch_size": 1}, "batch_size must be at least 2"),
         ({"buffer_size": 10}, "buffer_size"),
-        ({"ref_std": 0.0}, "ref_std must be a positive number"),
+        ({"correction": "acoffpoc", "ref_std": 0.0}, "ref_std must be a positive number"),
+        ({"correction": "acoffpoc", "exploration_std": -1.0}, "exploration_std must be a non-negative number"),
         ({"gamma": 1.5}, "gamma must be in"),
         ({"algo": "ddpg", "hidden": (64, 64, 64)}, "ddpg needs exactly two hidden sizes"),
     ],
@@ -124,8 +129,12 @@ def test_a_config_stored_before_options_moved_reads_as_what_it_ran() -> None:
     from agents.corrections.ris import RISOptions
 
     read = TrainConfig.from_dict(json.loads(OLD_STORED))
-    assert read.options == (ACOffPOCOptions(ratio="stored"),)  # acoffpoc_ratio came later: it ran "stored"
+    # acoffpoc_ratio came later: it ran "stored"; divergence and ref_std were common fields then, and read as its
+    assert read.options == (ACOffPOCOptions(divergence="jsd", ref_std=0.1, ratio="stored"),)
     assert "ris_beta" not in read.to_dict() and read.resolved() == read
+    for other in ("none", "ris-off-pac"):  # every run held divergence and ref_std: another correction's drop them
+        old = TrainConfig.from_dict({**json.loads(OLD_STORED), "correction": other, "correction_start": 0})
+        assert "divergence" not in old.to_dict() and "ref_std" not in old.to_dict() and old.resolved() == old
     geoff = {**TrainConfig.make(algo="sac", correction="geoff-pac").resolved().to_dict(), "ris_beta": 0.2}
     del geoff["geoff_m2"], geoff["geoff_traces"]
     assert TrainConfig.from_dict(geoff).option(GeoffOptions) == GeoffOptions(m2="all", traces="fresh")

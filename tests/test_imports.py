@@ -359,6 +359,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         conn.executescript(_V1)
         conn.execute("PRAGMA user_version = 1")
         conn.execute("INSERT INTO meta VALUES ('app', 'offpoc')")
+        conn.execute("""INSERT INTO meta VALUES ('option_owners', '{"ris_beta": ["ris-off-pac"]}')""")
         conn.execute(
             "INSERT INTO runs (name, algo, env, correction, seed, config, status, total_steps, created)"
             " VALUES ('old', 'td3', 'Hopper-v4', 'none', 0, '{}', 'finished', 1000, 0)"
@@ -368,7 +369,13 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         conn.execute("INSERT INTO weights VALUES (1, 1, 1, 501, 2, 'lambda', 0.375, ?)", [blob])
         conn.execute("INSERT INTO histograms VALUES (1, 1, 1000, '[1, 1]')")
     db = open_store(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+    # Schema 12: AC-Off-POC's divergence and ref_std are its options; the store names the corrections built in.
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    assert json.loads(meta["option_owners"]) == {"ris_beta": ["ris-off-pac"], "divergence": ["acoffpoc"],
+                                                 "ref_std": ["acoffpoc"]}  # fmt: skip
+    names = {m["correction"]: (m["paper_name"], m["method_option"]) for m in json.loads(meta["methods"])}
+    assert names["acoffpoc"] == ("AC-Off-POC", "divergence") and names["ris-off-pac"] == ("RIS-Off-PAC", None)
     # Schema 4: the weights and histograms stored are λ's.
     stored = list(weight_rows(db, 1))
     assert [(u, step, names) for u, step, names, _ in stored] == [(1, 501, ("lambda",)), (2, 502, ("lambda",))]

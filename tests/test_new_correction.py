@@ -102,3 +102,37 @@ def test_it_trains_end_to_end_into_a_store(scale: None, tmp_path: Path) -> None:
     assert [s for (s,) in sqlite3.connect(db).execute(query, (run_id,))] == [0, 300, 600]
     stored = sqlite3.connect(db).execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     assert TrainConfig.from_dict(json.loads(stored)).option(ScaleOptions).actor == 0.0
+
+
+def test_its_paper_name_and_method_option_are_the_stores_to_keep(tmp_path: Path) -> None:
+    """Declared at ``register()``, recorded with the runs: a process that never registered it (the dashboard, a
+    table) names it, keeps its method option's values apart as methods, and lists it after the built-in ones."""
+    import subprocess
+    import sys
+
+    from offpoc_tui.specs import RunRequest, build_specs, record_plugins
+    from store.db import write
+    from store.runs import insert_runs
+
+    register("scale", Scale, options=(ScaleOptions,), paper_name="Scale-PC", method_option="scale_actor")
+    try:
+        request = RunRequest("td3", "Pendulum-v1", "scale", [0], {"total_steps": 5000},
+                             {"scale_actor": "0.25", "start_steps": "1000"},
+                             compare=False, name=None)  # fmt: skip
+        (spec,) = build_specs(request)
+        store = open_store(tmp_path / "s.db", create=True)
+        with write(store):
+            record_plugins(store)
+            insert_runs(store, [spec])
+        store.close()
+    finally:
+        unregister("scale")
+    assert spec.divergence == "0.25" and spec.name == "td3-Pendulum-v1-scale-0.25"
+    code = (
+        "import sys; from store import open_store; from store.summary import method_label, method_rank\n"
+        "open_store(sys.argv[1])\n"
+        "print(method_label('td3', 'scale', '0.25'), method_label('td3', 'scale', '0.5'), sep='|')\n"
+        "print(method_rank('scale') > method_rank('ris-off-pac') > method_rank('acoffpoc') > method_rank('none'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.db")], capture_output=True, text=True)
+    assert out.stdout.split("\n")[:2] == ["TD3 + Scale-PC (0.25)|TD3 + Scale-PC", "True"], out.stderr

@@ -1,6 +1,6 @@
 """What a resumed run stores: its own trajectory from the checkpoint on, and nothing from a worker it replaced.
 
-Checkpoints here fall mid-episode (Pendulum's episodes are 200 steps; a checkpoint every 700), where a
+Checkpoints here fall mid-episode (Pendulum's episodes are 200 steps; a checkpoint every 1,700), where a
 resumed run starts a fresh episode and so differs from the trajectory it abandoned. Each test keeps a
 second store, a copy of the first holding nothing past the run's checkpoint, and resumes the run in
 both from the same checkpoint file: the records must come out identical. About a minute in all.
@@ -21,7 +21,7 @@ from store.files import RunFiles
 from tests.processes import SMALL, offpoc, run_row, wait_for
 
 RUN = ["td3", "Pendulum-v1", "--correction", "acoffpoc", *SMALL, "--steps", "5000", "--eval-freq", "250",
-       "--set", "checkpoint_every=700"]  # fmt: skip
+       "--set", "checkpoint_every=1700"]  # fmt: skip
 PAST = {"evaluations": "step", "episodes": "step", "train": "step", "weights": "first_step", "histograms": "step"}
 
 

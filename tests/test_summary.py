@@ -61,7 +61,8 @@ def test_final_performance_is_the_papers_statistic() -> None:
     assert final_performance([])[0] == 0 and np.isnan(final_performance([])[1])
 
 
-def test_env_families_line_up_versions() -> None:
+def test_env_families_line_up_versions(tmp_path: Path) -> None:
+    open_store(tmp_path / "new.db", create=True)  # a store names its corrections: a new one the built-in ones
     assert env_family("Hopper-v2") == env_family("Hopper-v4") == env_family("Hopper-v5") == "Hopper"
     assert env_family("LunarLanderContinuous-v3") == "LunarLanderContinuous"
     assert method_label("td3", "acoffpoc", "kl") == "TD3 + AC-Off-POC (KL)"

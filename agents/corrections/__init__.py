@@ -43,6 +43,8 @@ def register(
     options: tuple[type[Options], ...] = (),
     own_actor_loss: OwnActorLoss = False,
     check: Callable[[TrainConfig], None] | None = None,
+    paper_name: str = "",
+    method_option: str | None = None,
 ) -> None:
     """Make a correction available under ``name`` (config, CLI, store, help).
 
@@ -51,11 +53,13 @@ def register(
     ``own_actor_loss``: its corrections override :meth:`Correction.actor_loss`, so runs
     with it train with autograd (``backend=auto`` resolves to ``autograd``; ``fast`` is refused);
     a function of the run's config where an option decides (ACE's ``pg_form``). ``check``: a check
-    of the whole run config, raising ``ValueError``.
+    of the whole run config, raising ``ValueError``. ``paper_name``: what tables and figures call it
+    (``AC-Off-POC``; the name where empty). ``method_option``: the option whose values are different
+    methods, not settings of one (AC-Off-POC's ``divergence``): the store keeps its value beside the correction.
     """
     if name in _REGISTRY:
         raise ValueError(f"correction {name!r} is already registered")
-    plugins.add(plugins.PlugIn("correction", name, summary, options, check, own_actor_loss))
+    plugins.add(plugins.PlugIn("correction", name, summary, options, check, own_actor_loss, paper_name, method_option))
     _REGISTRY[name] = factory
 
 
@@ -119,6 +123,8 @@ register(
     _acoffpoc,
     summary="AC-Off-POC: a similarity weight λ on the critic's and the actor's losses",
     options=(ACOffPOCOptions,),
+    paper_name="AC-Off-POC",
+    method_option="divergence",
 )
 # The paper's competitors (docs/competitors.md), under the names their published curves import as.
 register(
@@ -128,6 +134,7 @@ register(
     options=(ACEOptions, PolicyGradientOptions, TraceOptions),
     own_actor_loss=_likelihood_ratio,
     check=check_behaviour_noise,
+    paper_name="ACE",
 )
 register(
     "geoff-pac",
@@ -136,14 +143,22 @@ register(
     options=(GeoffOptions, PolicyGradientOptions, TraceOptions),
     own_actor_loss=_geoff_own_loss,
     check=check_behaviour_noise,
+    paper_name="Geoff-PAC",
 )
-register("ipg", IPG, summary="IPG (Gu et al.) at ν = 1: the actor on recent states", options=(IPGOptions,))
+register(
+    "ipg",
+    IPG,
+    summary="IPG (Gu et al.) at ν = 1: the actor on recent states",
+    options=(IPGOptions,),
+    paper_name="IPG",
+)
 register(
     "ris-off-pac",
     RISOffPAC,
     summary="RIS-Off-PAC (Humayoo & Cheng): relative importance weights on the actor's loss",
     options=(RISOptions,),
     check=check_behaviour_noise,
+    paper_name="RIS-Off-PAC",
 )
 
 __all__ = [

@@ -15,6 +15,7 @@ maximally off-policy, never as λ = 1.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -66,13 +67,27 @@ RATIO_AT = ("sampled", "stored")
 @dataclass(frozen=True)
 class ACOffPOCOptions(Options):
     prefix: ClassVar[str] = "acoffpoc"
+    unprefixed: ClassVar[frozenset[str]] = frozenset({"divergence", "ref_std"})  # common fields until schema 12
 
+    divergence: str = "jsd"
+    """The divergence λ = exp(-D) uses: jsd (Monte Carlo, the paper), symkl (the authors' code) or kl."""
+    ref_std: float | None = None
+    """Reference std on the covariance diagonal (DDPG, TD3); None = the run's exploration_std."""
     ratio: str = "sampled"
     """SAC: where λ_i's clip π/η is evaluated: sampled (a fresh action of the current policy,
     Theorem 1 and the authors' code) or stored (the stored action, Section 4.2 and Algorithm 1: measured to
     collapse SAC on HalfCheetah, docs/results.md)."""
 
+    def resolve(self, config: Any) -> ACOffPOCOptions:
+        std = config.exploration_std
+        if self.ref_std is not None or not (math.isfinite(std) and std >= 0):
+            return self  # a bad exploration_std is for the config's own check to name
+        return dataclasses.replace(self, ref_std=std)
+
     def validate(self) -> None:
+        choice(self, "divergence", DIVERGENCES)
+        if self.ref_std is not None and not (math.isfinite(self.ref_std) and self.ref_std > 0):
+            raise ValueError(f"ref_std must be a positive number, got {self.ref_std}")
         choice(self, "ratio", RATIO_AT)
 
 
@@ -255,10 +270,12 @@ class DeterministicACOffPOC(Correction):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        _check_divergence(settings.divergence)
-        _check_ref_std(settings.ref_std)
-        self.divergence = settings.divergence
-        self.ref_std = settings.ref_std
+        options = settings.option(ACOffPOCOptions).resolve(settings.run_config)
+        _check_divergence(options.divergence)
+        assert options.ref_std is not None  # resolved
+        _check_ref_std(options.ref_std)
+        self.divergence = options.divergence
+        self.ref_std = options.ref_std
 
     def similarity(self, batch: Batch, policy: Any) -> Tensor:
         """λ for the batch under ``policy`` (anything with ``greedy_action``), 0-d."""
@@ -282,10 +299,9 @@ class StochasticACOffPOC(Correction):
 
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
-        _check_divergence(settings.divergence)
-        self.divergence = settings.divergence
         options = settings.option(ACOffPOCOptions)
         options.validate()
+        self.divergence = options.divergence
         self.sampled = options.ratio == "sampled"
         self.quantities = (LAMBDA, Quantity(ESS, "ESS(λ)", 0.0, float(settings.run_config.batch_size)))
 

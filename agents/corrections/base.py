@@ -98,8 +98,6 @@ class CorrectionSettings:
     """Everything a correction factory may use; filled from the run's config."""
 
     policy_kind: PolicyKind
-    divergence: str = "jsd"
-    ref_std: float = 0.1
     start_step: int = 0
     """First environment step at which the correction applies."""
     config: TrainConfig | None = None

@@ -48,7 +48,7 @@ class BehaviourRatio(Correction):
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
         self.policy_kind = settings.policy_kind
-        self.std = settings.config.exploration_std if settings.config is not None else settings.ref_std
+        self.std = settings.run_config.exploration_std
 
     def collect(self, transition: Collected) -> Mapping[str, float]:
         return {RANDOM_PHASE: float(transition.random_phase)}

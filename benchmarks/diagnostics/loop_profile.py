@@ -86,11 +86,11 @@ def main() -> None:
     args = parser.parse_args()
 
     start = 1000
-    config = TrainConfig(
+    config = TrainConfig.make(
         algo=args.algo,
         env_id=args.env,
         correction=args.correction,
-        divergence=args.divergence,
+        **({"divergence": args.divergence} if args.correction == "acoffpoc" else {}),  # AC-Off-POC's option
         start_steps=start,
         correction_start=start,
         total_steps=start + args.steps,

@@ -26,7 +26,6 @@ from store.files import RunFiles
 from store.files import check_usable as check_run_files
 from store.queue import record_backend
 from store.runs import create_runs
-from store.variants import record_catalogue
 
 JobsOption = Annotated[
     int | None,
@@ -118,6 +117,7 @@ def run(
         parse_seeds,
         parse_sets,
         random_only,
+        record_plugins,
     )
 
     try:
@@ -185,11 +185,8 @@ def run(
             f" most {design.max_interims}, α = {design.alpha} (AdaStop); a seed's statistic: {target.describe()}",
             markup=False,
         )
-    from agents.config import config_defaults  # agents is loaded already: build_specs checked the configs
-    from agents.plugins import option_owners
-
-    with write(store):
-        record_catalogue(store, option_owners(), config_defaults())
+    with write(store):  # agents is loaded already: build_specs checked the configs
+        record_plugins(store)
     files = RunFiles.of(store, db)
     stale = files.ensure()
     if stale is not None:

@@ -40,7 +40,6 @@ from store.files import RunFiles
 from store.files import check_usable as check_run_files
 from store.reader import list_runs
 from store.runs import RunRow
-from store.variants import record_catalogue
 
 
 def sweep(
@@ -227,11 +226,10 @@ def _sweep_studies(
         return
     jobs_, address, checkpoint_dir = settings
     configure(store, jobs_, where, address, checkpoint_dir)
-    from agents.config import config_defaults
-    from agents.plugins import option_owners
+    from offpoc_tui.specs import record_plugins
 
     with write(store):
-        record_catalogue(store, option_owners(), config_defaults())
+        record_plugins(store)
     made, ids = [], []
     for (algo, env), arms in tasks.items():
         ordered = {baseline: arms[baseline], **{m: s for m, s in arms.items() if m != baseline}}

@@ -18,6 +18,7 @@ import numpy as np
 
 from store.aggregate import probability_of_improvement
 from store.budget import Budget, budget, cut, reach_of_curves
+from store.methods import method_options
 from store.reader import DEFAULT_SAMPLER
 from store.runs import RunRow
 from store.seeds import one_per_seed
@@ -40,8 +41,10 @@ GroupKey = tuple[str, str, str, str | None, str, str, str]
 """(algo, env, correction, divergence, source, sampler, variant)."""
 
 BASELINE = "none"
-IGNORED_IN_DIFF = {"seed", "correction", "divergence", "ref_std", "name", "imported"}
-"""Config keys that differ between a method and its baseline by design."""
+IGNORED_IN_DIFF = frozenset({"seed", "correction", "name", "imported", "ref_std"})
+"""Config keys that differ between a method and its baseline by design (``ref_std``: configs stored before
+schema 12 hold AC-Off-POC's on every run); so does a correction's method option
+(:func:`store.methods.method_options`)."""
 
 
 def group_key(run: RunRow) -> GroupKey:
@@ -179,7 +182,7 @@ def config_diff(config: dict[str, Any], baseline: dict[str, Any], varying: froze
     """What sets a method's runs apart from its baseline's: the entries both configs have that differ, and
     of its plug-ins' own options (entries the baseline lacks, implied by the correction) those in
     ``varying``, the ones that differ between the table's groups of the same correction."""
-    keys = sorted(((set(config) & set(baseline)) | (set(config) & varying)) - IGNORED_IN_DIFF)
+    keys = sorted(((set(config) & set(baseline)) | (set(config) & varying)) - IGNORED_IN_DIFF - method_options())
     return ", ".join(f"{k}={config.get(k)}" for k in keys if k in varying or config.get(k) != baseline.get(k))
 
 

@@ -36,6 +36,7 @@ from offpoc_tui.dashboard.groups import (
     versions_shown,
 )
 from offpoc_tui.dashboard.request import EMPTY_STORE, Prepared, Request, filtered, no_runs
+from store.methods import method_options
 from store.reader import configs
 from store.runs import RunRow
 from store.seeds import repeats_note
@@ -148,7 +149,13 @@ def varying_settings(found: dict[int, dict[str, Any]]) -> tuple[str, ...]:
     for config in found.values():
         for name, value in config.items():
             values.setdefault(name, set()).add(json.dumps(value, sort_keys=True))
-    return tuple(sorted(k for k, v in values.items() if len(v) > 1 and k not in NOT_A_VARIANT | {"name", "imported"}))
+    return tuple(
+        sorted(
+            k
+            for k, v in values.items()
+            if len(v) > 1 and k not in NOT_A_VARIANT | method_options() | {"name", "imported"}
+        )
+    )
 
 
 def compare_figure(

@@ -1,0 +1,98 @@
+"""What each correction is called, and in which order tables list them, as the store records it.
+
+The store imports no plug-in, so it cannot ask the catalogue: each submission records the corrections its
+offpoc knew (:func:`record_methods`, in ``meta``), and opening a store teaches this process what the store
+recorded (:func:`learn`). A correction's record holds its paper name (``AC-Off-POC``) and the option whose
+values are different methods (``divergence``, kept in the runs table's ``divergence`` column). Tables and
+figures list corrections in registration order (the built-in ones: the paper's), the baseline first.
+
+A store from before schema 12 gets the built-in corrections' record by its migration; a correction no
+store opened here recorded is shown by its registered name, after the recorded ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlite_utils
+
+__all__ = ["METHODS", "is_default", "learn", "method_option", "method_options", "rank", "record_methods", "title"]
+
+METHODS = "methods"
+"""``meta`` key: a JSON list of ``{"correction", "paper_name", "method_option", "method_default"}``, in
+registration order."""
+
+_TITLES: dict[str, str] = {}
+_OPTIONS: dict[str, str | None] = {}
+_DEFAULTS: dict[str, Any] = {}
+_ORDER: list[str] = []
+
+
+def _read(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [METHODS]).fetchone()
+    try:
+        entries = json.loads(row[0]) if row else []
+    except (TypeError, ValueError):
+        return []  # a damaged record names nothing; the corrections show by their registered names
+    return (
+        [e for e in entries if isinstance(e, dict) and isinstance(e.get("correction"), str)]
+        if isinstance(entries, list)
+        else []
+    )
+
+
+def _merge(entries: Iterable[Mapping[str, Any]]) -> None:
+    for entry in entries:
+        name = entry["correction"]
+        if name not in _TITLES:
+            _ORDER.append(name)
+        _TITLES[name] = str(entry.get("paper_name") or name)
+        option = entry.get("method_option")
+        _OPTIONS[name] = option if isinstance(option, str) else None
+        _DEFAULTS[name] = entry.get("method_default")
+
+
+def learn(db: sqlite_utils.Database) -> None:
+    """Take in what the store at ``db`` records (called when a store is opened)."""
+    _merge(_read(db))
+
+
+def record_methods(db: sqlite_utils.Database, entries: list[dict[str, Any]]) -> None:
+    """Record ``entries`` (:func:`agents.plugins.methods`) inside the caller's write transaction: each
+    correction's record is replaced, corrections the store knew and ``entries`` lack are kept (a plug-in
+    registered by another script), new ones follow in their order."""
+    kept = {e["correction"]: e for e in _read(db)}
+    for entry in entries:
+        kept[entry["correction"]] = entry
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [METHODS, json.dumps(list(kept.values()))])
+    _merge(entries)
+
+
+def title(correction: str) -> str:
+    """``AC-Off-POC``: the correction's paper name, else its registered name."""
+    return _TITLES.get(correction, correction)
+
+
+def method_option(correction: str) -> str | None:
+    """The option whose values are the correction's different methods (``divergence``), if it has one."""
+    return _OPTIONS.get(correction)
+
+
+def method_options() -> frozenset[str]:
+    """Every recorded correction's method option: part of a method's name, never a setting of one."""
+    return frozenset(o for o in _OPTIONS.values() if o is not None)
+
+
+def is_default(correction: str, value: Any) -> bool:
+    """Whether ``value`` of the correction's method option is its default (a method's name leaves it out:
+    ``AC-Off-POC`` is the paper's, with the Jensen-Shannon divergence); true for no value."""
+    return value is None or str(value) == str(_DEFAULTS.get(correction))  # the runs table keeps it as text
+
+
+def rank(correction: str) -> tuple[int, str]:
+    """Where tables list the correction: the baseline, then registration order, then by name."""
+    if correction == "none":
+        return -1, correction
+    return (_ORDER.index(correction) if correction in _ORDER else len(_ORDER)), correction
