@@ -157,7 +157,7 @@ class RecordingSink(Sink):
     evals: list[EvalRecord] = field(default_factory=list)
     episodes: list[EpisodeRecord] = field(default_factory=list)
     stats: list[TrainStatsRecord] = field(default_factory=list)
-    weights: list[QuantityBlock] = field(default_factory=list)
+    blocks: list[QuantityBlock] = field(default_factory=list)
     histograms: list[QuantityHistogram] = field(default_factory=list)
 
     def on_eval(self, record: EvalRecord) -> None:
@@ -170,14 +170,14 @@ class RecordingSink(Sink):
         self.stats.append(record)
 
     def on_quantities(self, record: QuantityBlock) -> None:
-        self.weights.append(record)
+        self.blocks.append(record)
 
     def on_quantity_histogram(self, record: QuantityHistogram) -> None:
         self.histograms.append(record)
 
-    def weight_values(self, quantity: str = LAMBDA.name) -> np.ndarray:
+    def quantity_values(self, quantity: str = LAMBDA.name) -> np.ndarray:
         """One quantity's blocks stacked, (n_updates, columns)."""
-        blocks = [b.values for b in self.weights if b.quantity.name == quantity]
+        blocks = [b.values for b in self.blocks if b.quantity.name == quantity]
         return np.concatenate(blocks) if blocks else np.zeros((0, 1), np.float32)
 
 

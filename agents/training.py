@@ -114,7 +114,7 @@ class Trainer:
             self.correction.attach(self.agent, self.buffer)
             self.sampler = make_sampler(c.sampler, c)
             self.sampler.attach(self.buffer)
-        self.weights = QuantityRecorders(
+        self.quantities = QuantityRecorders(
             (*self.correction.quantities, *self.agent.quantities, *self.sampler.quantities),
             block=c.weights_block,
             bins=c.histogram_bins,
@@ -154,7 +154,7 @@ class Trainer:
     def _evaluate(self, clock: float) -> None:
         c = self.config
         returns, lengths, at_bound = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
-        self._emit_all(self.weights.histograms(self.step))
+        self._emit_all(self.quantities.histograms(self.step))
         self._emit_all(eval_at_bound(at_bound, self.step, self.agent.updates, c.histogram_bins))
         self._emit(
             EvalRecord(
@@ -213,7 +213,7 @@ class Trainer:
         if self.sampler.quantities:
             logged = {**logged, **self.sampler.logged()}
         if logged:
-            self._emit_all(self.weights.add(self.agent.updates, self.step, logged))
+            self._emit_all(self.quantities.add(self.agent.updates, self.step, logged))
 
     def run(self) -> TrainResult:
         """Train to ``total_steps`` (or until asked to stop)."""
@@ -253,7 +253,7 @@ class Trainer:
         path = self.checkpoint_path
         if path is not None and self.checkpoint_step != self.step:  # not twice at the same step
             self.save_checkpoint(clock=clock)
-        self._emit_all(self.weights.flush())
+        self._emit_all(self.quantities.flush())
         self.elapsed += time.perf_counter() - clock
         self._clock = None
         return TrainResult(status, self.step, self.agent.updates, self.episode, self.elapsed, path)
@@ -263,7 +263,7 @@ class Trainer:
         """Write the full state (see :mod:`agents.checkpoint`); pending weights are reported first."""
         from agents.checkpoint import save
 
-        self._emit_all(self.weights.flush())
+        self._emit_all(self.quantities.flush())
         target = Path(path) if path is not None else self.checkpoint_path
         if target is None:
             raise ValueError("no checkpoint path given")
@@ -305,7 +305,7 @@ class Trainer:
                 "optimizers": {name: opt.state_dict() for name, opt in correction.optimizers().items()},
                 "state": correction.state_dict(),
             },
-            "weights": self.weights.state_dict(),
+            "weights": self.quantities.state_dict(),  # the key of checkpoints written before the rename
             "buffer": self.buffer.state_dict() if self.config.checkpoint_buffer else None,
             "sampler": self.sampler.state_dict(),
         }
@@ -350,7 +350,7 @@ class Trainer:
         for name, optimizer in correction.optimizers().items():
             optimizer.load_state_dict(own["optimizers"][name])
         correction.load_state_dict(own["state"])
-        self.weights.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
+        self.quantities.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
         if state["buffer"] is not None:
             self.buffer.load_state_dict(state["buffer"])
         self.sampler.load_state_dict(state.get("sampler", {}), buffer_restored=state["buffer"] is not None)

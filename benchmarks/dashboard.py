@@ -34,7 +34,7 @@ from offpoc_tui.dashboard.figures import LinesFigure
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.views import runs_table
 from store import RunSpec, open_store
-from store.codec import encode_counts, encode_weights
+from store.codec import encode_counts, encode_values
 from store.reader import eval_points, list_runs
 from store.runs import create_runs
 
@@ -69,9 +69,9 @@ def build(path: Path, runs: int) -> None:
                 [(run_id, int(s), counts) for s in steps[1:]],
             )
             db.conn.executemany(
-                "INSERT INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data)"
+                "INSERT INTO quantity_blocks (run_id, quantity, first_update, first_step, count, columns, mean, data)"
                 " VALUES (?, 'lambda', ?, ?, 1000, 'lambda', 0.5, ?)",
-                [(run_id, b * 1000 + 1, b * 1000 + 1001, encode_weights(rng.uniform(0, 1, (1000, 1))))
+                [(run_id, b * 1000 + 1, b * 1000 + 1001, encode_values(rng.uniform(0, 1, (1000, 1))))
                  for b in range(BLOCKS)],
             )  # fmt: skip
             db.conn.execute(

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offpoc_tui.dashboard.app import IDLE_AFTER_S
+from offpoc_tui.dashboard.poller import IDLE_AFTER_S
 from store import open_store
 from store.runs import create_runs
 from store.writer import RunWriter

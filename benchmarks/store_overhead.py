@@ -71,7 +71,9 @@ def one(case: str, algo: str, env_id: str, start: int, steps: int) -> dict[str, 
         spec = RunSpec("bench", algo, env_id, "acoffpoc", "jsd", 0, resolved.total_steps, resolved.to_dict())
         (run_id,) = create_runs(db, [spec])
         writer = RunWriter(db, run_id)
-        timed = _Timed(writer, ["add_eval", "add_episode", "add_train_stats", "add_weights", "add_histogram", "tick"])
+        timed = _Timed(
+            writer, ["add_eval", "add_episode", "add_train_stats", "add_quantities", "add_histogram", "tick"]
+        )
         binding = StoreBinding(writer, threading.Event())
         trainer = Trainer(config, binding.sink, should_stop=binding.should_stop)
         binding.trainer = trainer

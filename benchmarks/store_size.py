@@ -52,7 +52,7 @@ def write_run(path: Path, algo: str) -> float:
     for step in track(range(0, STEPS + 1, EVERY), description=algo, transient=True):
         returns = rng.normal(3000, 300, 10)
         writer.add_eval(step, step / 120, float(returns.mean()), float(returns.std()), returns.tolist(), [1000] * 10)
-        writer.add_weights(("eval_at_bound",), np.array([max(0, step - START)]), np.array([step]),
+        writer.add_quantities(("eval_at_bound",), np.array([max(0, step - START)]), np.array([step]),
                            rng.uniform(0, 1, (1, 1)).astype(np.float32), EVAL_AT_BOUND)  # fmt: skip
         writer.add_histogram(step, rng.integers(0, 1_000, 50), EVAL_AT_BOUND)
         if step == 0:
@@ -65,7 +65,7 @@ def write_run(path: Path, algo: str) -> float:
             for quantity, columns, every in PER_UPDATE[algo]:
                 updates = np.arange(step - EVERY - START + every, step - START + 1, every)
                 values = rng.uniform(quantity.low, quantity.high, (len(updates), len(columns))).astype(np.float32)
-                writer.add_weights(columns, updates, updates + START, values, quantity)
+                writer.add_quantities(columns, updates, updates + START, values, quantity)
                 writer.add_histogram(step, rng.integers(0, 10_000, 50), quantity)
         writer.flush(step, max(0, step - START))
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from store import open_store
-from store.codec import encode_episodes, encode_weights
+from store.codec import encode_episodes, encode_values
 from store.links import Rows, commit
 from store.runs import RunSpec, create_runs
 
@@ -40,8 +40,8 @@ def batch(run_id: int, index: int) -> tuple[Rows, dict[str, Any]]:
         "episodes": [(run_id, first + 100, index, float(rng.normal(1000, 50)), 100)],
         "train": [],
         "quantities": [(run_id, "lambda", "λ", 0.0, 1.0)] if index == 0 else [],
-        "weights": [
-            (run_id, "lambda", first, first, STEPS_PER_BATCH, "lambda", float(values.mean()), encode_weights(values))
+        "quantity_blocks": [
+            (run_id, "lambda", first, first, STEPS_PER_BATCH, "lambda", float(values.mean()), encode_values(values))
         ],
         "histograms": [],
     }

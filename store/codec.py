@@ -1,4 +1,4 @@
-"""Compact encodings for what a run writes often: per-batch weights and histograms.
+"""Compact encodings for what a run writes often: logged quantities' values (λ per batch, ...) and histograms.
 
 Weights in [0, 1] (λ) are quantised to 16 bits (round(λ · 65535), error ≤ 7.7e-6);
 other logged quantities (ratios, emphases) are kept as float32. Either way the
@@ -24,7 +24,7 @@ MAX_ERROR = 0.5 / SCALE
 """Largest absolute difference between a stored and a decoded weight."""
 
 
-def encode_weights(values: np.ndarray, unit: bool = True) -> bytes:
+def encode_values(values: np.ndarray, unit: bool = True) -> bytes:
     """(n, columns) floats → compressed blob: 16-bit when ``unit`` (values in [0, 1]), else float32."""
     array = np.asarray(values, dtype=np.float64)
     if not unit:
@@ -33,8 +33,8 @@ def encode_weights(values: np.ndarray, unit: bool = True) -> bytes:
     return zlib.compress(quantised.tobytes(), 6)
 
 
-def decode_weights(blob: bytes, columns: int, count: int) -> np.ndarray:
-    """Inverse of :func:`encode_weights` for ``count`` rows: (count, columns) float64."""
+def decode_values(blob: bytes, columns: int, count: int) -> np.ndarray:
+    """Inverse of :func:`encode_values` for ``count`` rows: (count, columns) float64."""
     raw = zlib.decompress(blob)
     if len(raw) == 4 * count * columns:
         return np.frombuffer(raw, dtype="<f4").reshape(count, columns).astype(np.float64)

@@ -1,7 +1,7 @@
 """Export: tidy long tables (one row per observation, run metadata first) as CSV, JSON or Markdown,
 and the paper's summary table (:mod:`store.summary`) as CSV, JSON, Markdown or LaTeX.
 
-Rows are streamed, so exporting millions of per-batch weights holds one block in memory.
+Rows are streamed, so exporting millions of per-batch values of logged quantities holds one block in memory.
 """
 
 from __future__ import annotations
@@ -16,19 +16,21 @@ import sqlite_utils
 
 from store import summary, tables
 from store.codec import json_text
-from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, weight_rows, where_runs
+from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, quantity_rows, where_runs
 from store.tasks import env_matches
 
-TABLES = ("evaluations", "episodes", "train", "weights", "runs", "decisions", "summary", "aggregate", "improvement")
+TABLES = ("evaluations", "episodes", "train", "quantities", "runs", "decisions", "summary", "aggregate", "improvement")
+TABLE_ALIASES = {"weights": "quantities"}
+"""Names a table went by before (``--table weights``: the logged quantities, λ first among them)."""
 FINAL_TABLES = ("summary", "aggregate", "improvement")
 """Tables of each run's final return: they take --last, --last-steps, --until, and LaTeX."""
 FORMATS = ("csv", "json", "md")
 SUMMARY_FORMATS = (*FORMATS, "latex")
 
-WEIGHT_COLUMNS = ("quantity", "update", "step", "value", "min", "max", "p10", "p25", "p50", "p75", "p90")
+QUANTITY_COLUMNS = ("quantity", "update", "step", "value", "min", "max", "p10", "p25", "p50", "p75", "p90")
 """One row per logged quantity (``lambda``, ...) and update: a per-batch value fills ``value``; per-transition
 values fill ``value`` with their mean and the rest with their summary."""
-_SUMMARY = WEIGHT_COLUMNS[3:]
+_SUMMARY = QUANTITY_COLUMNS[3:]
 
 _OBSERVATIONS = {
     "evaluations": ("step", "wall_time", "return_mean", "return_std", "length_mean"),
@@ -62,8 +64,8 @@ def columns(table: str) -> tuple[str, ...]:
         return DECISION_COLUMNS
     if table == "runs":
         return (*META_COLUMNS, *RUN_COLUMNS)
-    if table == "weights":
-        return (*META_COLUMNS, *WEIGHT_COLUMNS)
+    if table == "quantities":
+        return (*META_COLUMNS, *QUANTITY_COLUMNS)
     return (*META_COLUMNS, *_OBSERVATIONS[table])
 
 
@@ -81,8 +83,8 @@ def rows(db: sqlite_utils.Database, table: str, **filters: Any) -> Iterator[tupl
     if table == "runs":
         selected = ", ".join(f"{_RUN_SQL[c]} AS {c}" if c in _RUN_SQL else c for c in RUN_COLUMNS)
         yield from db.execute(f"SELECT {_META_SQL}, {selected} FROM runs{where} ORDER BY runs.id", params)
-    elif table == "weights":
-        yield from _weight_rows(db, where, params)
+    elif table == "quantities":
+        yield from _quantity_rows(db, where, params)
     else:
         observed = ", ".join(f"t.{c}" for c in _OBSERVATIONS[table])
         yield from db.execute(
@@ -109,12 +111,12 @@ def _studies_of(db: sqlite_utils.Database, run_ids: list[int]) -> set[int]:
     return {r[0] for r in db.execute(f"SELECT DISTINCT study_id FROM runs WHERE id IN ({marks})", run_ids)}
 
 
-def _weight_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
+def _quantity_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
     index = {name: i for i, name in enumerate(_SUMMARY)} | {"mean": 0}
     slots: dict[tuple[str, ...], list[int]] = {}  # a run's stored columns → export columns, worked out once
     for meta in db.execute(f"SELECT {_META_SQL} FROM runs{where} ORDER BY runs.id", params).fetchall():
         for quantity in [q["name"] for q in quantities(db, [meta[0]])]:
-            for update, step, names, values in weight_rows(db, meta[0], quantity):
+            for update, step, names, values in quantity_rows(db, meta[0], quantity):
                 if names not in slots:
                     slots[names] = [0] if len(names) == 1 else [index[name] for name in names]
                 row: list[Any] = [None] * len(_SUMMARY)

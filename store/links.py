@@ -44,15 +44,15 @@ INSERTS = {
     "train": "INSERT OR IGNORE INTO train (run_id, step, updates, critic_loss, actor_loss, q_mean, alpha, sps)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     "quantities": "INSERT OR IGNORE INTO quantities (run_id, name, label, low, high) VALUES (?, ?, ?, ?, ?)",
-    "weights": "INSERT OR IGNORE INTO weights (run_id, quantity, first_update, first_step, count, columns, mean, data,"
-    " stride) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "quantity_blocks": "INSERT OR IGNORE INTO quantity_blocks (run_id, quantity, first_update, first_step, count,"
+    " columns, mean, data, stride) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "histograms": "INSERT OR IGNORE INTO histograms (run_id, quantity, step, counts) VALUES (?, ?, ?, ?)",
 }
 LAST_STEP_SQL = {
     "evaluations": "SELECT '', MAX(step) FROM evaluations WHERE run_id = ?",
     "episodes": "SELECT '', MAX(step) FROM episodes WHERE run_id = ?",
     "train": "SELECT '', MAX(step) FROM train WHERE run_id = ?",
-    "weights": "SELECT quantity, MAX(first_step + (count - 1) * stride) FROM weights WHERE run_id = ?"
+    "quantity_blocks": "SELECT quantity, MAX(first_step + (count - 1) * stride) FROM quantity_blocks WHERE run_id = ?"
     " GROUP BY quantity",
     "histograms": "SELECT quantity, MAX(step) FROM histograms WHERE run_id = ? GROUP BY quantity",
 }
@@ -124,7 +124,7 @@ def commit(
 
 
 _PAST = {
-    "evaluations": "step", "episodes": "step", "train": "step", "weights": "first_step", "histograms": "step",
+    "evaluations": "step", "episodes": "step", "train": "step", "quantity_blocks": "first_step", "histograms": "step",
 }  # fmt: skip
 
 
@@ -158,7 +158,7 @@ def rewind(
                 " revision = revision + :bump,"
                 f" last_return = (SELECT return_mean {last_eval}), wall_time = (SELECT wall_time {last_eval}),"
                 " best_return = (SELECT MAX(return_mean) FROM evaluations WHERE run_id = :run),"
-                " mean_lambda = (SELECT mean FROM weights WHERE run_id = :run AND quantity = :lambda"
+                " mean_lambda = (SELECT mean FROM quantity_blocks WHERE run_id = :run AND quantity = :lambda"
                 " ORDER BY first_step DESC LIMIT 1) WHERE id = :run",
                 {"step": step, "updates": updates, "checkpoint": checkpoint, "bump": 1 if deleted else 0,
                  "run": run_id, "lambda": MEAN_LAMBDA_QUANTITY},

@@ -28,7 +28,7 @@ import sqlite_utils
 
 from store.db import StoreError, open_store, write
 
-RECORD_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities", "tags")
+RECORD_TABLES = ("evaluations", "episodes", "train", "quantity_blocks", "histograms", "quantities", "tags")
 RESET = {"id": None, "duplicate_of": None, "study_id": None, "interim": None, "arm": None, "stop_requested": 0}
 """``runs`` columns not carried over: ids of the other store's (its run ids, its studies) and stop requests; the
 checkpoint step goes too (the file stays with the other store), and ``source`` names the file merged from."""

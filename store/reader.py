@@ -13,7 +13,7 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import sqlite_utils
 
-from store.codec import decode_counts, decode_weights
+from store.codec import decode_counts, decode_values
 from store.runs import RunRow
 from store.tags import tags_of
 
@@ -113,19 +113,19 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
     }
     run["logged"] = dict(  # values stored per logged quantity (per update, per actor step or per evaluation)
         db.execute(
-            "SELECT quantity, SUM(count) FROM weights WHERE run_id = ? GROUP BY quantity"
+            "SELECT quantity, SUM(count) FROM quantity_blocks WHERE run_id = ? GROUP BY quantity"
             " ORDER BY quantity != ?, quantity",
             [run_id, "lambda"],
         ).fetchall()
     )
-    counts["weights"] = sum(run["logged"].values())  # values, every quantity's
+    counts["quantities"] = sum(run["logged"].values())  # values, every quantity's
     run["counts"] = counts
     first_last = db.execute("SELECT MIN(step), MAX(step) FROM evaluations WHERE run_id = ?", [run_id]).fetchone()
     run["evaluated_steps"] = list(first_last)
     return run
 
 
-def weight_blocks(
+def quantity_blocks(
     db: sqlite_utils.Database, run_id: int, after_step: int = -1, quantity: str = "lambda"
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray, int]]:
     """A run's blocks of one logged quantity (λ by default) starting past ``after_step``, in order.
@@ -136,19 +136,19 @@ def weight_blocks(
     while the run's ``revision`` stays (a resumed run that replaced records bumps it).
     """
     for first_update, first_step, count, columns, data, stride in db.execute(
-        "SELECT first_update, first_step, count, columns, data, stride FROM weights"
+        "SELECT first_update, first_step, count, columns, data, stride FROM quantity_blocks"
         " WHERE run_id = ? AND quantity = ? AND first_step > ? ORDER BY first_step",
         [run_id, quantity, after_step],
     ):
         names = tuple(columns.split(","))
-        yield first_update, first_step, names, decode_weights(data, len(names), count), stride
+        yield first_update, first_step, names, decode_values(data, len(names), count), stride
 
 
-def weight_rows(
+def quantity_rows(
     db: sqlite_utils.Database, run_id: int, quantity: str = "lambda"
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:
     """Per update: (update, step, columns, values) decoded from the run's blocks of ``quantity``, in order."""
-    for first_update, first_step, names, values, stride in weight_blocks(db, run_id, quantity=quantity):
+    for first_update, first_step, names, values, stride in quantity_blocks(db, run_id, quantity=quantity):
         for i in range(len(values)):
             yield first_update + i * stride, first_step + i * stride, names, values[i]
 

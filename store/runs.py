@@ -89,7 +89,7 @@ class RunRow(TypedDict, total=False):
     sampler: str
     """The config's replay sampler (list_runs)."""
     counts: dict[str, int]
-    """Rows recorded per table; for ``weights``, the values every logged quantity stored (run_detail)."""
+    """Rows recorded per table; for ``quantities``, the values every logged quantity stored (run_detail)."""
     logged: dict[str, int]
     """Values stored per logged quantity, λ first (run_detail)."""
     evaluated_steps: list[int | None]

@@ -252,7 +252,8 @@ CREATE INDEX tags_tag ON tags (tag)
 
 # AC-Off-POC's divergence and ref_std, common config fields until now, are its options, and each correction's
 # paper name is the store's to record (store/methods.py): a store from before gets the record of the
-# corrections built in when it was written, and its option owners learn the two options' owner.
+# corrections built in when it was written, and its option owners learn the two options' owner. The blocks of
+# logged quantities (λ and every other a correction or sampler logs) leave the table named ``weights``.
 _V12 = """
 INSERT OR IGNORE INTO meta (key, value) VALUES ('methods', json('[
     {"correction": "none", "paper_name": "none", "method_option": null},
@@ -263,7 +264,8 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('methods', json('[
     {"correction": "ris-off-pac", "paper_name": "RIS-Off-PAC", "method_option": null}
 ]'));
 UPDATE meta SET value = json_set(value, '$.divergence', json('["acoffpoc"]'), '$.ref_std', json('["acoffpoc"]'))
-    WHERE key = 'option_owners' AND json_valid(value) AND json_type(value) = 'object'
+    WHERE key = 'option_owners' AND json_valid(value) AND json_type(value) = 'object';
+ALTER TABLE weights RENAME TO quantity_blocks
 """
 
 MIGRATIONS: dict[int, str] = {
@@ -271,5 +273,5 @@ MIGRATIONS: dict[int, str] = {
 }  # fmt: skip
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 
-DATA_TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities", "tags")
+DATA_TABLES = ("evaluations", "episodes", "train", "quantity_blocks", "histograms", "quantities", "tags")
 """Tables holding a run's observations (and its tags), keyed by run_id."""

@@ -122,7 +122,8 @@ def _events(
             if value is not None:
                 yield when(step), step, scalar(f"train/{tag}", value)
     for quantity, first_step, count, stride, mean in db.execute(
-        "SELECT quantity, first_step, count, stride, mean FROM weights WHERE run_id = ? ORDER BY quantity, first_step",
+        "SELECT quantity, first_step, count, stride, mean FROM quantity_blocks WHERE run_id = ?"
+        " ORDER BY quantity, first_step",
         [run_id],
     ):
         last = first_step + (count - 1) * stride

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import sqlite_utils
 
-from store.codec import encode_counts, encode_episodes, encode_weights, regular_runs
+from store.codec import encode_counts, encode_episodes, encode_values, regular_runs
 from store.links import INSERTS, LAST_STEP_SQL, MEAN_LAMBDA_QUANTITY, Link, LocalLink, Rows
 
 FLUSH_INTERVAL_S = 1.0
@@ -142,7 +142,7 @@ class RunWriter:
             self.pending["quantities"].append((self.run_id, quantity.name, quantity.label, quantity.low, quantity.high))
         return quantity.name
 
-    def add_weights(
+    def add_quantities(
         self,
         columns: Sequence[str],
         updates: np.ndarray,
@@ -160,14 +160,14 @@ class RunWriter:
                     hint=": training diverged")  # fmt: skip
         name = self._describe(quantity)
         unit = (quantity.low, quantity.high) == (0.0, 1.0)
-        keep = steps > self.last_step.get(("weights", name), -1)
+        keep = steps > self.last_step.get(("quantity_blocks", name), -1)
         updates, steps, values = updates[keep], steps[keep], values[keep]
         for part, stride in regular_runs(updates, steps):
             block = values[part]
             mean = float(block[:, 0].mean())
-            self.pending["weights"].append(
+            self.pending["quantity_blocks"].append(
                 (self.run_id, name, int(updates[part][0]), int(steps[part][0]), len(block), ",".join(columns),
-                 mean, encode_weights(block, unit), stride)
+                 mean, encode_values(block, unit), stride)
             )  # fmt: skip
             if name == LAMBDA.name:
                 self.progress["mean_lambda"] = mean
@@ -233,7 +233,7 @@ class RunWriter:
     @staticmethod
     def _row_step(table: str, row: Sequence[Any]) -> tuple[tuple[str, str], int]:
         """The (table, quantity) a pending row belongs to, and its last step."""
-        if table == "weights":
+        if table == "quantity_blocks":
             return (table, row[1]), int(row[3] + (row[4] - 1) * row[8])  # first step + (count − 1) × stride
         if table == "histograms":
             return (table, row[1]), int(row[2])

@@ -34,7 +34,7 @@ def fill(db_path: Path, run_id: int, steps: int = 3000, per_transition: bool = F
     values = rng.uniform(0, 1, (len(updates), len(columns))).astype(np.float32)
     for start in range(0, len(updates), 1000):
         part = slice(start, start + 1000)
-        writer.add_weights(columns, updates[part], updates[part] + 500, values[part])
+        writer.add_quantities(columns, updates[part], updates[part] + 500, values[part])
     writer.add_histogram(steps, np.arange(50))
     writer.flush(steps, steps - 500)
     db.close()
@@ -57,7 +57,7 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
             writer.add_train_stats(step, step - 1000, 1 / (1 + step / 5000), -step / 100, step / 50, None, 120.0)
             level = min(0.5 + step / (2 * steps), 0.99)
             values = np.clip(rng.normal(level, 0.1, (1000, len(columns))), 0, 1)
-            writer.add_weights(columns, np.arange(step - 1999, step - 999), np.arange(step - 999, step + 1), values)
+            writer.add_quantities(columns, np.arange(step - 1999, step - 999), np.arange(step - 999, step + 1), values)
             writer.add_histogram(step, np.histogram(values[:, 0], bins=50, range=(0, 1))[0])
     writer.flush(steps, steps - 1000)
     db.close()

@@ -149,7 +149,7 @@ def test_show_prints_config_and_summary(filled_store: Path) -> None:
     assert result.exit_code == 0
     assert "total_steps" in result.stdout and "finished" in result.stdout and "4 (steps 0–3,000)" in result.stdout
     detail = json.loads(invoke("show", "3", "--json", "--db", str(filled_store)).stdout)
-    assert detail["config"]["algo"] == "sac" and detail["counts"]["weights"] == 2500
+    assert detail["config"]["algo"] == "sac" and detail["counts"]["quantities"] == 2500
     assert detail["files"] == str(filled_store.resolve().parent / "offpoc.db-runs" / "3")  # its checkpoint and log
 
 
@@ -174,13 +174,15 @@ def test_export_csv_to_stdout_and_file(filled_store: Path, tmp_path: Path) -> No
     lines = result.stdout.splitlines()
     assert result.exit_code == 0 and lines[0].startswith("run_id,name,algo,env,correction,divergence,sampler,seed,step")
     assert len(lines) == 1 + 2 * 4 and all(line.split(",")[4] == "acoffpoc" for line in lines[1:])
-    target = tmp_path / "weights.json"
-    result = invoke("export", "--table", "weights", "--format", "json", "--run", "2", "-o", str(target),
+    target = tmp_path / "quantities.json"
+    result = invoke("export", "--table", "quantities", "--format", "json", "--run", "2", "-o", str(target),
                     "--db", str(filled_store))  # fmt: skip
     assert result.exit_code == 0 and "wrote 2,500 rows" in result.stderr
     data = json.loads(target.read_text())
     assert len(data) == 2500 and {"quantity", "update", "step", "value"} <= set(data[0])
     assert data[0]["quantity"] == "lambda"
+    alias = invoke("export", "--table", "weights", "--format", "json", "--run", "2", "--db", str(filled_store))
+    assert alias.exit_code == 0 and json.loads(alias.stdout) == data  # the table's name before: still read
 
 
 @pytest.mark.parametrize(

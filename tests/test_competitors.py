@@ -318,7 +318,7 @@ def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
     config = TrainConfig.make(algo="sac", correction="ace", ace_lambda1=0.5, total_steps=2000, correction_start=1000,
                          trace_window=4, **FAST)  # type: ignore[arg-type]  # fmt: skip
     smoke(config, sink, "ace-emphatic")
-    assert sink.weight_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
+    assert sink.quantity_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
 
 
 @pytest.mark.parametrize("name", ["ace", "geoff-pac", "ris-off-pac"])
@@ -350,7 +350,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
     own = {"at_bound", "eval_at_bound", "decay_share"}  # the algorithm's own quantities: tested elsewhere
-    logged = {b.quantity.name for b in sink.weights} - own
+    logged = {b.quantity.name for b in sink.blocks} - own
     expected = {
         "ace": {"rho_bar"},
         "ace-emphatic": {"rho_bar", "ace_m"},
@@ -359,11 +359,11 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
         "ris-off-pac": {"ris_w", "ris_ess"},
     }
     assert logged == expected[name]
-    for block in sink.weights:  # M1 is unbounded: its range is the histogram's only
+    for block in sink.blocks:  # M1 is unbounded: its range is the histogram's only
         if block.quantity.name not in ("geoff_m1", "ace_m"):
             assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
     for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
-        steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == quantity])
+        steps = np.concatenate([block.steps for block in sink.blocks if block.quantity.name == quantity])
         every = config.policy_delay if config.algo == "td3" else 1
         assert steps[-1] == 2000 and np.all(np.diff(steps) == every)
         assert 1000 <= steps[0] < 1000 + every

@@ -241,8 +241,8 @@ def test_an_auxiliary_network_trains_logs_and_resumes_exactly(algo: str, registe
     model0 = params(first.correction.model)  # type: ignore[attr-defined]
     first.run()
     assert first.correction.fits == 200 and not same(params(first.correction.model), model0)  # type: ignore[attr-defined]
-    assert first_sink.weight_values(LOSS.name).shape == (200, 1)
-    assert first_sink.weight_values(ERROR.name).shape == (200, 8)  # per transition: mean, min, max, quantiles
+    assert first_sink.quantity_values(LOSS.name).shape == (200, 1)
+    assert first_sink.quantity_values(ERROR.name).shape == (200, 8)  # per transition: mean, min, max, quantiles
     own = {AT_BOUND} if algo == "td3" else set()  # TD3 logs its actor's share at the bounds
     assert {h.quantity for h in first_sink.histograms} == {LOSS, ERROR, EVAL_AT_BOUND, *own}
 
@@ -280,7 +280,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     Trainer(TrainConfig.make(algo="sac", correction="test-aux", **SMALL), StoreSink(writer)).run()  # type: ignore[arg-type]
     writer.flush(400, 200)
 
-    exported = [dict(zip(columns("weights"), r, strict=True)) for r in rows(db, "weights")]
+    exported = [dict(zip(columns("quantities"), r, strict=True)) for r in rows(db, "quantities")]
     assert {r["quantity"] for r in exported} == {LOSS.name, ERROR.name, "eval_at_bound"}  # (and every evaluation's)
     losses = [r for r in exported if r["quantity"] == LOSS.name]
     assert len(losses) == 200 and all(r["value"] > 0 and r["min"] is None for r in losses)  # one value per update
@@ -289,7 +289,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
 
     runs = list_runs(db)
     model = Model()
-    shown = [model.answer(db, runs, Request(view="weights", cursor=run_id, quantity=i)) for i in range(4)]
+    shown = [model.answer(db, runs, Request(view="quantities", cursor=run_id, quantity=i)) for i in range(4)]
     titles = [data.histogram.title for data in shown]  # type: ignore[union-attr]
     # λ first when logged, then by name: every evaluation's share at the bounds, then the correction's two
     assert titles[0].startswith("share of eval actions at the bounds histogram, run 1: evaluation at step")

@@ -327,7 +327,7 @@ def test_rows_off_screen_catch_up_when_they_scroll_into_view(tmp_path: Path) -> 
                 db.conn.execute("UPDATE runs SET status = 'running', last_return = 1234.5")
             db.close()
             first, last = (str(ids[0]), str(ids[-1]))
-            app._wake.set()
+            app.wake.set()
             await until(pilot, lambda: "1,234.5" in str(table.get_row(first)[12]))
             assert "1,234.5" not in str(table.get_row(last)[12])  # off screen: noted, not drawn
             polls = app.polls

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 from textual.pilot import Pilot
 
 from offpoc_tui.dashboard.app import Dashboard
@@ -60,7 +61,7 @@ async def press_everything(app: Dashboard, pilot: Pilot, presses: int = 30) -> N
         await press(app, pilot, view, trail)
         for key in KEYS:
             await press(app, pilot, key, trail)
-            if app.request.view != {"1": "runs", "2": "curves", "3": "weights", "4": "compare", "5": "detail"}[view]:
+            if app.request.view != {"1": "runs", "2": "curves", "3": "quantities", "4": "compare", "5": "detail"}[view]:
                 await press(app, pilot, view, trail)  # enter opened the detail, x or r a notice: back
         for _ in range(2):  # grouped and not, each band
             await press(app, pilot, "g", trail)
@@ -150,3 +151,15 @@ def test_the_published_curves_beside_own_runs(reference_store: Path, tmp_path: P
 
 def sizes() -> Iterator[tuple[int, int]]:
     yield from ((80, 24), (160, 45))
+
+
+def test_every_view_has_a_pane_a_key_and_its_data() -> None:
+    """A view is a data module in ``model.VIEWS`` and a pane in ``panes.PANES``: the two tables name the same
+    views, and each pane's number key switches to it."""
+    from offpoc_tui.dashboard.keys import KEYS
+    from offpoc_tui.dashboard.model import VIEWS
+    from offpoc_tui.dashboard.panes import PANES
+
+    assert [p.view for p in PANES] == list(VIEWS)
+    keyed = {b.key: b.action for b in KEYS if isinstance(b, Binding)}
+    assert [keyed[str(n)] for n in range(1, len(PANES) + 2)] == ["view('runs')", *(f"view('{p.view}')" for p in PANES)]

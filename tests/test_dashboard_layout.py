@@ -152,7 +152,7 @@ def test_ticks_read_as_numbers_and_wall_time_in_a_unit_that_fits(dashboard_store
     figure = Model().answer(db, runs, Request(view="curves", run_ids=(1,), wall_time=True)).figure  # type: ignore[union-attr]
     assert isinstance(figure, LinesFigure) and figure.xlabel == "wall time (min)"  # 20,000 steps in 167 s
     assert "hidden" not in figure.title  # nothing imported to hide
-    heat = Model().answer(db, runs, Request(view="weights", cursor=4, heatmap=True)).training  # type: ignore[union-attr]
+    heat = Model().answer(db, runs, Request(view="quantities", cursor=4, heatmap=True)).training  # type: ignore[union-attr]
     assert isinstance(heat, MatrixFigure) and heat.x == (2000.0, 20000.0) and heat.y == (1.0, 0.0)
     assert heat.xlabel == "environment steps (interval end)" and "row" not in heat.title
     db.close()

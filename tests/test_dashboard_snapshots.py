@@ -60,8 +60,8 @@ def ready(plot_id: str | None, keys: tuple[str, ...]) -> Callable[[Pilot], Any]:
         pytest.param(None, (), id="runs"),
         pytest.param("curves-plot", ("2",), id="curves"),  # a line per run: the legend names each
         pytest.param("curves-plot", ("2", "g"), id="curves-grouped"),
-        pytest.param("weights-training", ("3",), id="weights"),
-        pytest.param("weights-training", ("3", "h"), id="weights-heatmap"),
+        pytest.param("quantities-training", ("3",), id="quantities"),
+        pytest.param("quantities-training", ("3", "h"), id="quantities-heatmap"),
         pytest.param("compare-plot", ("4",), id="compare"),
         pytest.param("detail-losses", ("5",), id="detail"),
         pytest.param(None, ("question_mark",), id="help"),

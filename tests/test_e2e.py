@@ -34,7 +34,7 @@ def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     evaluations = export(db, "evaluations")
     assert [int(r["step"]) for r in evaluations] == [0, 1000, 2000, 3000]
     assert all(r["algo"] == "td3" and r["correction"] == "acoffpoc" and r["divergence"] == "jsd" for r in evaluations)
-    every = export(db, "weights")
+    every = export(db, "quantities")
     weights = [r for r in every if r["quantity"] == "lambda"]
     assert len(weights) == 2500 and [int(r["step"]) for r in weights] == list(range(501, 3001))
     assert all(0.0 <= float(r["value"]) <= 1.0 for r in weights)
@@ -75,7 +75,7 @@ def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Pa
     kept = [r for r in after if int(r["step"]) <= checkpointed]  # past the checkpoint: the resumed run's
     assert kept and all(before[int(r["step"])] == r["return_mean"] for r in kept)
     assert runs(db)[1]["status"] == "finished"
-    logged = export(db, "weights")
+    logged = export(db, "quantities")
     for quantity in {r["quantity"] for r in logged}:  # each quantity's values: every step once, in order
         weight_steps = [int(r["step"]) for r in logged if r["quantity"] == quantity]
         assert weight_steps == sorted(set(weight_steps)), quantity

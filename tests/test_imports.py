@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 
 from offpoc_tui.cli import app
 from store import SCHEMA_VERSION, open_store
-from store.codec import encode_weights
-from store.reader import histograms, quantities, weight_rows
+from store.codec import encode_values
+from store.reader import histograms, quantities, quantity_rows
 from store.schema import _V1
 from tests.conftest import REFERENCE_CURVES, needs_reference
 
@@ -365,7 +365,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
             " VALUES ('old', 'td3', 'Hopper-v4', 'none', 0, '{}', 'finished', 1000, 0)"
         )
         conn.execute("INSERT INTO evaluations VALUES (1, 1, 1000, 12.5, 321.0, 4.0, 50.0, '[321.0]', '[50]')")
-        blob = encode_weights(np.array([[0.25], [0.5]]))
+        blob = encode_values(np.array([[0.25], [0.5]]))
         conn.execute("INSERT INTO weights VALUES (1, 1, 1, 501, 2, 'lambda', 0.375, ?)", [blob])
         conn.execute("INSERT INTO histograms VALUES (1, 1, 1000, '[1, 1]')")
     db = open_store(path)
@@ -377,7 +377,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
     names = {m["correction"]: (m["paper_name"], m["method_option"]) for m in json.loads(meta["methods"])}
     assert names["acoffpoc"] == ("AC-Off-POC", "divergence") and names["ris-off-pac"] == ("RIS-Off-PAC", None)
     # Schema 4: the weights and histograms stored are λ's.
-    stored = list(weight_rows(db, 1))
+    stored = list(quantity_rows(db, 1))
     assert [(u, step, names) for u, step, names, _ in stored] == [(1, 501, ("lambda",)), (2, 502, ("lambda",))]
     np.testing.assert_allclose([v[0] for *_, v in stored], [0.25, 0.5], atol=1e-5)
     assert [(r, step, c.tolist()) for r, step, c in histograms(db, [1])] == [(1, 1000, [1, 1])]

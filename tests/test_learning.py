@@ -44,11 +44,11 @@ def test_ddpg_with_ac_off_poc_learns_pendulum_without_saturating() -> None:
     (measured at 15k steps: 18-28% of evaluation actions at the bounds, plain DDPG 21-34%; a frozen actor
     reads 100%)."""
     sink = learns_pendulum("ddpg", "acoffpoc")
-    shares = sink.weight_values("eval_at_bound")[:, 0]
+    shares = sink.quantity_values("eval_at_bound")[:, 0]
     assert len(shares) == len(sink.evals)  # one per evaluation
     print(f"evaluation actions at the bounds, last 3 evaluations: {shares[-3:].round(2).tolist()}")
     assert shares[-3:].mean() < 0.5
-    assert sink.weight_values("at_bound")[-1000:, 0].mean() < 0.9  # the replayed states too, last 1,000 updates
+    assert sink.quantity_values("at_bound")[-1000:, 0].mean() < 0.9  # the replayed states too, last 1,000 updates
 
 
 def learns_pendulum(algo: str, correction: str, sampler: str = "uniform") -> RecordingSink:
@@ -67,9 +67,9 @@ def learns_pendulum(algo: str, correction: str, sampler: str = "uniform") -> Rec
     Trainer(config, sink).run()
     final = float(np.mean([e.return_mean for e in sink.evals[-3:]]))
     first = sink.evals[0].return_mean
-    trained = [b for b in sink.weights if b.quantity.name != "eval_at_bound"]
+    trained = [b for b in sink.blocks if b.quantity.name != "eval_at_bound"]
     logged = trained[0].quantity if trained else None  # λ, or a competitor's first quantity
-    weights = sink.weight_values(logged.name) if logged else np.zeros((0, 1))
+    weights = sink.quantity_values(logged.name) if logged else np.zeros((0, 1))
     lam = f", mean {logged.label} {weights[:, 0].mean():.3f}" if logged else ""
     print(f"\n{algo} + {correction} ({sampler}): return {first:.0f} at step 0 -> {final:.0f} (last 3 evaluations){lam}")
     assert final > LEARNED

@@ -11,7 +11,7 @@ from store.runs import create_runs
 from tests.processes import offpoc
 from tests.storefill import fill, spec
 
-TABLES = ("evaluations", "episodes", "train", "weights", "histograms", "quantities")
+TABLES = ("evaluations", "episodes", "train", "quantity_blocks", "histograms", "quantities")
 
 
 def digest(path: Path) -> str:

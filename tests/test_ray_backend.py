@@ -81,7 +81,7 @@ def test_runs_on_a_local_cluster_survive_a_killed_worker_and_stop_with_a_checkpo
     assert evaluations == list(range(0, 4001, 500))  # every evaluation exactly once
     if killed["steps"] >= killed["checkpoint_step"] + 500:  # it had evaluated past its checkpoint (as a rule):
         assert run_row(db, 1)["revision"] == 1  # the retried task replaced those records with its own
-    weights = [int(r["step"]) for r in export(db, "weights", "--run", "1") if r["quantity"] == "lambda"]
+    weights = [int(r["step"]) for r in export(db, "quantities", "--run", "1") if r["quantity"] == "lambda"]
     assert weights == list(range(weights[0], 4001))  # no gap, nothing twice
 
     wait_for(lambda: run_row(db, 2)["steps"] >= 1200, what="run 2 past step 1200")

@@ -22,7 +22,13 @@ from tests.processes import SMALL, offpoc, run_row, wait_for
 
 RUN = ["td3", "Pendulum-v1", "--correction", "acoffpoc", *SMALL, "--steps", "5000", "--eval-freq", "250",
        "--set", "checkpoint_every=1700"]  # fmt: skip
-PAST = {"evaluations": "step", "episodes": "step", "train": "step", "weights": "first_step", "histograms": "step"}
+PAST = {
+    "evaluations": "step",
+    "episodes": "step",
+    "train": "step",
+    "quantity_blocks": "first_step",
+    "histograms": "step",
+}
 
 
 def trajectory(db: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -31,7 +37,7 @@ def trajectory(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         "evaluations": "SELECT step, return_mean, return_std, returns, lengths FROM evaluations",
         "episodes": "SELECT step, episode, return, length FROM episodes",
         "train": "SELECT step, updates, critic_loss, actor_loss, q_mean, alpha FROM train",
-        "weights": "SELECT quantity, first_update, first_step, count, mean, data FROM weights",
+        "quantity_blocks": "SELECT quantity, first_update, first_step, count, mean, data FROM quantity_blocks",
         "histograms": "SELECT quantity, step, counts FROM histograms",
     }
     conn = sqlite3.connect(db)

@@ -229,11 +229,11 @@ def test_smoke_two_thousand_steps(algo: str, sampler: str) -> None:
     result = Trainer(config, sink).run()
     assert result.status == "finished" and result.updates == 1000
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
-    logged = {b.quantity.name for b in sink.weights}
+    logged = {b.quantity.name for b in sink.blocks}
     assert ({"per_beta", "per_weight"} <= logged) == (sampler == "per")
     assert ({"ero_kept", "ero_reward", "ero_fallback"} <= logged) == (sampler == "ero")
     if sampler == "per":
-        beta = np.concatenate([b.values[:, 0] for b in sink.weights if b.quantity.name == "per_beta"])
+        beta = np.concatenate([b.values[:, 0] for b in sink.blocks if b.quantity.name == "per_beta"])
         np.testing.assert_allclose(beta, 0.4 + 2e-7 * np.arange(1000), rtol=1e-6)
 
 

@@ -15,11 +15,11 @@ from agents import RecordingSink, TrainConfig, Trainer
 from agents.algorithms.base import DECAY_SHARE
 from agents.algorithms.deterministic import AT_BOUND
 from agents.evaluation import EVAL_AT_BOUND
-from offpoc_tui.dashboard.caches import WeightCache
+from offpoc_tui.dashboard.caches import QuantityCache
 from offpoc_tui.runtime.lifecycle import StoreSink
 from store import open_store
 from store.links import opened
-from store.reader import weight_rows
+from store.reader import quantity_rows
 from store.runs import create_runs
 from store.writer import RunWriter
 from tests.storefill import spec
@@ -46,7 +46,7 @@ def test_a_ddpg_run_records_the_share_per_update_for_the_weights_view() -> None:
                               eval_freq=600, eval_episodes=1, batch_size=32)  # fmt: skip
     sink = RecordingSink()
     Trainer(config, sink).run()
-    values = sink.weight_values(AT_BOUND.name)
+    values = sink.quantity_values(AT_BOUND.name)
     assert values.shape == (400, 1) and ((values >= 0) & (values <= 1)).all()
     assert {h.quantity for h in sink.histograms} == {
         AT_BOUND,
@@ -63,7 +63,7 @@ def test_each_evaluation_records_the_share_of_its_actions_at_the_bounds(algo: st
     sink = RecordingSink()
     trainer = Trainer(config, sink)
     trainer.run()
-    blocks = [b for b in sink.weights if b.quantity == EVAL_AT_BOUND]
+    blocks = [b for b in sink.blocks if b.quantity == EVAL_AT_BOUND]
     assert [int(b.steps[0]) for b in blocks] == [e.step for e in sink.evals] == [0, 200, 400]
     assert all(len(b.steps) == 1 and 0 <= b.values[0, 0] < 0.5 for b in blocks)  # a fresh actor: far from ±1
     actor = trainer.agent.actor  # the output layer's bias, before tanh (SAC's: the mean's half)
@@ -71,7 +71,7 @@ def test_each_evaluation_records_the_share_of_its_actions_at_the_bounds(algo: st
     with torch.no_grad():
         bias.fill_(50.0)  # tanh(50): every action at its upper bound
     trainer._evaluate(0.0)
-    assert sink.weights[-1].quantity == EVAL_AT_BOUND and float(sink.weights[-1].values[0, 0]) == 1.0
+    assert sink.blocks[-1].quantity == EVAL_AT_BOUND and float(sink.blocks[-1].values[0, 0]) == 1.0
 
 
 def test_td3s_every_other_update_values_are_stored_as_blocks_with_a_stride(tmp_path: Path) -> None:
@@ -85,18 +85,18 @@ def test_td3s_every_other_update_values_are_stored_as_blocks_with_a_stride(tmp_p
     sink = RecordingSink()
     Trainer(config, Both(StoreSink(writer), sink)).run()  # type: ignore[arg-type]
     writer.flush(600, 400)
-    blocks = db.execute("SELECT count, stride FROM weights WHERE quantity = 'at_bound'").fetchall()
+    blocks = db.execute("SELECT count, stride FROM quantity_blocks WHERE quantity = 'at_bound'").fetchall()
     assert blocks == [(200, 2)]
-    stored = list(weight_rows(db, run_id, AT_BOUND.name))
+    stored = list(quantity_rows(db, run_id, AT_BOUND.name))
     assert [u for u, *_ in stored] == list(range(2, 401, 2)) and [s for _, s, *_ in stored] == list(range(202, 601, 2))
-    np.testing.assert_allclose([v[0] for *_, v in stored], sink.weight_values(AT_BOUND.name)[:, 0], atol=1e-4)
-    assert opened(db, run_id).last_step["weights", AT_BOUND.name] == 600  # where a resumed run goes on
-    cached = WeightCache().update(db, run_id, AT_BOUND.name)  # the Weights view's line: a block's middle step
+    np.testing.assert_allclose([v[0] for *_, v in stored], sink.quantity_values(AT_BOUND.name)[:, 0], atol=1e-4)
+    assert opened(db, run_id).last_step["quantity_blocks", AT_BOUND.name] == 600  # where a resumed run goes on
+    cached = QuantityCache().update(db, run_id, AT_BOUND.name)  # the Weights view's line: a block's middle step
     assert cached.steps == [401.0] and cached.spans == [400] and not cached.per_evaluation
     again = np.arange(2, 401, 2)  # the same values offered again (a record delivered twice): none stored twice
-    writer.add_weights(("at_bound",), again, again + 200, np.zeros((200, 1), np.float32), AT_BOUND)
+    writer.add_quantities(("at_bound",), again, again + 200, np.zeros((200, 1), np.float32), AT_BOUND)
     writer.flush(600, 400)
-    assert db.execute("SELECT COUNT(*) FROM weights WHERE quantity = 'at_bound'").fetchone()[0] == 1
+    assert db.execute("SELECT COUNT(*) FROM quantity_blocks WHERE quantity = 'at_bound'").fetchone()[0] == 1
 
 
 class Both:

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from store import SCHEMA_VERSION, StoreError, open_store
-from store.codec import MAX_ERROR, decode_weights, encode_weights, regular_runs
+from store.codec import MAX_ERROR, decode_values, encode_values, regular_runs
 from store.db import check_writable
 from store.export import columns, rows, write_rows
 from store.files import RunFiles
-from store.reader import list_runs, run_detail, weight_rows
+from store.reader import list_runs, quantity_rows, run_detail
 from store.runs import claim, create_runs, delete_runs, finish, reap_lost, requeue, resolve
 from store.writer import RunWriter
 from tests.storefill import fill, spec
@@ -28,7 +28,9 @@ def test_new_store_has_schema_wal_and_marker(tmp_path: Path) -> None:
     db = open_store(tmp_path / "s.db", create=True)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert db.journal_mode == "wal"
-    assert {"runs", "evaluations", "episodes", "train", "weights", "histograms", "meta"} <= set(db.table_names())
+    assert {"runs", "evaluations", "episodes", "train", "quantity_blocks", "histograms", "meta"} <= set(
+        db.table_names()
+    )
     db.close()
     open_store(tmp_path / "s.db").close()  # reopening is fine
 
@@ -79,7 +81,7 @@ def test_check_writable_writes_nothing(tmp_path: Path) -> None:
 def test_weights_round_trip_within_quantisation_error() -> None:
     values = np.random.default_rng(0).uniform(0, 1, (1000, 8)).astype(np.float32)
     values[0] = [0, 1, 0.5, 1e-9, 1 - 1e-9, 0.25, 0.75, 0.123456]
-    decoded = decode_weights(encode_weights(values), 8, 1000)
+    decoded = decode_values(encode_values(values), 8, 1000)
     assert decoded.shape == values.shape
     assert np.abs(decoded - values).max() <= MAX_ERROR + 1e-7
     assert decoded[0, 0] == 0.0 and decoded[0, 1] == 1.0
@@ -87,10 +89,10 @@ def test_weights_round_trip_within_quantisation_error() -> None:
 
 def test_quantities_off_the_unit_interval_round_trip_as_float32() -> None:
     values = np.random.default_rng(1).uniform(-5, 50, (7, 1)).astype(np.float32)
-    np.testing.assert_array_equal(decode_weights(encode_weights(values, unit=False), 1, 7), values)
+    np.testing.assert_array_equal(decode_values(encode_values(values, unit=False), 1, 7), values)
     # One row of 2 columns at 16 bits is as long as one value at 32: the count tells them apart.
     pair = np.array([[0.25, 0.5]])
-    np.testing.assert_allclose(decode_weights(encode_weights(pair), 2, 1), pair, atol=MAX_ERROR)
+    np.testing.assert_allclose(decode_values(encode_values(pair), 2, 1), pair, atol=MAX_ERROR)
 
 
 def test_regular_runs_split_where_the_stride_changes() -> None:
@@ -114,13 +116,13 @@ def test_writer_buffers_until_flush_and_updates_progress(tmp_path: Path) -> None
     writer.tick(0, 0)
     assert db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 0  # batched, not yet written
     writer.add_eval(1000, 9.0, 7.5, 1.0, [7.5], [20])
-    writer.add_weights(("lambda",), np.arange(1, 11), np.arange(501, 511), np.full((10, 1), 0.25, np.float32))
+    writer.add_quantities(("lambda",), np.arange(1, 11), np.arange(501, 511), np.full((10, 1), 0.25, np.float32))
     writer.flush(1000, 500)
     run = list_runs(db)[0]
     assert (run["steps"], run["updates"], run["last_return"], run["best_return"]) == (1000, 500, 7.5, 7.5)
     assert run["mean_lambda"] == pytest.approx(0.25, abs=1e-4)
     assert [r["step"] for r in db.query("SELECT step FROM evaluations ORDER BY step")] == [0, 1000]
-    decoded = list(weight_rows(db, run_id))
+    decoded = list(quantity_rows(db, run_id))
     assert [(u, s) for u, s, _, _ in decoded] == [(u, u + 500) for u in range(1, 11)]
 
 
@@ -162,17 +164,17 @@ def test_resumed_writer_never_writes_a_step_twice(tmp_path: Path) -> None:
     first = RunWriter(db, run_id)
     for step in (0, 1000, 2000):
         first.add_eval(step, step, float(step), 0.0, [float(step)], [1])
-    first.add_weights(("lambda",), np.arange(1, 1501), np.arange(501, 2001), np.full((1500, 1), 0.5, np.float32))
+    first.add_quantities(("lambda",), np.arange(1, 1501), np.arange(501, 2001), np.full((1500, 1), 0.5, np.float32))
     first.flush(2000, 1500)
     # A second writer opened on the run (no rewind) skips the steps the run has stored.
     second = RunWriter(db, run_id)
     for step in (2000, 3000):
         second.add_eval(step, step, -1.0, 0.0, [-1.0], [1])
-    second.add_weights(("lambda",), np.arange(501, 2501), np.arange(1001, 3001), np.full((2000, 1), 0.9, np.float32))
+    second.add_quantities(("lambda",), np.arange(501, 2501), np.arange(1001, 3001), np.full((2000, 1), 0.9, np.float32))
     second.flush(3000, 2500)
     evals = db.execute("SELECT step, return_mean FROM evaluations ORDER BY step").fetchall()
     assert evals == [(0, 0.0), (1000, 1000.0), (2000, 2000.0), (3000, -1.0)]  # the first writer's 2000 stays
-    steps = [s for _, s, _, _ in weight_rows(db, run_id)]
+    steps = [s for _, s, _, _ in quantity_rows(db, run_id)]
     assert steps == list(range(501, 3001))  # each step once, in order
 
 
@@ -199,14 +201,14 @@ def test_claim_finish_reap_requeue_delete(tmp_path: Path) -> None:
     delete_runs(db, path, [a])
     assert not files.run_dir(a).exists() and files.owned()
     assert [r["id"] for r in list_runs(db)] == [b]
-    assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("evaluations", "weights"))
+    assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("evaluations", "quantity_blocks"))
 
 
 def test_run_detail_counts(filled_store: Path) -> None:
     db = open_store(filled_store)
     detail = run_detail(db, 3)
     assert detail is not None
-    assert detail["counts"] == {"evaluations": 4, "episodes": 60, "train": 3, "histograms": 1, "weights": 2500}
+    assert detail["counts"] == {"evaluations": 4, "episodes": 60, "train": 3, "histograms": 1, "quantities": 2500}
     assert detail["config"]["algo"] == "sac"
     assert detail["evaluated_steps"] == [0, 3000]
 
@@ -225,10 +227,10 @@ def test_export_evaluations_csv_has_metadata_first(filled_store: Path) -> None:
 
 def test_export_weights_expands_blocks(filled_store: Path) -> None:
     db = open_store(filled_store)
-    td3 = list(rows(db, "weights", run_ids=[2]))
+    td3 = list(rows(db, "quantities", run_ids=[2]))
     assert len(td3) == 2500 and td3[0][6:11] == ("uniform", 0, "lambda", 1, 501)  # sampler, seed, ...
     assert td3[0][11] is not None and td3[0][12] is None  # the value only
-    sac = list(rows(db, "weights", run_ids=[3]))
+    sac = list(rows(db, "quantities", run_ids=[3]))
     assert all(v is not None for v in sac[0][11:])  # mean and the summary
     assert all(0.0 <= v <= 1.0 for row in sac[:100] for v in row[11:])
 

@@ -42,6 +42,6 @@ def test_ps_keeps_whole_columns_by_priority(
 
 
 def test_the_weights_header_never_shows_a_negative_interval() -> None:
-    from offpoc_tui.dashboard.weights_pane import interval_text
+    from offpoc_tui.dashboard.quantities_pane import interval_text
 
     assert interval_text(-1) == "latest" and interval_text(-3) == "earlier (its step in the title)"

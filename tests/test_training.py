@@ -31,11 +31,11 @@ def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
     stats = [s for s in sink.stats if s.critic_loss is not None]
     assert [s.step for s in stats] == [1000, 1500, 2000] and all(np.isfinite(s.critic_loss) for s in stats)
     assert all(s.sps > 0 for s in sink.stats)
-    weights = sink.weight_values()
+    weights = sink.quantity_values()
     own = {"at_bound"} if algo != "sac" else set()  # DDPG's and TD3's share of actions at the bounds
     own |= {"eval_at_bound"}  # every algorithm's, per evaluation
     own |= {"decay_share"} if algo == "ddpg" else set()  # DDPG's critic has a weight decay
-    assert [int(b.steps[0]) for b in sink.weights if b.quantity.name == "eval_at_bound"] == [0, 1000, 2000]
+    assert [int(b.steps[0]) for b in sink.blocks if b.quantity.name == "eval_at_bound"] == [0, 1000, 2000]
     assert {h.quantity.name for h in sink.histograms} - {"lambda", "lambda_ess"} == own
     if correction == "none":
         assert weights.shape[0] == 0 and {h.quantity.name for h in sink.histograms} == own
@@ -44,12 +44,12 @@ def test_smoke_two_thousand_steps(algo: str, correction: str) -> None:
     active = 1001
     assert weights.shape[0] == active
     assert np.all((weights >= 0) & (weights <= 1)) and np.isfinite(weights).all()
-    steps = np.concatenate([block.steps for block in sink.weights if block.quantity.name == "lambda"])
+    steps = np.concatenate([block.steps for block in sink.blocks if block.quantity.name == "lambda"])
     assert steps[-1] == 2000 and np.all(np.diff(steps) == 1)
     lambdas = [h for h in sink.histograms if h.quantity.name == "lambda"]
     assert sum(int(h.counts.sum()) for h in lambdas) == active * (256 if algo == "sac" else 1)
     if algo == "sac":  # and how many transitions each update rested on: (Σλ)²/Σλ² ∈ [1, B]
-        ess = sink.weight_values("lambda_ess")[:, 0]
+        ess = sink.quantity_values("lambda_ess")[:, 0]
         assert len(ess) == active and np.all((ess >= 1) & (ess <= 256 + 1e-3))
 
 
@@ -104,8 +104,8 @@ def test_stop_checkpoints_and_resume_continues_from_the_same_step(tmp_path: Path
     assert all(r.status == "finished" and r.step == 2000 for r in results)
     assert [e.return_mean for e in sinks[0].evals] == [e.return_mean for e in sinks[1].evals]
     assert [e.step for e in sinks[0].evals] == [2000]  # no evaluation step is repeated
-    np.testing.assert_array_equal(sinks[0].weight_values(), sinks[1].weight_values())
-    first_update = next(b for b in sinks[0].weights if b.quantity.name == "lambda").updates[0]
+    np.testing.assert_array_equal(sinks[0].quantity_values(), sinks[1].quantity_values())
+    first_update = next(b for b in sinks[0].blocks if b.quantity.name == "lambda").updates[0]
     assert first_update == result.updates + 1
 
 

@@ -113,8 +113,8 @@ def test_no_process_loses_the_wal_and_every_committed_record_is_kept(tmp_path: P
             episodes = [r[0] for r in conn.execute("SELECT episode FROM episodes WHERE run_id = ? ORDER BY step",
                                                    [run_id])]  # fmt: skip
             assert episodes == list(range(len(episodes))) and len(episodes) >= STEPS // 200 - 1, (run_id, episodes)
-            blocks = conn.execute("SELECT first_step, count FROM weights WHERE run_id = ? AND quantity = 'lambda'"
-                                  " ORDER BY first_step", [run_id]).fetchall()  # fmt: skip
+            blocks = conn.execute("SELECT first_step, count FROM quantity_blocks WHERE run_id = ?"
+                                  " AND quantity = 'lambda' ORDER BY first_step", [run_id]).fetchall()  # fmt: skip
             steps = [s for first, count in blocks for s in range(first, first + count)]
             assert steps == list(range(steps[0], STEPS + 1)), run_id
             assert conn.execute("SELECT status, steps FROM runs WHERE id = ?", [run_id]).fetchone() == (

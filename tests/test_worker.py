@@ -37,7 +37,7 @@ def test_everything_before_a_checkpoint_is_in_the_store_when_it_is_written(tmp_p
     # No final flush: as if the worker died right after its last checkpoint. The run's progress
     # went with each checkpoint: with no timed flush, nothing else would have written it.
     assert saved == [(600, 600), (1200, 1200)]
-    weights = db.execute("SELECT MAX(first_step + (count - 1) * stride) FROM weights").fetchone()[0]
+    weights = db.execute("SELECT MAX(first_step + (count - 1) * stride) FROM quantity_blocks").fetchone()[0]
     assert weights == 1200  # the partial weight block was stored with the checkpoint
     run = db.execute("SELECT checkpoint_step FROM runs").fetchone()[0]
     assert run == 1200

@@ -12,8 +12,9 @@ import torch
 
 from agents import plugins
 from agents.algorithms import ddpg, sac, td3
-from agents.algorithms.base import ActorCritic, SoftUpdate, UpdateStats, hand_written, reduce_loss
+from agents.algorithms.base import ActorCritic, UpdateStats, hand_written
 from agents.algorithms.ddpg import DDPG
+from agents.algorithms.losses import SoftUpdate, reduce_loss
 from agents.algorithms.sac import SAC
 from agents.algorithms.td3 import TD3
 from agents.config import AlgorithmDefaults, ConfigError, TrainConfig

@@ -1,4 +1,4 @@
-"""The update every algorithm shares, and the one place where weights enter.
+"""The update every algorithm shares; weights enter it in one place (:mod:`agents.algorithms.losses`).
 
 An algorithm supplies its networks, its critic target, its actor loss and its
 schedule; :meth:`ActorCritic.update` does the rest, identically for DDPG, TD3
@@ -29,13 +29,22 @@ results (``tests/test_backends.py``):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from agents.algorithms.losses import (
+    SoftUpdate,
+    adam,
+    grad_norm,
+    loss_coefficients,
+    set_grads,
+    total_weight,
+    weighted_sum,
+)
 from agents.algorithms.memo import PolicyMemo
 from agents.config import ConfigError, TrainConfig
 from agents.corrections.base import NO_WEIGHTS, Correction, PolicyKind, Weights
@@ -49,78 +58,6 @@ DECAY_SHARE = Quantity("decay_share", "decay's share of the critic's gradient")
 """Per update with a critic weight decay, ‖d‖ / (‖g‖ + ‖d‖) of the gradient the critic's Adam receives, g
 the TD term's part and d the decay's (in whichever ``critic_decay_form``): 0 without decay, near 1 when
 the decay drives the critic. With the decay in Adam, a λ < 1 shrinks g alone and raises it (issue 49)."""
-
-
-def loss_coefficients(weight: Tensor | None, batch_size: int, normalised: bool = True) -> Tensor | float:
-    """The c_i of L = Σ_i c_i ℓ_i, i.e. ∂L/∂ℓ_i: the only place weights enter.
-
-    - ``None``: ``1 / B``, so L = mean_i ℓ_i (the plain algorithm);
-    - 0-d λ (per batch, paper eqs. 4-5): ``λ / B``, so L = λ · mean_i ℓ_i;
-    - (B, 1) λ_i (per transition): ``λ_i / Σ λ_j``, so L = Σ λ_i ℓ_i / Σ λ_j, a weighted mean however small
-      the λ_i (AC-Off-POC's SAC variant); all zero gives L = 0; with ``normalised`` false, ``λ_i / B``:
-      L = mean_i λ_i ℓ_i (importance weights).
-    """
-    if weight is None:
-        return 1.0 / batch_size
-    if weight.ndim == 0 or not normalised:
-        return weight / batch_size
-    # Guarded against Σ λ_j = 0 only: a floor any larger (the smallest λ is e⁻⁸⁰) would turn a batch of
-    # tiny λ_i into a vanishing update instead of a weighted mean.
-    return weight / weight.sum().clamp_min(torch.finfo(weight.dtype).tiny)
-
-
-def total_weight(weight: Tensor | None, normalised: bool = True) -> Tensor | float:
-    """Σ_i c_i of :func:`loss_coefficients`: 1 for the plain mean, λ for a per-batch λ; for per-transition
-    λ_i, 1 normalised (0 when every λ_i is 0), mean λ_i otherwise."""
-    if weight is None:
-        return 1.0
-    if weight.ndim == 0:
-        return weight
-    return (weight.sum() > 0).to(weight.dtype) if normalised else weight.mean()
-
-
-def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:
-    """L = Σ_i c_i ℓ_i for (B, 1) or (E, B, 1) per-sample losses."""
-    return (coefficients * per_sample).sum()
-
-
-def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
-    """Reduce (B, 1) per-sample losses to the scalar L = Σ_i c_i ℓ_i (see :func:`loss_coefficients`)."""
-    return weighted_sum(per_sample, loss_coefficients(weight, per_sample.shape[0]))
-
-
-def _set_grads(module: nn.Module, loss: Tensor) -> None:
-    """∂loss/∂θ into the ``.grad`` of ``module``'s parameters alone (the optimiser's step reads it)."""
-    params = list(module.parameters())
-    for param, grad in zip(params, torch.autograd.grad(loss, params), strict=True):
-        param.grad = grad
-
-
-def _norm(tensors: list[Tensor]) -> Tensor:
-    """The 2-norm of a list of tensors taken as one vector."""
-    return torch.stack(torch._foreach_norm(tensors)).norm()
-
-
-class SoftUpdate:
-    """Polyak averaging θ' ← τθ + (1 − τ)θ' of a target network, one fused call per update.
-
-    The parameter lists are collected once: walking the module tree every step
-    costs more than the arithmetic.
-    """
-
-    def __init__(self, target: nn.Module, source: nn.Module, tau: float) -> None:
-        self.target: list[Tensor] = list(target.parameters())
-        self.source: list[Tensor] = list(source.parameters())
-        self.tau = tau
-
-    def __call__(self) -> None:
-        with torch.no_grad():
-            torch._foreach_lerp_(self.target, self.source, self.tau)
-
-
-def adam(params: Iterable[Tensor], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
-    """Adam with the fused kernel (one kernel for all parameters, CPU and CUDA)."""
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
 
 
 class UpdateStats(NamedTuple):
@@ -341,9 +278,9 @@ class ActorCritic(ABC):
             self._decay_share = None
             return
         grads: list[Tensor] = [p.grad for p in self._critic_params]  # type: ignore[misc]
-        td = _norm(grads)
+        td = grad_norm(grads)
         if self._adam_decay:  # Adam adds wd·θ to the gradient itself
-            decay = _norm(self._critic_params) * self._adam_decay
+            decay = grad_norm(self._critic_params) * self._adam_decay
         else:
             scale = total_weight(weights.critic, weights.normalised)
             if isinstance(scale, Tensor) and scale.device.type == "cpu":
@@ -352,7 +289,7 @@ class ActorCritic(ABC):
                 torch._foreach_add_(grads, torch._foreach_mul(self._critic_params, scale * self.critic_decay))
             else:
                 torch._foreach_add_(grads, self._critic_params, alpha=scale * self.critic_decay)
-            decay = _norm(self._critic_params) * (scale * self.critic_decay)
+            decay = grad_norm(self._critic_params) * (scale * self.critic_decay)
         self._decay_share = decay / (td + decay).clamp_min(torch.finfo(td.dtype).tiny)
 
     def _actor_inputs(
@@ -409,7 +346,7 @@ class ActorCritic(ABC):
         self._last_q = q.detach()
         critic_c = c if batch.importance is None else c * batch.importance
         critic_loss = weighted_sum(self.critic_loss(q, y), critic_c)
-        _set_grads(self.critic, critic_loss)
+        set_grads(self.critic, critic_loss)
         with torch.no_grad():
             self._add_critic_decay(weights)
         self._critic_adam()
@@ -422,7 +359,7 @@ class ActorCritic(ABC):
             own = correction is not None and correction.overrides_actor_loss
             per_sample = correction.actor_loss(self, obs, batch) if own else self.actor_loss(obs)  # type: ignore[union-attr]
             actor_loss = weighted_sum(per_sample, actor_c)
-            _set_grads(self.actor, actor_loss)
+            set_grads(self.actor, actor_loss)
             self._actor_adam()
             self.after_actor_step()
 

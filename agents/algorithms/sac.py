@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agents.algorithms.base import Action, ActorCritic, adam
+from agents.algorithms.base import Action, ActorCritic
+from agents.algorithms.losses import adam
 from agents.config import AlgorithmDefaults
 from agents.networks import LOG_STD_MAX, LOG_STD_MIN, GaussianPolicy, TwinCritic, squashed_sample
 from agents.optim import AdamStep

@@ -13,7 +13,7 @@ A correction whose work serves the actor step alone (``actor_only``) sits out th
 without one (TD3's delayed actor): they are the plain ones.
 
 A weight becomes the coefficients c_i at one reduction point
-(:func:`agents.algorithms.base.loss_coefficients`):
+(:func:`agents.algorithms.losses.loss_coefficients`):
 
 - ``None``: no correction, the plain mean;
 - a 0-d tensor λ (per batch): ``λ · mean_i(ℓ_i)``;

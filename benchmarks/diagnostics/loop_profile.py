@@ -109,7 +109,7 @@ def main() -> None:
     buffer.sample = timer.wrap("replay sample", sample)  # type: ignore[method-assign]
     agent.update = timer.wrap("update", update)  # type: ignore[method-assign]
     trainer.stats.add = timer.wrap("training statistics", trainer.stats.add)  # type: ignore[method-assign]
-    trainer.weights.add = timer.wrap("weight record", trainer.weights.add)  # type: ignore[method-assign]
+    trainer.quantities.add = timer.wrap("quantity record", trainer.quantities.add)  # type: ignore[method-assign]
     correction = trainer.correction
     if args.correction != "none":
         trainer.correction = TimedCorrection(correction, timer)  # type: ignore[assignment]

@@ -21,12 +21,12 @@ from typing import Any
 from agents.config import TrainConfig
 from agents.plugins import algorithm_names
 from store import open_store
-from store.reader import configs, list_runs, weight_rows
+from store.reader import configs, list_runs, quantity_rows
 
 
 def in_window(db: Any, run_id: int, quantity: str, low: int, high: int) -> list[float]:
     """A run's values of ``quantity`` logged at env steps in (low, high], in order."""
-    return [float(v[0]) for _, step, _, v in weight_rows(db, run_id, quantity) if low < step <= high]
+    return [float(v[0]) for _, step, _, v in quantity_rows(db, run_id, quantity) if low < step <= high]
 
 
 def window_mean(db: Any, run_id: int, quantity: str, low: int, high: int) -> float | None:

@@ -27,8 +27,8 @@ def export(
     table: Annotated[
         str,
         typer.Option(
-            help="evaluations, episodes, train, weights, runs, decisions (sequential studies); summary (the paper's"
-            " table), aggregate or improvement (across tasks)."
+            help="evaluations, episodes, train, quantities (λ and the other logged values; alias: weights), runs,"
+            " decisions (sequential studies); summary (the paper's table), aggregate or improvement (across tasks)."
         ),
     ] = "evaluations",
     format_: Annotated[
@@ -80,10 +80,21 @@ def export(
 ) -> None:
     """Tidy long tables, one row per observation led by its run's metadata; or final returns: the paper's
     summary, statistics across tasks (aggregate) and the probability of improving on the baseline."""
-    from store.export import FINAL_TABLES, FORMATS, SUMMARY_FORMATS, TABLES, columns, rows, write_rows, write_summary
+    from store.export import (
+        FINAL_TABLES,
+        FORMATS,
+        SUMMARY_FORMATS,
+        TABLE_ALIASES,
+        TABLES,
+        columns,
+        rows,
+        write_rows,
+        write_summary,
+    )
     from store.normalise import NORMALISATIONS
     from store.stats import LAST_EVALUATIONS, FinalWindow
 
+    table = TABLE_ALIASES.get(table, table)
     if table not in TABLES:
         fail(f"unknown table {table!r}: choose one of {', '.join(TABLES)}")
     if format_ == "tensorboard":  # every record of the runs: the table and the final tables' options do not apply

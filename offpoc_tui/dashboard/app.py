@@ -1,15 +1,12 @@
-"""``offpoc dashboard``: the Textual app, its keys, and the thread that polls the store.
+"""``offpoc dashboard``: the Textual app and its keys.
 
-The poller thread owns the SQLite connection and every data computation; it posts
-:mod:`.messages` to the UI, which only lays out what it receives. It answers the
-:class:`~.model.Request` of the tab on screen only, so hidden views cost nothing.
+The poller thread (:mod:`.poller`) owns the SQLite connection and every data computation; it posts
+:mod:`.messages` to the UI, which only lays out what it receives.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -17,80 +14,35 @@ from typing import Any, ClassVar
 
 from textual import events, on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.compare_pane import ComparePane
-from offpoc_tui.dashboard.curves_pane import CurvesPane
 from offpoc_tui.dashboard.data.compare import CompareData, compare_keys
-from offpoc_tui.dashboard.data.curves import CurvesData, group_settings
-from offpoc_tui.dashboard.data.detail import DetailData
+from offpoc_tui.dashboard.data.curves import group_settings
 from offpoc_tui.dashboard.detail_pane import DetailPane
 from offpoc_tui.dashboard.help_screen import HelpScreen
+from offpoc_tui.dashboard.keys import KEYS
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
-from offpoc_tui.dashboard.model import Model
+from offpoc_tui.dashboard.panes import PANES, Pane
+from offpoc_tui.dashboard.poller import IDLE_AFTER_S, POLL_S, poll
 from offpoc_tui.dashboard.request import SMOOTHING, Request
+from offpoc_tui.dashboard.run_control import CONFIRM_S, StopConfirmation, asking, control
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
-from offpoc_tui.dashboard.weights_pane import WeightsPane
-from store import StoreError, open_store
-from store.reader import list_runs
-from store.runs import RunRow, reap_lost
+from store.runs import RunRow
 from store.stats import BAND_KINDS, FinalWindow
 from store.tasks import source_of
-from store.variants import VariantLabels
 
-POLL_S = 1.0
-IDLE_AFTER_S = 30.0
-IDLE_POLL_S = 3.0
-"""With no key pressed nor mouse used for :data:`IDLE_AFTER_S`, the poller reads the store this often instead:
-an unattended dashboard beside live runs stays under 2% of a core (``benchmarks/dashboard_idle.py``). A
-key or a click brings the faster pace back at once."""
-REAP_EVERY_S = 10.0
-"""How often the poller marks runs whose worker died as lost (as ``offpoc ps`` does)."""
-WAKE_CHECK_S = 0.1
-CONFIRM_S = 3.0
-"""How long a first ``x`` waits for the second that stops the runs."""
 FILTER_HINT = "filter: env=Hopper correction=acoffpoc seed=0,1 (enter applies, esc closes)"
 
 
 class Dashboard(App[None]):
     CSS_PATH = "dashboard.tcss"
     TITLE = "offpoc"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "view('runs')", "Runs"),
-        Binding("2", "view('curves')", "Curves"),
-        Binding("3", "view('weights')", "Weights"),
-        Binding("4", "view('compare')", "Compare"),
-        Binding("5", "view('detail')", "Detail"),
-        Binding("slash", "filter", "Filter"),
-        Binding("space", "toggle_select", "Select"),
-        Binding("a", "select_all", "All/none"),
-        Binding("s", "sort", "Sort"),
-        Binding("S", "sort_reverse", "Reverse sort", show=False),
-        Binding("g", "group", "Group"),
-        Binding("w", "wall_time", "Steps/time"),
-        Binding("m", "smoothing", "Smooth"),
-        Binding("b", "band", "Band"),
-        Binding("p", "imported", "Imported", show=False),
-        Binding("e", "next_task", "Next algo·env", show=False),
-        Binding("t", "threshold", "Threshold", show=False),
-        Binding("up", "cursor(-1)", "Up", show=False),
-        *(
-            Binding(key, f"page('{key}')", key, show=False, priority=True)
-            for key in ("pageup", "pagedown", "home", "end")
-        ),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("h", "heatmap", "Heatmap", show=False),
-        Binding("v", "quantity", "Quantity", show=False),
-        Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
-        Binding("right_square_bracket", "interval(1)", "Later", show=False),
-        Binding("x", "stop", "Stop"),
-        Binding("r", "resume", "Resume"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = KEYS
 
     def __init__(
         self, db_path: Path, poll_s: float = POLL_S, window: FinalWindow | None = None, until: int | None = None
@@ -107,8 +59,7 @@ class Dashboard(App[None]):
         self.runs: list[RunRow] = []
         self.shown_runs: list[RunRow] = []
         self.selected: set[int] = set()
-        self._stop_asked: tuple[list[int], float] | None = None
-        """The runs a first `x` named, and when: a second `x` on them within CONFIRM_S stops them."""
+        self.stop_confirmation = StopConfirmation()
         self.predicate: filters.Predicate = filters.parse("")
         self.filter_text = ""
         self.sort_column: str | None = None
@@ -119,9 +70,12 @@ class Dashboard(App[None]):
         self.answered: Request | None = None
         """The request whose view data arrived last (tests wait on it)."""
         self.last_poll_s = 0.0
-        self._wake = threading.Event()
+        self.wake = threading.Event()
+        """Set when the request changes: the poller answers at once."""
         self._table_behind = False
         """Runs arrived while another tab was shown; the table catches up when it shows again."""
+        self.panes: dict[str, Widget] = {}
+        """Each view's pane (:data:`~.panes.PANES`), by view."""
 
     # ---- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -129,14 +83,11 @@ class Dashboard(App[None]):
         with TabbedContent(initial="runs"):
             with TabPane("1 Runs", id="runs"):
                 yield RunsTable(id="runs-table")
-            with TabPane("2 Curves", id="curves"):
-                yield CurvesPane()
-            with TabPane("3 Weights", id="weights"):
-                yield WeightsPane()
-            with TabPane("4 Compare", id="compare"):
-                yield ComparePane(self.window)
-            with TabPane("5 Detail", id="detail"):
-                yield DetailPane()
+            for number, entry in enumerate(PANES, 2):
+                with TabPane(f"{number} {entry.title}", id=entry.view):
+                    # Held, not queried: App.query_one searches the active screen, which may be the help.
+                    self.panes[entry.view] = pane = entry.make(self.window)
+                    yield pane
         yield Static(id="status")
         yield Input(placeholder=FILTER_HINT, id="filter")
         yield Footer()
@@ -144,8 +95,6 @@ class Dashboard(App[None]):
     def on_mount(self) -> None:
         # Held, not queried: App.query_one searches the active screen, which may be the help.
         self.table = self.query_one(RunsTable)
-        self.curves_pane = self.query_one(CurvesPane)
-        self.weights_pane = self.query_one(WeightsPane)
         self.compare_pane = self.query_one(ComparePane)
         self.detail_pane = self.query_one(DetailPane)
         self.status_bar = self.query_one("#status", Static)
@@ -156,44 +105,14 @@ class Dashboard(App[None]):
     # ---- the poller thread -----------------------------------------------------------------
     @work(thread=True, exclusive=True, group="poller")
     def poll_store(self) -> None:
-        worker = get_current_worker()
-        try:
-            store = open_store(self.db_path)
-        except StoreError as error:
-            self.post_message(StoreProblem(str(error)))
-            return
-        model = Model(window=self.window, until=self.until)
-        labels = VariantLabels()
-        reaped = 0.0
-        while not worker.is_cancelled:
-            self._wake.clear()  # a request made while this poll runs wakes the next at once
-            start = time.perf_counter()
-            try:
-                if time.monotonic() - reaped > REAP_EVERY_S:
-                    reaped = time.monotonic()
-                    with contextlib.suppress(sqlite3.OperationalError):  # read-only store: show what is there
-                        reap_lost(store)
-                runs = labels.label(store, list_runs(store))
-                model.forget(runs)
-                self.post_message(RunsUpdated(runs, time.perf_counter() - start))
-                request = self.request
-                data = model.answer(store, runs, request)
-                if data is not None:
-                    self.post_message(ViewData(request, data))
-            except sqlite3.Error as error:
-                self.post_message(StoreProblem(f"reading {self.db_path}: {error}"))
-            idle = time.monotonic() - self.last_input > IDLE_AFTER_S
-            deadline = time.monotonic() + (max(self.poll_s, IDLE_POLL_S) if idle else self.poll_s)
-            while not (worker.is_cancelled or self._wake.is_set()) and time.monotonic() < deadline:
-                self._wake.wait(WAKE_CHECK_S)  # short waits: quitting never waits for a poll interval
-        store.close()
+        poll(self, get_current_worker())
 
     def ask(self, **changes: Any) -> None:
         """Change what the view on screen needs, and have the poller answer now."""
         request = dataclasses.replace(self.request, **changes)
         if request != self.request:
             self.request = request
-            self._wake.set()
+            self.wake.set()
         self._show_state()
 
     # ---- messages from the poller --------------------------------------------------------------
@@ -213,16 +132,10 @@ class Dashboard(App[None]):
             return  # answered a question no longer asked, or shutting down
         self.answered = message.request
         data = message.data
-        if isinstance(data, CurvesData):
-            self.curves_pane.show(data)
-        elif isinstance(data, CompareData):
-            pane = self.compare_pane
-            pane.set_keys(compare_keys(self.compare_runs), data.key)
-            pane.show(data)
-        elif isinstance(data, DetailData):
-            self.detail_pane.show(data)
-        else:
-            self.weights_pane.show(data)
+        if isinstance(data, CompareData):
+            self.compare_pane.set_keys(compare_keys(self.compare_runs), data.key)
+        pane: Pane = self.panes[message.request.view]  # type: ignore[assignment]
+        pane.show(data)
 
     def on_store_problem(self, message: StoreProblem) -> None:
         self.notify(message.message, severity="error", timeout=10)
@@ -253,9 +166,8 @@ class Dashboard(App[None]):
         shown = {key: label for key, label, _ in COLUMNS}.get(self.sort_column or "id") or "id"
         text += f" · sorted by {shown} {'↓' if self.sort_reverse else '↑'} (s: next column, S: reverse)"
         self.status_bar.update(text)
-        self.curves_pane.show_request(self.request, len(self.selected))
-        self.weights_pane.show_request(self.request)
-        self.compare_pane.show_request(self.request)
+        for pane in self.panes.values():
+            pane.show_request(self.request, len(self.selected))  # type: ignore[attr-defined]
 
     @on(DataTable.RowHighlighted, "#runs-table")
     def _cursor_moved(self) -> None:
@@ -312,7 +224,7 @@ class Dashboard(App[None]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key | events.MouseDown | events.MouseScrollDown | events.MouseScrollUp):
             if time.monotonic() - self.last_input > IDLE_AFTER_S:
-                self._wake.set()  # back from idle: fresh data now, not at the end of the slow wait
+                self.wake.set()  # back from idle: fresh data now, not at the end of the slow wait
             self.last_input = time.monotonic()
         await super().on_event(event)
 
@@ -361,7 +273,7 @@ class Dashboard(App[None]):
 
     def action_group(self) -> None:
         """g: Curves, off → by method → by each setting the shown runs differ in → off; Compare, rows by method →
-        by each setting its task's runs differ in → by method. Weights and Detail group by method."""
+        by each setting its task's runs differ in → by method. Quantities and Detail group by method."""
         request = self.request
         if request.view == "compare":  # the settings its runs differ in, as its last data said
             cycle = ["", *self.compare_pane.settings]
@@ -413,7 +325,7 @@ class Dashboard(App[None]):
             self.compare_pane.open_threshold()
 
     def action_cursor(self, delta: int) -> None:
-        """Move the runs table's cursor from any view (the run Weights and Detail show)."""
+        """Move the runs table's cursor from any view (the run Quantities and Detail show)."""
         ids = [r["id"] for r in self.shown_runs]
         if not ids:
             return
@@ -440,7 +352,7 @@ class Dashboard(App[None]):
         self.ask(heatmap=not self.request.heatmap)
 
     def action_quantity(self) -> None:
-        """Weights: the next logged quantity (λ, then what the correction adds)."""
+        """Quantities: the next logged quantity (λ, then what the correction adds)."""
         self.ask(quantity=self.request.quantity + 1)
 
     def action_interval(self, delta: int) -> None:
@@ -457,48 +369,20 @@ class Dashboard(App[None]):
         """Stop the selected runs (or the cursor's) on a second ``x`` within :data:`CONFIRM_S`: one key alone
         never stops a run."""
         targets = self._targets()
-        now = time.monotonic()
-        if self._stop_asked is not None and self._stop_asked[0] == targets and now - self._stop_asked[1] < CONFIRM_S:
-            self._stop_asked = None
+        if self.stop_confirmation.confirmed(targets, time.monotonic()):
             self._control("stop", targets)
-            return
-        self._stop_asked = (targets, now) if targets else None
-        if not targets:
+        elif not targets:
             self.notify("no run under the cursor", severity="warning")
-            return
-        said = f"run {targets[0]}" if len(targets) == 1 else f"{len(targets)} runs ({', '.join(map(str, targets[:8]))}"
-        said += "" if len(targets) == 1 else ("…)" if len(targets) > 8 else ")")
-        self.notify(f"press x again to stop {said} (checkpoint, resumable)", timeout=CONFIRM_S)
+        else:
+            self.notify(asking(targets), timeout=CONFIRM_S)
 
     def action_resume(self) -> None:
         self._control("resume", self._targets())
 
     @work(thread=True, group="control")
     def _control(self, what: str, run_ids: list[int]) -> None:
-        """Stop or resume runs; the store is written from this thread, never the UI's."""
-        from offpoc_tui.runtime.stop_resume import ControlError, resume, stop_run
-
-        if not run_ids:
-            self.call_from_thread(self.notify, "no run under the cursor", severity="warning")
-            return
-        try:
-            store = open_store(self.db_path)
-        except StoreError as error:
-            self.call_from_thread(self.notify, str(error), severity="error")
-            return
-        for run_id in run_ids:
-            try:
-                if what == "stop":
-                    line = stop_run(store, run_id) or f"run {run_id}: stopping (checkpoint, then stopped)"
-                else:
-                    line = resume(self.db_path, store, run_id)
-                self.call_from_thread(self.notify, line)
-            except (ControlError, StoreError) as error:
-                self.call_from_thread(self.notify, str(error), severity="error")
-            except sqlite3.Error as error:  # a store locked too long, a full disk: said, and the app goes on
-                self.call_from_thread(self.notify, f"run {run_id}: {what} failed: {error}", severity="error")
-        store.close()
-        self._wake.set()
+        control(self.db_path, what, run_ids, lambda *a, **k: self.call_from_thread(self.notify, *a, **k))
+        self.wake.set()
 
     # ---- compare controls -----------------------------------------------------------------------
     @on(Input.Submitted, "#compare-threshold")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sqlite_utils
 
-from store.reader import eval_series, weight_blocks
+from store.reader import eval_series, quantity_blocks
 from store.stats import FinalWindow
 
 
@@ -118,7 +118,7 @@ def block_quantiles(columns: tuple[str, ...], values: np.ndarray) -> tuple[float
     return float(p10), float(p50), float(p90)
 
 
-class WeightCache:
+class QuantityCache:
     """Per run and logged quantity, the quantile lines, decoded once per stored block."""
 
     def __init__(self) -> None:
@@ -127,7 +127,7 @@ class WeightCache:
 
     def update(self, db: sqlite_utils.Database, run_id: int, quantity: str = "lambda") -> RunQuantiles:
         run = self.runs.setdefault((run_id, quantity), RunQuantiles())
-        for _, first_step, columns, values, stride in weight_blocks(db, run_id, run.last_first_step, quantity):
+        for _, first_step, columns, values, stride in quantity_blocks(db, run_id, run.last_first_step, quantity):
             run.steps.append(first_step + (len(values) - 1) * stride / 2)
             run.values.append(block_quantiles(columns, values))
             run.spans.append(len(values) * stride if len(values) > 1 else 0)
@@ -150,4 +150,4 @@ class Sources:
     until: int | None = None
     """Compare's budget for every task (None: each task's own, :mod:`store.budget`)."""
     evals: EvalCache = field(default_factory=EvalCache)
-    weights: WeightCache = field(default_factory=WeightCache)
+    quantities: QuantityCache = field(default_factory=QuantityCache)

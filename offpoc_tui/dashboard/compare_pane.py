@@ -140,7 +140,7 @@ class ComparePane(Vertical):
         self.current = current if current in keys else (keys[0] if keys else None)
         self._heading()
 
-    def show_request(self, request: Request) -> None:
+    def show_request(self, request: Request, selected: int = 0) -> None:
         if request.filter_text != self.filter_text:
             self.filter_text = request.filter_text
             self._heading()

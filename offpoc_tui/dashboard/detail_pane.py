@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from offpoc_tui.dashboard.data.detail import DetailData
 from offpoc_tui.dashboard.plots import FigurePlot
+from offpoc_tui.dashboard.request import Request
 from offpoc_tui.views import run_view
 
 
@@ -26,6 +27,9 @@ class DetailPane(Grid):
         yield self.losses
         yield self.q_alpha
         yield self.sps
+
+    def show_request(self, request: Request, selected: int = 0) -> None:
+        """Detail says what it shows in its own text."""
 
     def show(self, data: DetailData) -> None:
         run = data.run

@@ -15,8 +15,8 @@ HELP = """\
 
 | key | does |
 |---|---|
-| `1`–`5` | Runs, Curves, Weights, Compare, Detail |
-| `↑` `↓` / mouse | move the cursor (the run Weights and Detail show), in every view |
+| `1`–`5` | Runs, Curves, Quantities, Compare, Detail |
+| `↑` `↓` / mouse | move the cursor (the run Quantities and Detail show), in every view |
 | `space` | select or unselect the run under the cursor |
 | `a` | select every run the filter shows, or clear the selection |
 | `/` | filter, e.g. `env=Hopper correction=acoffpoc seed=0,1 source=offpoc`; empty clears |
@@ -33,7 +33,7 @@ HELP = """\
 | `m` | smoothing: none, 5 or 10 evaluations |
 | `h` | λ over training: quantile lines or heatmap |
 | `[` `]` | the λ histogram's interval: earlier, later |
-| `v` | Weights: the next logged quantity, where a correction logs more than λ |
+| `v` | Quantities: the next logged quantity, where a correction logs more than λ |
 | `?` | this help (`↑` `↓` scroll) · `q` quit |
 
 The runs table's columns: id, name, algo, env, correction (and sampler), divergence, seed, status,

@@ -13,20 +13,20 @@ from typing import Any
 import sqlite_utils
 
 from offpoc_tui.dashboard.caches import Sources
-from offpoc_tui.dashboard.data import compare, curves, detail, weights
+from offpoc_tui.dashboard.data import compare, curves, detail, quantities
 from offpoc_tui.dashboard.data.compare import CompareData
 from offpoc_tui.dashboard.data.curves import CurvesData
 from offpoc_tui.dashboard.data.detail import DetailData
-from offpoc_tui.dashboard.data.weights import WeightsData
+from offpoc_tui.dashboard.data.quantities import QuantitiesData
 from offpoc_tui.dashboard.request import Prepare, Request
 from store.runs import RunRow
 from store.stats import FinalWindow
 
-ViewData = CurvesData | WeightsData | CompareData | DetailData
+ViewData = CurvesData | QuantitiesData | CompareData | DetailData
 
 VIEWS: dict[str, Prepare] = {
     "curves": curves.prepare,
-    "weights": weights.prepare,
+    "quantities": quantities.prepare,
     "compare": compare.prepare,
     "detail": detail.prepare,
 }
@@ -49,7 +49,7 @@ class Model:
         """Drop what is cached of runs deleted, or whose records were replaced (their ``revision`` moved on)."""
         current = {r["id"]: r.get("revision", 0) for r in runs}
         self.sources.evals.forget(current)
-        self.sources.weights.forget(current)
+        self.sources.quantities.forget(current)
 
     def answer(self, db: sqlite_utils.Database, runs: list[RunRow], request: Request) -> ViewData | None:
         """The view's data, or None when nothing it is built from changed since the last answer."""

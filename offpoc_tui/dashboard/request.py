@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import sqlite_utils
 
@@ -14,7 +14,8 @@ from offpoc_tui.dashboard.caches import Sources
 from store.runs import RunRow
 from store.stats import BandKind
 
-View = Literal["runs", "curves", "weights", "compare", "detail"]
+View = str
+"""``runs``, or a view of :data:`~offpoc_tui.dashboard.panes.PANES` (each one of :data:`.model.VIEWS`)."""
 
 
 SMOOTHING = (1, 5, 10)
@@ -27,7 +28,7 @@ class Request:
     run_ids: tuple[int, ...] = ()
     """Curves: the selected runs, or every run the filter shows when none is selected."""
     cursor: int | None = None
-    """The highlighted run: the subject of Weights and Detail."""
+    """The highlighted run: the subject of Quantities and Detail."""
     grouped: bool = False
     group_by: str = ""
     """Curves, grouped: the setting whose values make the groups (``batch_size``), seeds and methods pooled within
@@ -40,7 +41,7 @@ class Request:
     interval: int = -1
     """Histogram interval: an index into the subject's intervals (−1: the latest)."""
     quantity: int = 0
-    """Weights: which of the subject's logged quantities (λ first), modulo their number; ``v`` cycles."""
+    """Quantities: which of the subject's logged quantities (λ first), modulo their number; ``v`` cycles."""
     compare_key: tuple[str, str] | None = None
     threshold: float | None = None
     band: BandKind = "ci95"

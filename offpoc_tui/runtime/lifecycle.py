@@ -79,7 +79,7 @@ class StoreSink(Sink):
         )
 
     def on_quantities(self, record: QuantityBlock) -> None:
-        self.writer.add_weights(record.columns, record.updates, record.steps, record.values, record.quantity)
+        self.writer.add_quantities(record.columns, record.updates, record.steps, record.values, record.quantity)
 
     def on_quantity_histogram(self, record: QuantityHistogram) -> None:
         self.writer.add_histogram(record.step, record.counts, record.quantity)

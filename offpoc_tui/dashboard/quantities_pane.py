@@ -1,4 +1,4 @@
-"""Weights: λ's histogram over one interval, and λ over training as quantile lines or a heatmap."""
+"""Quantities: λ's histogram over one interval, and λ over training as quantile lines or a heatmap."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from offpoc_tui.dashboard.data.weights import WeightsData
+from offpoc_tui.dashboard.data.quantities import QuantitiesData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.request import Request
 
@@ -17,20 +17,20 @@ def interval_text(interval: int) -> str:
     return "latest" if interval == -1 else "earlier (its step in the title)"
 
 
-class WeightsPane(Vertical):
+class QuantitiesPane(Vertical):
     def __init__(self) -> None:
         super().__init__()
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
-        self.state = Static(id="weights-state", classes="pane-state")
-        self.histogram = FigurePlot(id="weights-histogram")
-        self.training = FigurePlot(id="weights-training")
+        self.state = Static(id="quantities-state", classes="pane-state")
+        self.histogram = FigurePlot(id="quantities-histogram")
+        self.training = FigurePlot(id="quantities-training")
 
     def compose(self) -> ComposeResult:
         yield self.state
         yield self.histogram
         yield self.training
 
-    def show_request(self, request: Request) -> None:
+    def show_request(self, request: Request, selected: int = 0) -> None:
         self.state.update(
             f"[b]showing[/] the run under the cursor{' and its group' if request.grouped else ''}"
             f" · [b]g[/] grouped: {'on' if request.grouped else 'off'}"
@@ -38,6 +38,6 @@ class WeightsPane(Vertical):
             f" · [b]h[/] over training: {'heatmap' if request.heatmap else 'quantiles p10/p50/p90'}"
         )
 
-    def show(self, data: WeightsData) -> None:
+    def show(self, data: QuantitiesData) -> None:
         self.histogram.show(data.histogram)
         self.training.show(data.training)

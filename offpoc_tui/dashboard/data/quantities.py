@@ -1,4 +1,4 @@
-"""Weights' data: a logged quantity's histogram per evaluation interval and its quantiles (or heatmap) over
+"""Quantities' data: a logged quantity's histogram per evaluation interval and its quantiles (or heatmap) over
 training, for the run under the cursor or its group."""
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from store.tasks import source_of
 
 
 @dataclass(frozen=True)
-class WeightsData:
+class QuantitiesData:
     histogram: Figure
     training: Figure
 
 
 @dataclass(frozen=True)
 class Shown:
-    """The logged quantity the Weights view shows, and a note naming the others."""
+    """The logged quantity the Quantities view shows, and a note naming the others."""
 
     name: str
     label: str
@@ -82,7 +82,7 @@ def nothing_logged(run: RunRow) -> str:
     return "no values recorded yet"
 
 
-def no_weights(run: RunRow, runs: list[RunRow]) -> str | None:
+def no_quantities(run: RunRow, runs: list[RunRow]) -> str | None:
     """Why a run can have no λ at all (None when it can), and which runs have some."""
     if run["source"]:
         why = f"run {run['id']} was imported ({source_of(run)}): curves only, no λ"
@@ -140,7 +140,7 @@ def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown
 
 
 def prepare(sources: Sources, db: sqlite_utils.Database, runs: list[RunRow], request: Request) -> Prepared:
-    """What Weights is built from (the run under the cursor, or its group, and their progress), and how."""
+    """What Quantities is built from (the run under the cursor, or its group, and their progress), and how."""
     cursor = next((r for r in runs if r["id"] == request.cursor), None)
     members = (
         []
@@ -151,25 +151,25 @@ def prepare(sources: Sources, db: sqlite_utils.Database, runs: list[RunRow], req
     )
     basis = (request, tuple((r["id"], r["steps"], r["status"], r.get("revision", 0)) for r in members))
 
-    def build() -> WeightsData:
+    def build() -> QuantitiesData:
         if cursor is None:
             nothing = empty("λ", no_runs(request) if not runs or request.filter_text else "no run under the cursor")
-            return WeightsData(nothing, nothing)
+            return QuantitiesData(nothing, nothing)
         subject = group_label(group_key(cursor), len(members)) if request.grouped else f"run {cursor['id']}"
         ids = [r["id"] for r in members]
         logged = quantities(db, ids)
         if not logged:
-            nothing = empty(f"λ, {subject}", no_weights(cursor, runs) or nothing_logged(cursor))
-            return WeightsData(nothing, nothing)
+            nothing = empty(f"λ, {subject}", no_quantities(cursor, runs) or nothing_logged(cursor))
+            return QuantitiesData(nothing, nothing)
         shown = Shown.of(logged, request.quantity)
         hists = histograms(db, ids, shown.name)
-        per_run = [q for q in (sources.weights.update(db, r["id"], shown.name) for r in members) if q.steps]
+        per_run = [q for q in (sources.quantities.update(db, r["id"], shown.name) for r in members) if q.steps]
         per_evaluation = bool(per_run) and all(q.per_evaluation for q in per_run)
         training = (
             heatmap_figure(subject, hists, shown)
             if request.heatmap
             else quantile_figure(subject, per_run, shown, per_evaluation)
         )
-        return WeightsData(histogram_figure(subject, hists, request.interval, shown, per_evaluation), training)
+        return QuantitiesData(histogram_figure(subject, hists, request.interval, shown, per_evaluation), training)
 
     return basis, build

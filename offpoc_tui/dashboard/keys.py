@@ -1,0 +1,35 @@
+"""The dashboard's keys: each key, the action it runs and its footer label (``?`` explains them all)."""
+
+from __future__ import annotations
+
+from textual.binding import Binding, BindingType
+
+from offpoc_tui.dashboard.panes import PANES
+
+KEYS: list[BindingType] = [
+    Binding("1", "view('runs')", "Runs"),
+    *(Binding(str(number), f"view('{pane.view}')", pane.title) for number, pane in enumerate(PANES, 2)),
+    Binding("slash", "filter", "Filter"),
+    Binding("space", "toggle_select", "Select"),
+    Binding("a", "select_all", "All/none"),
+    Binding("s", "sort", "Sort"),
+    Binding("S", "sort_reverse", "Reverse sort", show=False),
+    Binding("g", "group", "Group"),
+    Binding("w", "wall_time", "Steps/time"),
+    Binding("m", "smoothing", "Smooth"),
+    Binding("b", "band", "Band"),
+    Binding("p", "imported", "Imported", show=False),
+    Binding("e", "next_task", "Next algo·env", show=False),
+    Binding("t", "threshold", "Threshold", show=False),
+    Binding("up", "cursor(-1)", "Up", show=False),
+    *(Binding(key, f"page('{key}')", key, show=False, priority=True) for key in ("pageup", "pagedown", "home", "end")),
+    Binding("down", "cursor(1)", "Down", show=False),
+    Binding("h", "heatmap", "Heatmap", show=False),
+    Binding("v", "quantity", "Quantity", show=False),
+    Binding("left_square_bracket", "interval(-1)", "Earlier", show=False),
+    Binding("right_square_bracket", "interval(1)", "Later", show=False),
+    Binding("x", "stop", "Stop"),
+    Binding("r", "resume", "Resume"),
+    Binding("question_mark", "help", "Help"),
+    Binding("q", "quit", "Quit"),
+]
