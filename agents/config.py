@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agents import plugins
-from agents.options import Options, docstrings
+from agents.options import Options
 
 BACKENDS: tuple[str, ...] = ("auto", "autograd", "fast")
 DECAY_FORMS: tuple[str, ...] = ("loss", "adam")
@@ -365,16 +365,6 @@ _DECAY_INPUTS = ("algo", "correction", "critic_weight_decay")
 """What :meth:`TrainConfig.decay_form_matters` reads."""
 
 
-def config_defaults() -> dict[str, Any]:
-    """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
-    common = {
-        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS}
-        for a in plugins.algorithm_names()
-    }
-    options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
-    return {"algorithms": common, "options": options}
-
-
 def common_names() -> tuple[str, ...]:
     """The fields every run has, in field order."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name != "options")
@@ -383,14 +373,6 @@ def common_names() -> tuple[str, ...]:
 def field_names() -> tuple[str, ...]:
     """Every flat name ``--set`` accepts: the common fields, then each registered plug-in's options."""
     return common_names() + tuple(flat for group in plugins.groups() for flat in group.flat_names())
-
-
-def field_docs() -> dict[str, str]:
-    """Each flat name's docstring (the string under its field), as one line."""
-    docs = {k: v for k, v in docstrings(TrainConfig).items() if k in COMMON_FIELDS}
-    for group in plugins.groups():
-        docs.update(group.docs())
-    return docs
 
 
 def owner_text(group: type[Options]) -> str:

@@ -1,7 +1,8 @@
 """Config values as people type them: ``--set key=value``, sweep files' strings, counts such as ``1M``.
 
 One parser for counts (:func:`parse_count`) serves the CLI's ``--steps`` and every integer field, so
-``--steps 1M`` and ``--set total_steps=1M`` read alike.
+``--steps 1M`` and ``--set total_steps=1M`` read alike. Also what ``offpoc config`` prints and a store
+records of the fields: each one's docstring (:func:`field_docs`) and default (:func:`config_defaults`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from agents import plugins
 from agents.config import COMMON_FIELDS, ConfigError, TrainConfig, field_names, unknown_field
+from agents.options import docstrings
 
 _SUFFIX = {"k": 1_000, "m": 1_000_000}
 _COUNT = re.compile(r"^\s*([+-]?[0-9_]*\.?[0-9_]+(?:e[+-]?\d+)?)\s*([km]?)\s*$", re.IGNORECASE)
@@ -95,3 +97,21 @@ def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfi
             raise ConfigError(unknown_field(name))
         values[name] = parse_value(name, annotation_of(name), text)
     return config.replace(**values)
+
+
+def config_defaults() -> dict[str, Any]:
+    """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
+    common = {
+        a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS}
+        for a in plugins.algorithm_names()
+    }
+    options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
+    return {"algorithms": common, "options": options}
+
+
+def field_docs() -> dict[str, str]:
+    """Each flat name's docstring (the string under its field), as one line."""
+    docs = {k: v for k, v in docstrings(TrainConfig).items() if k in COMMON_FIELDS}
+    for group in plugins.groups():
+        docs.update(group.docs())
+    return docs

@@ -285,7 +285,7 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
 def record_plugins(store: sqlite_utils.Database) -> None:
     """Record in the store what this offpoc's plug-ins are (inside the caller's write transaction): the
     options each takes, the defaults, and each correction's paper name and method option."""
-    from agents.config import config_defaults
+    from agents.config_text import config_defaults
     from agents.plugins import methods, option_owners
     from store.methods import record_methods
     from store.variants import record_catalogue

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agents.config import TrainConfig, field_docs, field_names
-from agents.config_text import parse_count
+from agents.config import TrainConfig, field_names
+from agents.config_text import field_docs, parse_count
 from offpoc_tui.cli import app
 from offpoc_tui.params import reads_as_ids, run_refs
 from store import open_store

@@ -30,8 +30,8 @@ def config(
     """Every run config field --set takes (and sweep files' [set]): its default, type and meaning; then
     each registered algorithm, and each correction and sampler with the options it takes."""
     from agents import plugins
-    from agents.config import TrainConfig, common_names, field_docs
-    from agents.config_text import field_type
+    from agents.config import TrainConfig, common_names
+    from agents.config_text import field_docs, field_type
     from agents.plugins import algorithm_names
 
     if algo is not None and algo.lower() not in algorithm_names():
