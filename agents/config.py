@@ -281,8 +281,10 @@ class TrainConfig:
         self._validate_ranges()
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden must be positive layer sizes, got {self.hidden}")
-        if self.algo == "ddpg" and len(self.hidden) != 2:
-            raise ConfigError(f"ddpg needs exactly two hidden sizes, got {self.hidden}")
+        entry = plugins.algorithm(self.algo)
+        layers = entry.hidden_layers if entry is not None else None
+        if layers is not None and len(self.hidden) != layers:
+            raise ConfigError(f"{self.algo} needs exactly {layers} hidden sizes, got {self.hidden}")
 
     def _validate_ranges(self) -> None:
         """Whole numbers a store can hold (SQLite's 64 bits) and a device offpoc can train on."""

@@ -10,6 +10,7 @@ part of ``agents`` runs the package's ``__init__``, which registers the built-in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,12 +89,29 @@ class Algorithm:
     fast: bool
     """Whether the fast backend covers it (hand-written gradients for its losses); ``auto`` picks autograd
     where it does not."""
+    critics: int = 2
+    """Critic networks, each with a target copy (the memory check before a run)."""
+    keeps_target_actor: bool = True
+    """Whether it keeps a target copy of its actor."""
+    hidden_layers: int | None = None
+    """The number of hidden sizes its networks need (DDPG: 2); None = any."""
 
 
 _ALGORITHMS: dict[str, Algorithm] = {}
 
 
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+"""What a plug-in may be called: the CLI lower-cases what is typed, so a name with a capital could never be
+chosen; no spaces, nothing a shell or a file name would mangle."""
+
+
+def check_name(kind: str, name: str) -> None:
+    if not NAME.fullmatch(name):
+        raise ValueError(f"{kind} name {name!r}: use lower-case letters, digits, '-', '_' and '.'")
+
+
 def add_algorithm(entry: Algorithm) -> None:
+    check_name("algorithm", entry.name)
     if entry.name in _ALGORITHMS:
         raise ValueError(f"algorithm {entry.name!r} is already registered")
     _ALGORITHMS[entry.name] = entry
@@ -115,6 +133,7 @@ def algorithm_names() -> tuple[str, ...]:
 
 def add(plugin: PlugIn) -> None:
     """Catalogue a plug-in; its groups' flat names must not mean something else already."""
+    check_name(plugin.kind, plugin.name)
     if (plugin.kind, plugin.name) in _CATALOGUE:
         raise ValueError(f"{plugin.kind} {plugin.name!r} is already registered")
     flats = {flat for group in plugin.options for flat in group.flat_names()}

@@ -265,10 +265,13 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
         widths = [inputs, *config.hidden, outputs]
         return sum(a * b + b for a, b in itertools.pairwise(widths))
 
-    critics = 1 if config.algo == "ddpg" else 2
+    from agents.plugins import algorithm
+
+    entry = algorithm(config.algo)  # registered: build_specs checked it
+    critics = entry.critics if entry is not None else 2
     actor, critic = parameters(obs, act), parameters(obs + act, 1)
     online = actor + critics * critic
-    targets = critics * critic + (0 if config.algo == "sac" else actor)
+    targets = critics * critic + (actor if entry is None or entry.keeps_target_actor else 0)
     slots = min(config.buffer_size, config.total_steps)
     # A batch's activations (and their gradients) through every network, forward and back.
     batch = config.batch_size * (2 * obs + act + 2 + 4 * (1 + critics) * sum(config.hidden))

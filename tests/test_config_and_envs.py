@@ -88,7 +88,7 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
         ({"correction": "acoffpoc", "ref_std": 0.0}, "ref_std must be a positive number"),
         ({"correction": "acoffpoc", "exploration_std": -1.0}, "exploration_std must be a non-negative number"),
         ({"gamma": 1.5}, "gamma must be in"),
-        ({"algo": "ddpg", "hidden": (64, 64, 64)}, "ddpg needs exactly two hidden sizes"),
+        ({"algo": "ddpg", "hidden": (64, 64, 64)}, "ddpg needs exactly 2 hidden sizes"),
     ],
 )
 def test_invalid_configs_are_rejected_with_the_reason(fields: dict, message: str) -> None:

@@ -88,3 +88,33 @@ def test_it_trains_end_to_end_into_a_store_with_its_own_critic_loss(huber: None,
     assert [s for (s,) in connection.execute(query, (run_id,))] == [0, 300, 600]
     stored = connection.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     assert TrainConfig.from_dict(json.loads(stored)).algo == "td3-huber"
+
+
+@pytest.mark.parametrize("name", ["ddpg", "td3", "sac"])
+def test_what_the_catalogue_says_of_its_networks_is_what_it_builds(name: str) -> None:
+    """The memory check and the hidden-sizes check read the catalogue, never an algorithm's name: its critic
+    count, target actor and layer count are the networks it builds."""
+    from agents import plugins
+    from agents.algorithms import make_algorithm
+
+    entry = plugins.algorithm(name)
+    assert entry is not None
+    config = TrainConfig(algo=name, env_id="Pendulum-v1", hidden=(8, 8)).resolved()
+    agent = make_algorithm(config, 3, 1, torch.Generator().manual_seed(0))
+    heads = [m for m in agent.critic.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 1]
+    assert len(heads) == entry.critics
+    assert (agent.actor_target is not None) == entry.keeps_target_actor
+    if entry.hidden_layers is not None:
+        with pytest.raises(ConfigError, match=f"{name} needs exactly {entry.hidden_layers} hidden sizes"):
+            TrainConfig(algo=name, hidden=(8,) * (entry.hidden_layers + 1)).resolved()
+
+
+@pytest.mark.parametrize("name", ["HuberTD3", "td3 huber", ""])
+def test_a_name_the_cli_could_not_choose_is_refused(name: str) -> None:
+    from agents import corrections
+
+    with pytest.raises(ValueError, match="use lower-case letters"):
+        register(name, TD3, summary="", defaults=td3.DEFAULTS)
+    with pytest.raises(ValueError, match="use lower-case letters"):
+        corrections.register(name, lambda settings: corrections.Correction())
+    assert name not in corrections.names()

@@ -26,7 +26,18 @@ def register(name: str, cls: type[ActorCritic], *, summary: str, defaults: Algor
     """Make ``cls`` the algorithm ``name`` (``--algo``/``offpoc run NAME``) with ``defaults`` for the settings a
     config leaves unset. The fast backend trains it where it has hand-written gradients for both losses
     (:meth:`ActorCritic.actor_backward`, and the built-in critic loss); elsewhere runs use autograd."""
-    plugins.add_algorithm(plugins.Algorithm(name, summary, defaults, cls.policy_kind, hand_written(cls)))
+    plugins.add_algorithm(
+        plugins.Algorithm(
+            name,
+            summary,
+            defaults,
+            cls.policy_kind,
+            hand_written(cls),
+            cls.critics,
+            cls.keeps_target_actor,
+            cls.hidden_layers,
+        )
+    )
     _CLASSES[name] = cls
 
 

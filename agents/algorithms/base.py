@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -97,6 +97,12 @@ class ActorCritic(ABC):
     """Shared state and update of an off-policy actor-critic agent."""
 
     policy_kind: PolicyKind
+    critics: ClassVar[int] = 2
+    """Critic networks (each with a target copy): what the memory check counts before a run starts."""
+    keeps_target_actor: ClassVar[bool] = True
+    """Whether it keeps a target copy of its actor (DDPG and TD3 do; SAC does not)."""
+    hidden_layers: ClassVar[int | None] = None
+    """The number of hidden sizes its networks need, where they need one (DDPG's critic: two); None = any."""
     actor: DeterministicActor | GaussianPolicy
     critic: TwinCritic | DDPGCritic
     critic_target: TwinCritic | DDPGCritic

@@ -21,6 +21,8 @@ DEFAULTS = AlgorithmDefaults(1_000, 0.001, 1e-4, 1e-3, 1e-2, (400, 300), 1)
 
 class DDPG(ActorCritic):
     policy_kind = "deterministic"
+    critics = 1
+    hidden_layers = 2  # the action joins the critic at its second layer
     quantities = (AT_BOUND,)
     actor: DeterministicActor
     actor_target: DeterministicActor

@@ -23,6 +23,7 @@ DEFAULTS = AlgorithmDefaults(10_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 5)
 
 class SAC(ActorCritic):
     policy_kind = "stochastic"
+    keeps_target_actor = False
     actor: GaussianPolicy
 
     def build(self) -> None:
