@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -230,9 +231,16 @@ def test_zero_weight_freezes_learning_but_not_targets_or_exploration() -> None:
     np.testing.assert_array_equal(a1, a2)
 
 
+def acoffpoc_config(**values: Any) -> TrainConfig:
+    """A resolved AC-Off-POC run config: where a correction finds its options."""
+    return TrainConfig.make(correction="acoffpoc", **values).resolved()
+
+
 def test_deterministic_acoffpoc_weighs_a_batch_by_its_distance_from_the_policy() -> None:
     a = agent("td3")
-    correction = make_correction("acoffpoc", CorrectionSettings("deterministic", "symkl", 0.1))
+    correction = make_correction(
+        "acoffpoc", CorrectionSettings("deterministic", config=acoffpoc_config(divergence="symkl", ref_std=0.1))
+    )
     b = batch()
     g = torch.Generator().manual_seed(9)
     on_policy = b._replace(action=a.greedy_action(b.obs) + 0.1**0.5 * torch.randn(B, ACT, generator=g))
@@ -243,7 +251,9 @@ def test_deterministic_acoffpoc_weighs_a_batch_by_its_distance_from_the_policy()
 
 def test_stochastic_acoffpoc_is_one_for_data_from_the_current_policy() -> None:
     a = agent("sac")
-    correction = make_correction("acoffpoc", CorrectionSettings("stochastic", "jsd"))
+    correction = make_correction(
+        "acoffpoc", CorrectionSettings("stochastic", config=acoffpoc_config(algo="sac", divergence="jsd"))
+    )
     b = batch()
     mean, log_std = a.policy_distribution(b.obs)
     action = torch.tanh(mean + log_std.exp() * torch.randn(B, ACT, generator=torch.Generator().manual_seed(4)))
@@ -264,7 +274,7 @@ def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(div
     b = b._replace(action=torch.tanh(b.behaviour_mean + b.behaviour_log_std.exp() * noise))
     stored = TrainConfig.make(algo="sac", correction="acoffpoc", divergence=divergence, acoffpoc_ratio="stored")
     stored = stored.resolved()
-    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", divergence, config=stored)).similarity(b, a)
+    lam = make_correction("acoffpoc", CorrectionSettings("stochastic", config=stored)).similarity(b, a)
 
     mean, log_std = a.policy_distribution(b.obs)
     u = torch.atanh(b.action.double().clamp(-1 + 1e-6, 1 - 1e-6))

@@ -621,8 +621,8 @@ def test_the_weights_view_says_when_a_correction_logs_nothing(tmp_path) -> None:
 
     db = open_store(tmp_path / "s.db", create=True)
     (run_id,) = create_runs(db, [spec(correction="ipg")])
-    running = Model().answer(db, list_runs(db), Request(view="weights", cursor=run_id))
+    running = Model().answer(db, list_runs(db), Request(view="quantities", cursor=run_id))
     assert "no values recorded yet" in running.histogram.title  # type: ignore[union-attr]
     db.execute("UPDATE runs SET status = 'finished', steps = 3000 WHERE id = ?", [run_id])
-    done = Model().answer(db, list_runs(db), Request(view="weights", cursor=run_id))
+    done = Model().answer(db, list_runs(db), Request(view="quantities", cursor=run_id))
     assert "(ipg) recorded no per-update values: its correction logs none" in done.histogram.title  # type: ignore[union-attr]

@@ -82,10 +82,10 @@ def test_every_view_shows_the_store(dashboard_store: Path) -> None:
         await pilot.press("2")
         await until(pilot, lambda: len(labels(app, "curves-plot")) == 6)
         await pilot.press("3")
-        await until(pilot, lambda: isinstance(plot(app, "weights-histogram").figure, BarsFigure))
-        assert labels(app, "weights-training") == ["p10", "p50", "p90"]
+        await until(pilot, lambda: isinstance(plot(app, "quantities-histogram").figure, BarsFigure))
+        assert labels(app, "quantities-training") == ["p10", "p50", "p90"]
         await pilot.press("h")
-        await until(pilot, lambda: isinstance(plot(app, "weights-training").figure, MatrixFigure))
+        await until(pilot, lambda: isinstance(plot(app, "quantities-training").figure, MatrixFigure))
         await pilot.press("4")
         await until(pilot, lambda: app.query_one("#compare-table").row_count == 2)
         await pilot.press("5")
@@ -397,7 +397,7 @@ def test_hidden_views_cost_nothing(dashboard_store: Path) -> None:
         polls = app.polls
         await until(pilot, lambda: app.polls >= polls + 3)
         assert app.request.view == "runs"
-        for plot_id in ("curves-plot", "weights-training", "compare-plot", "detail-losses"):
+        for plot_id in ("curves-plot", "quantities-training", "compare-plot", "detail-losses"):
             assert plot(app, plot_id).figure.title.endswith("loading…"), plot_id  # never given data
 
     drive(dashboard_store, scenario)
@@ -439,10 +439,10 @@ def test_a_foreign_file_is_refused_untouched(tmp_path: Path) -> None:
 
 def test_an_unattended_dashboard_polls_less_until_a_key(dashboard_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No key for IDLE_AFTER_S: the poller waits IDLE_POLL_S between reads; a key brings the pace back at once."""
-    from offpoc_tui.dashboard import app as app_module
+    from offpoc_tui.dashboard import poller
 
-    monkeypatch.setattr(app_module, "IDLE_AFTER_S", 0.6)
-    monkeypatch.setattr(app_module, "IDLE_POLL_S", 3.0)
+    monkeypatch.setattr(poller, "IDLE_AFTER_S", 0.6)
+    monkeypatch.setattr(poller, "IDLE_POLL_S", 3.0)
 
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.pause(1.2)  # idle by now (the last poll started before 0.6 s may still run its 0.1 s wait)
@@ -475,13 +475,13 @@ def test_g_groups_curves_by_a_setting_the_runs_differ_in(dashboard_store: Path) 
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.press("2", "g")
         await until(pilot, lambda: any("(n=" in label for label in labels(app, "curves-plot")))
-        assert "grouped: by method" in str(app.curves_pane.state.render())
+        assert "grouped: by method" in str(app.panes["curves"].state.render())
         await pilot.press("g")
         expected = ["td3 Hopper-v4 batch_size=unset (n=6)", "td3 Hopper-v4 batch_size=64 (n=2)",
                     "td3 Hopper-v4 batch_size=128 (n=1)"]  # fmt: skip
         await until(pilot, lambda: labels(app, "curves-plot") == expected)
         assert "mean over runs with the same batch_size" in plot(app, "curves-plot").figure.title
-        assert "grouped: by batch_size" in str(app.curves_pane.state.render())
+        assert "grouped: by batch_size" in str(app.panes["curves"].state.render())
         await pilot.press("g")  # no other setting differs: back to one line per run
         await until(pilot, lambda: len(labels(app, "curves-plot")) == 9)
 
@@ -513,7 +513,7 @@ def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_s
         assert "g rows: by batch_size, methods pooled" in shown_text(app, "#compare-key")
         assert "mean over runs with the same batch_size" in plot(app, "compare-plot").figure.title
         await pilot.press("2")  # Curves keeps its own grouping
-        assert "grouped: off" in str(app.curves_pane.state.render())
+        assert "grouped: off" in str(app.panes["curves"].state.render())
         await pilot.press("4", "g")  # batch_size is the only setting that varies: back to a row per method
         await until(pilot, lambda: len(rows(app)) == 4 and rows(app)[0][0] != "all {batch_size=64}")
         await pilot.press("slash", *" id=7,8,9,10", "enter", "4", "g")  # one batch size: nothing to make rows by

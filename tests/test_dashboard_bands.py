@@ -94,17 +94,17 @@ def test_views_say_why_they_show_nothing(tmp_path: Path) -> None:
 
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.press("3")  # the cursor is on run 1, a baseline
-        await until(pilot, lambda: "no correction" in plot(app, "weights-histogram").figure.title)
-        title = plot(app, "weights-histogram").figure.title
+        await until(pilot, lambda: "no correction" in plot(app, "quantities-histogram").figure.title)
+        title = plot(app, "quantities-histogram").figure.title
         assert "run 1 has no correction (none): no λ; runs with λ: 3, 4 (move the cursor to one)" in title
-        assert plot(app, "weights-training").figure.title == title
+        assert plot(app, "quantities-training").figure.title == title
         await pilot.press("slash", *"seed=9", "enter", "2")
         await until(pilot, lambda: "matches no run" in plot(app, "curves-plot").figure.title)
         assert "the filter 'seed=9' matches no run (/ changes it; an empty filter shows all)" in (
             plot(app, "curves-plot").figure.title
         )
         await pilot.press("3")
-        await until(pilot, lambda: "matches no run" in plot(app, "weights-histogram").figure.title)
+        await until(pilot, lambda: "matches no run" in plot(app, "quantities-histogram").figure.title)
 
     drive(path, scenario)
 
@@ -136,9 +136,10 @@ def test_an_imported_run_says_it_has_no_weights(tmp_path: Path) -> None:
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.press("3")
         await until(
-            pilot, lambda: "was imported (published): curves only, no λ" in plot(app, "weights-histogram").figure.title
+            pilot,
+            lambda: "was imported (published): curves only, no λ" in plot(app, "quantities-histogram").figure.title,
         )
-        assert "no run in this store has a correction" in plot(app, "weights-histogram").figure.title
+        assert "no run in this store has a correction" in plot(app, "quantities-histogram").figure.title
 
     drive(path, scenario)
 

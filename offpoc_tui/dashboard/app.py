@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from offpoc_tui.dashboard import filters
+from offpoc_tui.dashboard import filters, poller
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.data.compare import CompareData, compare_keys
 from offpoc_tui.dashboard.data.curves import group_settings
@@ -28,7 +28,7 @@ from offpoc_tui.dashboard.help_screen import HelpScreen
 from offpoc_tui.dashboard.keys import KEYS
 from offpoc_tui.dashboard.messages import RunsUpdated, StoreProblem, ViewData
 from offpoc_tui.dashboard.panes import PANES, Pane
-from offpoc_tui.dashboard.poller import IDLE_AFTER_S, POLL_S, poll
+from offpoc_tui.dashboard.poller import POLL_S, poll
 from offpoc_tui.dashboard.request import SMOOTHING, Request
 from offpoc_tui.dashboard.run_control import CONFIRM_S, StopConfirmation, asking, control
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
@@ -223,7 +223,7 @@ class Dashboard(App[None]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key | events.MouseDown | events.MouseScrollDown | events.MouseScrollUp):
-            if time.monotonic() - self.last_input > IDLE_AFTER_S:
+            if time.monotonic() - self.last_input > poller.IDLE_AFTER_S:
                 self.wake.set()  # back from idle: fresh data now, not at the end of the slow wait
             self.last_input = time.monotonic()
         await super().on_event(event)
