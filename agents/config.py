@@ -117,7 +117,7 @@ class TrainConfig:
     stats_every: int = 1000
     """Env steps between training statistics reports."""
     weights_block: int = 1000
-    """Updates per reported block of per-batch weights."""
+    """Updates per reported block of each logged quantity (λ and what a correction adds)."""
     histogram_bins: int = 50
     """Bins of the λ histogram reported with each evaluation."""
     checkpoint_every: int = 50_000

@@ -100,12 +100,15 @@ def with_overrides(config: TrainConfig, overrides: dict[str, str]) -> TrainConfi
 
 
 def config_defaults() -> dict[str, Any]:
-    """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready."""
+    """``{"algorithms": {algo: resolved common fields}, "options": {flat name: default}}``, JSON-ready. An option
+    that defaults to a common field (AC-Off-POC's ``ref_std``: the exploration std) is recorded resolved under
+    the common fields' defaults, as a run that leaves it unset stores it."""
     common = {
         a: {k: v for k, v in TrainConfig(algo=a).resolved().to_dict().items() if k in COMMON_FIELDS}
         for a in plugins.algorithm_names()
     }
-    options = {flat: value for group in plugins.groups() for flat, value in group().flat().items()}
+    base = TrainConfig()
+    options = {flat: value for group in plugins.groups() for flat, value in group().resolve(base).flat().items()}
     return {"algorithms": common, "options": options}
 
 

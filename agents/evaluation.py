@@ -54,7 +54,7 @@ def evaluate(agent: ActorCritic, env: gym.Env, episodes: int, seed: int) -> Eval
 
 def eval_at_bound(at_bound: np.ndarray, step: int, updates: int, bins: int) -> list[QuantityBlock | QuantityHistogram]:
     """An evaluation's :data:`EVAL_AT_BOUND` records: its value (a one-row block at the evaluation's step)
-    and the histogram of its steps' shares, for the Weights view."""
+    and the histogram of its steps' shares, for the Quantities view."""
     value = QuantityBlock(
         columns=(EVAL_AT_BOUND.name,),
         updates=np.array([updates], dtype=np.int64),

@@ -2,8 +2,8 @@
 
 A quantity is declared once, where it is computed (a correction's or algorithm's
 ``quantities``), and its values travel as ``UpdateStats.logged`` → the recorder →
-``QuantityBlock``/``QuantityHistogram`` records → the store → the Weights view and
-``offpoc export --table weights``: nothing on that path names a quantity.
+``QuantityBlock``/``QuantityHistogram`` records → the store → the Quantities view and
+``offpoc export --table quantities``: nothing on that path names a quantity.
 
 Each value is a 0-d tensor (one per update: recorded as is) or a (B, 1) tensor (one
 per transition: recorded as its mean, min, max and quantiles). Histograms cover

@@ -27,6 +27,7 @@ from pathlib import Path
 import sqlite_utils
 
 from store.db import StoreError, open_store, write
+from store.methods import read_methods, record_methods
 
 RECORD_TABLES = ("evaluations", "episodes", "train", "quantity_blocks", "histograms", "quantities", "tags")
 RESET = {"id": None, "duplicate_of": None, "study_id": None, "interim": None, "arm": None, "stop_requested": 0}
@@ -108,6 +109,7 @@ def merge_from(
         columns = {table: _columns(source, table) for table in RECORD_TABLES}
         run_columns = [c for c in _columns(source, "runs") if c != "id"]
         with write(db):
+            record_methods(db, read_methods(source), replace=False)  # what its corrections are called
             here: dict[str, tuple[int, str]] = {}  # identity → (id, status) of the run here
             for mine in _rows(db, "SELECT * FROM runs"):
                 identity = str(mine["origin"]) if mine["origin"] else fingerprint(mine)

@@ -13,12 +13,14 @@ store opened here recorded is shown by its registered name, after the recorded o
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlite_utils
 
-__all__ = ["METHODS", "is_default", "learn", "method_option", "method_options", "rank", "record_methods", "title"]
+__all__ = ["METHODS", "is_default", "learn", "method_option", "method_options", "rank", "read_methods"]
+__all__ += ["record_methods", "title"]
 
 METHODS = "methods"
 """``meta`` key: a JSON list of ``{"correction", "paper_name", "method_option", "method_default"}``, in
@@ -27,10 +29,14 @@ registration order."""
 _TITLES: dict[str, str] = {}
 _OPTIONS: dict[str, str | None] = {}
 _DEFAULTS: dict[str, Any] = {}
-_ORDER: list[str] = []
+_ORDER: tuple[str, ...] = ()
+_LOCK = threading.Lock()
+"""Stores are opened from several threads (the dashboard's poller and its stop/resume worker): what is learnt
+is built apart and swapped in, so a reader never sees a table change under it."""
 
 
-def _read(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+def read_methods(db: sqlite_utils.Database | Any) -> list[dict[str, Any]]:
+    """The store's record (``db``: a store or an sqlite3 connection to one); empty where it has none."""
     row = db.execute("SELECT value FROM meta WHERE key = ?", [METHODS]).fetchone()
     try:
         entries = json.loads(row[0]) if row else []
@@ -44,28 +50,34 @@ def _read(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 
 
 def _merge(entries: Iterable[Mapping[str, Any]]) -> None:
-    for entry in entries:
-        name = entry["correction"]
-        if name not in _TITLES:
-            _ORDER.append(name)
-        _TITLES[name] = str(entry.get("paper_name") or name)
-        option = entry.get("method_option")
-        _OPTIONS[name] = option if isinstance(option, str) else None
-        _DEFAULTS[name] = entry.get("method_default")
+    global _TITLES, _OPTIONS, _DEFAULTS, _ORDER
+    with _LOCK:
+        titles, options, defaults, order = dict(_TITLES), dict(_OPTIONS), dict(_DEFAULTS), list(_ORDER)
+        for entry in entries:
+            name = entry["correction"]
+            if name not in titles:
+                order.append(name)
+            titles[name] = str(entry.get("paper_name") or name)
+            option = entry.get("method_option")
+            options[name] = option if isinstance(option, str) else None
+            defaults[name] = entry.get("method_default")
+        _TITLES, _OPTIONS, _DEFAULTS, _ORDER = titles, options, defaults, tuple(order)
 
 
 def learn(db: sqlite_utils.Database) -> None:
     """Take in what the store at ``db`` records (called when a store is opened)."""
-    _merge(_read(db))
+    _merge(read_methods(db))
 
 
-def record_methods(db: sqlite_utils.Database, entries: list[dict[str, Any]]) -> None:
+def record_methods(db: sqlite_utils.Database, entries: list[dict[str, Any]], replace: bool = True) -> None:
     """Record ``entries`` (:func:`agents.plugins.methods`) inside the caller's write transaction: each
-    correction's record is replaced, corrections the store knew and ``entries`` lack are kept (a plug-in
-    registered by another script), new ones follow in their order."""
-    kept = {e["correction"]: e for e in _read(db)}
+    correction's record is replaced (with ``replace`` false, only added where missing: a merge), corrections
+    the store knew and ``entries`` lack are kept (a plug-in registered by another script), new ones follow in
+    their order."""
+    kept = {e["correction"]: e for e in read_methods(db)}
     for entry in entries:
-        kept[entry["correction"]] = entry
+        if replace or entry["correction"] not in kept:
+            kept[entry["correction"]] = entry
     db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [METHODS, json.dumps(list(kept.values()))])
     _merge(entries)
 
@@ -92,7 +104,9 @@ def is_default(correction: str, value: Any) -> bool:
 
 
 def rank(correction: str) -> tuple[int, str]:
-    """Where tables list the correction: the baseline, then registration order, then by name."""
-    if correction == "none":
-        return -1, correction
-    return (_ORDER.index(correction) if correction in _ORDER else len(_ORDER)), correction
+    """Where tables list the correction (its first element also picks a method's colour): registration order,
+    the baseline first, then the ones no store recorded by name."""
+    order = _ORDER
+    if correction in order:
+        return order.index(correction), correction
+    return (0 if correction == "none" else len(order)), correction

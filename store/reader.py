@@ -119,6 +119,7 @@ def run_detail(db: sqlite_utils.Database, run_id: int) -> RunRow | None:
         ).fetchall()
     )
     counts["quantities"] = sum(run["logged"].values())  # values, every quantity's
+    counts["weights"] = counts["quantities"]  # its name before schema 12, for scripts reading `show --json`
     run["counts"] = counts
     first_last = db.execute("SELECT MIN(step), MAX(step) FROM evaluations WHERE run_id = ?", [run_id]).fetchone()
     run["evaluated_steps"] = list(first_last)

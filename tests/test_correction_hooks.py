@@ -5,7 +5,7 @@
 - the actor's states;
 - extra fields stored per transition;
 - an auxiliary network with its optimiser: trained, checkpointed, resumed exactly;
-- a new logged quantity reaching the store, the export and the Weights view with no other edit.
+- a new logged quantity reaching the store, the export and the Quantities view with no other edit.
 """
 
 from __future__ import annotations

@@ -128,11 +128,15 @@ def test_its_paper_name_and_method_option_are_the_stores_to_keep(tmp_path: Path)
     finally:
         unregister("scale")
     assert spec.divergence == "0.25" and spec.name == "td3-Pendulum-v1-scale-0.25"
+    merged = tmp_path / "merged.db"  # a merge carries the record with the runs
+    open_store(merged, create=True).close()
+    assert CliRunner().invoke(app, ["merge", str(tmp_path / "s.db"), "--db", str(merged)]).exit_code == 0
     code = (
         "import sys; from store import open_store; from store.summary import method_label, method_rank\n"
         "open_store(sys.argv[1])\n"
         "print(method_label('td3', 'scale', '0.25'), method_label('td3', 'scale', '0.5'), sep='|')\n"
         "print(method_rank('scale') > method_rank('ris-off-pac') > method_rank('acoffpoc') > method_rank('none'))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.db")], capture_output=True, text=True)
-    assert out.stdout.split("\n")[:2] == ["TD3 + Scale-PC (0.25)|TD3 + Scale-PC", "True"], out.stderr
+    for path in (tmp_path / "s.db", merged):
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+        assert out.stdout.split("\n")[:2] == ["TD3 + Scale-PC (0.25)|TD3 + Scale-PC", "True"], (path, out.stderr)

@@ -91,7 +91,7 @@ def test_td3s_every_other_update_values_are_stored_as_blocks_with_a_stride(tmp_p
     assert [u for u, *_ in stored] == list(range(2, 401, 2)) and [s for _, s, *_ in stored] == list(range(202, 601, 2))
     np.testing.assert_allclose([v[0] for *_, v in stored], sink.quantity_values(AT_BOUND.name)[:, 0], atol=1e-4)
     assert opened(db, run_id).last_step["quantity_blocks", AT_BOUND.name] == 600  # where a resumed run goes on
-    cached = QuantityCache().update(db, run_id, AT_BOUND.name)  # the Weights view's line: a block's middle step
+    cached = QuantityCache().update(db, run_id, AT_BOUND.name)  # the Quantities view's line: a block's middle step
     assert cached.steps == [401.0] and cached.spans == [400] and not cached.per_evaluation
     again = np.arange(2, 401, 2)  # the same values offered again (a record delivered twice): none stored twice
     writer.add_quantities(("at_bound",), again, again + 200, np.zeros((200, 1), np.float32), AT_BOUND)

@@ -208,7 +208,8 @@ def test_run_detail_counts(filled_store: Path) -> None:
     db = open_store(filled_store)
     detail = run_detail(db, 3)
     assert detail is not None
-    assert detail["counts"] == {"evaluations": 4, "episodes": 60, "train": 3, "histograms": 1, "quantities": 2500}
+    counts = {"evaluations": 4, "episodes": 60, "train": 3, "histograms": 1, "quantities": 2500}
+    assert detail["counts"] == {**counts, "weights": 2500}  # the old name stays for scripts
     assert detail["config"]["algo"] == "sac"
     assert detail["evaluated_steps"] == [0, 3000]
 

@@ -18,7 +18,7 @@ from offpoc_tui.cli import app
 from store import open_store
 from store.runs import create_runs, finish
 from store.stats import final_performance
-from store.summary import method_label
+from store.summary import method_label, method_rank
 from store.tasks import env_family
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.storefill import fill_learning, spec
@@ -66,6 +66,7 @@ def test_env_families_line_up_versions(tmp_path: Path) -> None:
     assert env_family("Hopper-v2") == env_family("Hopper-v4") == env_family("Hopper-v5") == "Hopper"
     assert env_family("LunarLanderContinuous-v3") == "LunarLanderContinuous"
     assert method_label("td3", "acoffpoc", "kl") == "TD3 + AC-Off-POC (KL)"
+    assert [method_rank(c)[0] for c in ("none", "acoffpoc", "ris-off-pac")] == [0, 1, 5]  # the paper's order, colours
     assert (
         method_label("sac", "none", None) == "SAC" and method_label("ddpg", "ris-off-pac", None) == "DDPG + RIS-Off-PAC"
     )

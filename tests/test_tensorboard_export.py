@@ -39,9 +39,13 @@ def test_every_record_reads_back_in_tensorboard(filled_store: Path, tmp_path: Pa
             (step, pytest.approx(value)) for step, value in train
         ]
         assert ("train/alpha" in tags["scalars"]) == (run_id == 3)  # TD3 has no α: left out, not zeros
-        means = store.execute("SELECT mean FROM weights WHERE run_id = ? ORDER BY first_step", [run_id]).fetchall()
+        means = store.execute(
+            "SELECT mean FROM quantity_blocks WHERE run_id = ? ORDER BY first_step", [run_id]
+        ).fetchall()
         quantity = (
-            "lambda" if run_id == 1 else next(iter(store.execute("SELECT quantity FROM weights WHERE run_id = 3")))[0]
+            "lambda"
+            if run_id == 1
+            else next(iter(store.execute("SELECT quantity FROM quantity_blocks WHERE run_id = 3")))[0]
         )
         block = [e.value for e in events.Scalars(f"{quantity}/block_mean")]
         assert block == [pytest.approx(m) for (m,) in means]

@@ -147,3 +147,20 @@ def test_compares_config_column_reads_the_run_kept_when_a_groups_first_run_is_a_
     corrected = next(row for row in rows if row.key[2] == "acoffpoc")
     assert [a["id"] for a, _ in repeats] == [ids[0]] and corrected.n_seeds == 1
     assert "batch_size=64" in corrected.config_diff
+
+
+def test_runs_at_every_default_carry_no_variant(tmp_path: Path) -> None:
+    """What a submission records as the defaults is what a run that sets nothing stores: AC-Off-POC's
+    ``ref_std`` (None = the exploration std) is recorded resolved, so default runs are plain methods."""
+    from offpoc_tui.specs import RunRequest, build_specs, record_plugins
+    from store.db import write
+    from store.runs import insert_runs
+
+    for algo in ("td3", "sac"):
+        request = RunRequest(algo, "Pendulum-v1", "acoffpoc", [0, 1], {"total_steps": 60_000}, {}, True, None)
+        store = open_store(tmp_path / f"{algo}.db", create=True)
+        with write(store):
+            record_plugins(store)
+            insert_runs(store, build_specs(request))
+        runs = label_variants(store, list_runs(store))
+        assert [(r["correction"], r["variant"]) for r in runs] == [("none", ""), ("acoffpoc", "")] * 2

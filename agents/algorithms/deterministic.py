@@ -27,7 +27,7 @@ def noisy_action(pi: np.ndarray, std: float, explore: bool, rng: np.random.Gener
 
 AT_BOUND = Quantity("at_bound", "share of π(s) at the bounds")
 """Per actor update, the share of the batch's action entries π(s)_j with |π(s)_j| ≥ :data:`NEAR_BOUND`: an
-actor saturated at its bounds (DDPG's failure mode, issue 49) reads near 1 in the Weights view."""
+actor saturated at its bounds (DDPG's failure mode, issue 49) reads near 1 in the Quantities view."""
 NEAR_BOUND = 0.99
 """Within 1% of the bound of [-1, 1]."""
 

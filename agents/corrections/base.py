@@ -23,7 +23,7 @@ Besides weights, a correction may store extra fields with every transition
 (``fields`` and :meth:`Correction.collect`), read the replay buffer
 (:meth:`Correction.attach`: recent states, predecessor windows), own networks and
 optimisers (saved in checkpoints), and log per-update quantities (``quantities``,
-returned in ``Weights.logged``: they reach the store and the Weights view with no
+returned in ``Weights.logged``: they reach the store and the Quantities view with no
 other change). Targets, target networks and exploration stay the algorithm's.
 
 A correction that writes its own actor loss is differentiated by autograd: the run's
