@@ -191,14 +191,12 @@ def option_owners() -> dict[str, list[str]]:
 def methods() -> list[dict[str, Any]]:
     """The corrections as a store records them (:func:`store.methods.record_methods`), in registration order:
     ``{"correction", "paper_name", "method_option", "method_default"}``, JSON-ready."""
-    found = []
-    for p in plugins("correction"):
-        group = group_of(p.method_option) if p.method_option is not None else None
-        default = group().flat()[p.method_option] if group is not None and p.method_option is not None else None
-        found.append(
-            {"correction": p.name, "paper_name": p.title, "method_option": p.method_option, "method_default": default}
-        )
-    return found
+    defaults = {flat: value for group in groups() for flat, value in group().flat().items()}
+    return [
+        {"correction": p.name, "paper_name": p.title, "method_option": p.method_option,
+         "method_default": defaults.get(p.method_option) if p.method_option is not None else None}
+        for p in plugins("correction")
+    ]  # fmt: skip
 
 
 def owned_groups(correction: str, sampler: str) -> tuple[type[Options], ...]:

@@ -220,7 +220,7 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         correction = method["correction"].lower()
         plugin = get("correction", correction)
         key_option = plugin.method_option if plugin is not None else None  # AC-Off-POC's divergence
-        own = {k: v for k, v in method.items() if k not in ("correction", key_option)}
+        own = {k: v for k, v in method.items() if k != "correction"}
         shared_settings = dict(common)
         for match, extra in overrides:
             cell = {"algo": algo, "env": env, "correction": correction}
@@ -231,10 +231,10 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         sampler = str(own.get("sampler", shared_settings.get("sampler", "uniform")))
         kept = {k: v for k, v in shared_settings.items() if applies(k, correction, sampler)}
         used |= set(kept)
-        settings = {**kept, **own, **({key_option: method[key_option]} if key_option in method else {})}
+        settings = {**kept, **own}
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])
         key = correction + (f"/{method[key_option]}" if key_option in method else "")
-        key += "".join(f", {k}={_text(v)}" for k, v in sorted(own.items()))
+        key += "".join(f", {k}={_text(v)}" for k, v in sorted(own.items()) if k != key_option)
         if (algo, env, key) in keys:
             raise UsageError(f"sweep {name}: the method {key} is listed twice in [[methods]]")
         keys.add((algo, env, key))

@@ -46,7 +46,7 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--set", "gamma=2"], "gamma must be in [0, 1]"),
     (
         ["run", "td3", "Hopper-v4", "--correction", "acoffpoc", "--divergence", "hellinger"],
-        "divergence must be one of jsd, symkl, kl, got 'hellinger'",
+        "error: divergence must be one of jsd, symkl, kl, got 'hellinger'",  # its flat name, as --set spells it
     ),
     (
         ["run", "td3", "Hopper-v4", "--divergence", "kl"],

@@ -79,7 +79,7 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
     [
         ({"algo": "ppo"}, "unknown algorithm 'ppo'"),
         ({"correction": "retrace"}, "unknown correction 'retrace'"),
-        ({"correction": "acoffpoc", "divergence": "tv"}, "divergence must be one of jsd, symkl, kl, got 'tv'"),
+        ({"correction": "acoffpoc", "divergence": "tv"}, "^divergence must be one of jsd, symkl, kl, got 'tv'"),
         ({"divergence": "kl"}, "divergence is an option of acoffpoc: this run's correction is none"),
         ({"total_steps": 0}, "total_steps must be at least 1"),
         ({"start_steps": -1}, "start_steps must be at least 0"),

@@ -207,3 +207,23 @@ def test_every_y_tick_of_a_short_plot_is_on_screen(height: int) -> None:
     axis = [line.split("┤")[0].split("├")[0].strip() for line in picture.splitlines() if "┤" in line or "├" in line]
     asked = round_ticks(-180.0, 2980.0, count=y_tick_count(height))[1]
     assert [label for label in axis if label] == sorted(asked, key=lambda t: -float(t.replace("k", "e3")))
+
+
+def test_a_picture_built_for_a_size_left_since_is_never_shown(dashboard_store: Path) -> None:
+    """A plot draws in a thread; a resize meanwhile starts a build for the new size. The build for the old size,
+    finishing after, must not replace what is on screen (a picture of the wrong size until the next poll)."""
+    from rich.text import Text
+
+    from offpoc_tui.dashboard.figures import empty
+    from offpoc_tui.dashboard.plots import FigurePlot
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("2")
+        plot = app.query_one("#curves-plot", FigurePlot)
+        await until(pilot, lambda: plot.drawn is plot.figure and plot.drawn_size == tuple(plot.size))
+        shown = plot.drawn
+        stale = (plot.size.width + 7, plot.size.height)
+        plot._paint(empty("stale", "built for another size"), Text("stale"), stale)
+        assert plot.drawn is shown and plot.drawn_size == tuple(plot.size)
+
+    drive(dashboard_store, scenario, (120, 40))

@@ -114,6 +114,8 @@ def test_its_paper_name_and_method_option_are_the_stores_to_keep(tmp_path: Path)
     from store.db import write
     from store.runs import insert_runs
 
+    with pytest.raises(ValueError, match="method_option nope of scale is none of its options"):
+        register("scale", Scale, options=(ScaleOptions,), method_option="nope")
     register("scale", Scale, options=(ScaleOptions,), paper_name="Scale-PC", method_option="scale_actor")
     try:
         request = RunRequest("td3", "Pendulum-v1", "scale", [0], {"total_steps": 5000},

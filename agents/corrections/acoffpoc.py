@@ -86,8 +86,8 @@ class ACOffPOCOptions(Options):
 
     def validate(self) -> None:
         choice(self, "divergence", DIVERGENCES)
-        if self.ref_std is not None and not (math.isfinite(self.ref_std) and self.ref_std > 0):
-            raise ValueError(f"ref_std must be a positive number, got {self.ref_std}")
+        if self.ref_std is not None:
+            _check_ref_std(self.ref_std)
         choice(self, "ratio", RATIO_AT)
 
 
@@ -271,9 +271,8 @@ class DeterministicACOffPOC(Correction):
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
         options = settings.option(ACOffPOCOptions).resolve(settings.run_config)
-        _check_divergence(options.divergence)
+        options.validate()
         assert options.ref_std is not None  # resolved
-        _check_ref_std(options.ref_std)
         self.divergence = options.divergence
         self.ref_std = options.ref_std
 
