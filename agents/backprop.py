@@ -99,11 +99,15 @@ class LinearChain:
         return self.forward(x)[0]
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tape]:
-        """The output and the tape for :meth:`backward`. Run under ``torch.no_grad()``."""
+        """The output and the tape for :meth:`backward`. Run under ``torch.no_grad()``.
+
+        A lane group's chain (:mod:`agents.lanes`) holds (K, out, in) weights and (K, out) biases, and ``x``
+        is (K, B, in): lane k's input meets lane k's layer alone, and every pass below keeps the lanes apart.
+        """
         inputs = []
         for (weight, bias), relu in zip(self.layers, self.relu_after):
             inputs.append(x)
-            x = F.linear(x, weight, bias)
+            x = F.linear(x, weight, bias) if weight.ndim == 2 else torch.baddbmm(bias.unsqueeze(-2), x, weight.mT)
             if relu:
                 x = x.relu_()
         if self.tanh:
@@ -133,12 +137,20 @@ class LinearChain:
             (weight, bias), x = self.layers[i], tape.inputs[i]
             if self.relu_after[i] and i == last:
                 grad = torch.ops.aten.threshold_backward(grad, tape.output, 0.0)
-            if params:
-                weight.grad = _mm(grad.t(), x)
-                bias.grad = grad.sum(0)
-            if i == 0:
-                return _mm(grad, weight[:, input_columns], TRANSPOSE_NARROW_INPUT_GRADIENT) if input_grad else None
-            grad = _mm(grad, weight, TRANSPOSE_NARROW_INPUT_GRADIENT)
+            if weight.ndim == 3:  # a lane group's stacked layer: one product per lane (agents.lanes)
+                if params:
+                    weight.grad = grad.mT.bmm(x)
+                    bias.grad = grad.sum(-2)
+                if i == 0:
+                    return grad.bmm(weight[..., input_columns]) if input_grad else None
+                grad = grad.bmm(weight)
+            else:
+                if params:
+                    weight.grad = _mm(grad.t(), x)
+                    bias.grad = grad.sum(0)
+                if i == 0:
+                    return _mm(grad, weight[:, input_columns], TRANSPOSE_NARROW_INPUT_GRADIENT) if input_grad else None
+                grad = _mm(grad, weight, TRANSPOSE_NARROW_INPUT_GRADIENT)
             if self.relu_after[i - 1]:
                 # x is the previous layer's ReLU output: it passes the gradient where positive.
                 # In place: grad is this loop's own product, and a fresh output tensor per

@@ -132,11 +132,14 @@ def _why(error: BaseException) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with every NumPy array a marked tensor and every NumPy scalar a Python number."""
+    """``value`` with every NumPy array a marked tensor, every NumPy scalar a Python number, and every tensor
+    that views a larger storage copied (``torch.save`` would write the whole storage)."""
     if isinstance(value, np.ndarray):
         return {NDARRAY: torch.from_numpy(np.ascontiguousarray(value))}
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes() > value.numel() * value.element_size():
+        return value.clone()  # a view into more (a lane's slice of its group's stacked tensors): saved alone
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -167,8 +167,8 @@ class DDPGCritic(nn.Module):
         x_grad = _needs(self.head_chain).backward(head_tape, grad[0], params=params, input_grad=True)
         assert x_grad is not None
         if params:
-            _needs(self.state_chain).backward(state_tape, x_grad[:, : -self.action_dim], params=True)
-        return x_grad[:, -self.action_dim :] if action_grad else None
+            _needs(self.state_chain).backward(state_tape, x_grad[..., : -self.action_dim], params=True)
+        return x_grad[..., -self.action_dim :] if action_grad else None
 
 
 class GaussianPolicy(nn.Module):

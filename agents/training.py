@@ -23,12 +23,13 @@ import torch
 from gymnasium.utils import seeding
 
 from agents.algorithms import make_algorithm
+from agents.algorithms.base import UpdateStats
 from agents.config import ConfigError, TrainConfig
-from agents.corrections import Collected, CorrectionSettings, make_correction
+from agents.corrections import Collected, Correction, CorrectionSettings, make_correction
 from agents.envs import env_dims, make_env
 from agents.evaluation import eval_at_bound, evaluate
 from agents.recorder import QuantityRecorders, StatsAccumulator
-from agents.replay import ReplayBuffer
+from agents.replay import Batch, ReplayBuffer
 from agents.samplers import make_sampler
 from agents.sink import (
     CheckpointRecord,
@@ -132,6 +133,10 @@ class Trainer:
         self.last_eval_step = -1
         self.checkpoint_step = -1
         """The step of the last checkpoint this trainer wrote."""
+        self._interval = (0.0, 0)
+        """(clock, step) where the current training statistics' interval began (its steps/s)."""
+        self.before_checkpoint: Callable[[], None] | None = None
+        """Called before each checkpoint's state is taken (a lane group hands the lane its optimiser state)."""
         self.place_checkpoint: Callable[[Path, Path], None] | None = None
         """How a checkpoint written to a temporary file is put at the checkpoint path (default a rename): an
         app that must check something at that moment (offpoc: that the run is still this worker's) and
@@ -201,10 +206,18 @@ class Trainer:
             self.obs = next_obs
 
     def _update(self) -> None:
+        batch, correction = self.sample()
+        self.record_update(batch, self.agent.update(batch, correction))
+
+    def sample(self) -> tuple[Batch, Correction | None]:
+        """This update's batch, from the run's generator, and the correction when it is active now."""
         correction = self.correction if self.correction.active(self.step) else None
         exclude_random = correction is not None and correction.excludes_random_phase
         batch = self.sampler.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
-        stats = self.agent.update(batch, correction)
+        return batch, correction
+
+    def record_update(self, batch: Batch, stats: UpdateStats) -> None:
+        """Account an update's statistics and logged quantities (and a prioritised sampler's TD errors)."""
         self.stats.add(stats)
         logged = stats.logged
         if self.sampler.hears_td_errors:
@@ -217,39 +230,62 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train to ``total_steps`` (or until asked to stop)."""
-        c = self.config
-        clock = self._clock = time.perf_counter()
-        interval_clock, interval_step = clock, self.step
-        if self.last_eval_step < 0:
-            self._evaluate(clock)
-        while self.step < c.total_steps:
+        clock = self.begin()
+        while self.step < self.config.total_steps:
             if self._should_stop():
-                return self._finish("stopped", clock)
-            learning = self.step >= c.start_steps  # type: ignore[operator]
-            self._env_step()
+                return self.finish("stopped", clock)
+            learning = self.learning
+            self.env_step()
             if learning:
                 self._update()
-            if self.step % c.eval_freq == 0:
-                self._evaluate(clock)
-            if self.step % c.stats_every == 0:
-                now = time.perf_counter()
-                sps = (self.step - interval_step) / max(now - interval_clock, 1e-9)
-                self._emit(
-                    self.stats.record(self.step, self.agent.updates, sps, self.agent.policy_kind == "stochastic")
-                )
-                interval_clock, interval_step = now, self.step
-            if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.checkpoint_path is not None:
-                self.save_checkpoint(clock=clock)
-        if self.last_eval_step != self.step:
+            self.end_step(clock)
+        return self.finish("finished", clock)
+
+    # The loop's parts, which a lane group (agents.lanes) runs for each of its lanes in lockstep.
+    def begin(self) -> float:
+        """Start a :meth:`run` (or a lane group's): the clock, and the first evaluation of a fresh run."""
+        clock = self._clock = time.perf_counter()
+        self._interval = (clock, self.step)
+        if self.last_eval_step < 0:
             self._evaluate(clock)
-        return self._finish("finished", clock)
+        return clock
+
+    def should_stop(self) -> bool:
+        """Whether whoever runs this trainer asked it to stop (asked before every step)."""
+        return bool(self._should_stop())
+
+    @property
+    def learning(self) -> bool:
+        """Whether the next step updates the agent (its start phase is over)."""
+        return self.step >= self.config.start_steps  # type: ignore[operator]
+
+    def env_step(self) -> None:
+        """One environment step: act, store the transition, account the episode."""
+        self._env_step()
+
+    def end_step(self, clock: float) -> None:
+        """After a step: evaluate, report training statistics and checkpoint, when each is due."""
+        c = self.config
+        if self.step % c.eval_freq == 0:
+            self._evaluate(clock)
+        if self.step % c.stats_every == 0:
+            now = time.perf_counter()
+            interval_clock, interval_step = self._interval
+            sps = (self.step - interval_step) / max(now - interval_clock, 1e-9)
+            self._emit(self.stats.record(self.step, self.agent.updates, sps, self.agent.policy_kind == "stochastic"))
+            self._interval = (now, self.step)
+        if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.checkpoint_path is not None:
+            self.save_checkpoint(clock=clock)
 
     @property
     def training_time(self) -> float:
         """Seconds spent training so far, over every :meth:`run` (resumed runs included)."""
         return self.elapsed + (time.perf_counter() - self._clock if self._clock is not None else 0.0)
 
-    def _finish(self, status: Literal["finished", "stopped"], clock: float) -> TrainResult:
+    def finish(self, status: Literal["finished", "stopped"], clock: float) -> TrainResult:
+        """End a run: the last evaluation of a finished one, a checkpoint and the pending quantities."""
+        if status == "finished" and self.last_eval_step != self.step:
+            self._evaluate(clock)
         path = self.checkpoint_path
         if path is not None and self.checkpoint_step != self.step:  # not twice at the same step
             self.save_checkpoint(clock=clock)
@@ -263,6 +299,8 @@ class Trainer:
         """Write the full state (see :mod:`agents.checkpoint`); pending weights are reported first."""
         from agents.checkpoint import save
 
+        if self.before_checkpoint is not None:
+            self.before_checkpoint()
         self._emit_all(self.quantities.flush())
         target = Path(path) if path is not None else self.checkpoint_path
         if target is None:

@@ -29,7 +29,7 @@ results (``tests/test_backends.py``):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -113,6 +113,8 @@ class ActorCritic(ABC):
     _last_q: Tensor | None = None
     quantities: tuple[Quantity, ...] = ()
     """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
+    lane_generators: list[torch.Generator] | None = None
+    """Set on a lane group's stacked agent only (:mod:`agents.lanes`): each lane's own generator."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> None:
         self.config = config
@@ -235,6 +237,14 @@ class ActorCritic(ABC):
     def tensors(self) -> dict[str, Tensor]:
         """Learned tensors outside any module, by name (checkpoints)."""
         return {}
+
+    def _noise(self, shape: Sequence[int]) -> Tensor:
+        """Standard normal noise of ``shape`` from the run's generator; in a lane group's stacked agent
+        (``lane_generators`` set, ``shape`` (K, ...)), lane k's slice from lane k's generator, as its solo
+        run draws it."""
+        if self.lane_generators is not None:
+            return torch.stack([torch.randn(shape[1:], generator=g, device=self.device) for g in self.lane_generators])
+        return torch.randn(shape, generator=self.generator, device=self.device)
 
     # ---- the shared update ---------------------------------------------------------
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:

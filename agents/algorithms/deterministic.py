@@ -33,9 +33,10 @@ NEAR_BOUND = 0.99
 
 
 def at_bound(pi: PolicyMemo) -> dict[str, Tensor]:
-    """:data:`AT_BOUND`'s value for this update (none when the actor did not step), read once."""
+    """:data:`AT_BOUND`'s value for this update (none when the actor did not step), read once: 0-d, or one
+    per lane for a lane group's (K, B, d) output."""
     output, pi.last_output = pi.last_output, None
-    return {} if output is None else {AT_BOUND.name: (output.abs() >= NEAR_BOUND).float().mean()}
+    return {} if output is None else {AT_BOUND.name: (output.abs() >= NEAR_BOUND).float().mean((-2, -1))}
 
 
 def q_actor_loss(actor: DeterministicActor, critic: TwinCritic | DDPGCritic, obs: Tensor, pi: PolicyMemo) -> Tensor:

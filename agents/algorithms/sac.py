@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,9 +36,6 @@ class SAC(ActorCritic):
         self._alpha_adam = AdamStep(self.alpha_optimizer)
         self.target_entropy = -float(self.action_dim)
         self._log_pi: Tensor | None = None
-
-    def _noise(self, shape: Sequence[int]) -> Tensor:
-        return torch.randn(shape, generator=self.generator, device=self.device)
 
     def alpha_value(self) -> Tensor:
         return self.log_alpha.detach().exp()
@@ -88,7 +84,7 @@ class SAC(ActorCritic):
         q, critic_tapes = self.critic.forward_tape(obs, action)  # (2, B, 1)
         q_min, member = q.min(0)
         self._log_pi = log_pi
-        members = torch.arange(q.shape[0], device=q.device).view(-1, 1, 1)
+        members = torch.arange(q.shape[0], device=q.device).view(-1, *(1,) * member.ndim)
         action_grad = self.critic.backward(critic_tapes, (member == members) * -c, params=False, action_grad=True)
         assert action_grad is not None
         alpha = self.alpha_value()
@@ -100,7 +96,10 @@ class SAC(ActorCritic):
         # The temperature loss −log α · mean(log π + H̄) is never weighted by a correction;
         # its gradient with respect to log α is −mean(log π + H̄).
         assert self._log_pi is not None
-        self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean()
+        if self.log_alpha.ndim:  # a lane group's (K, 1, 1) temperatures: each lane's mean over its own batch
+            self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean((-2, -1), keepdim=True)
+        else:
+            self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean()
         self._alpha_adam()
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:

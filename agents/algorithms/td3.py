@@ -37,7 +37,7 @@ class TD3(ActorCritic):
         c = self.config
         with torch.no_grad():
             # Target policy smoothing: clipped Gaussian noise on the target action.
-            noise = torch.randn(batch.action.shape, generator=self.generator, device=self.device)
+            noise = self._noise(batch.action.shape)
             noise = (noise * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
             next_action = (self.actor_target(batch.next_obs) + noise).clamp(-1.0, 1.0)
             # Clipped double Q-learning: the smaller of the twin targets.

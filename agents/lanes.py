@@ -1,0 +1,291 @@
+"""Lane groups: K runs of one algorithm and task trained in one process, their networks stacked on a lane axis.
+
+    group = LaneGroup([Trainer(config_1, sink_1), Trainer(config_2, sink_2), ...])
+    ends = group.run()      # each lane's TrainResult, or the exception that ended it alone
+
+Each lane stays a whole :class:`~agents.training.Trainer`: its own environment, replay buffer, sampler,
+correction, generators, records, evaluations and checkpoint file, in the solo format. What the group
+shares is the update. Every network parameter of the K lanes lives in one stacked tensor, (K, ...), and
+each lane's own ``nn.Parameter`` is a view of its slice, so a lane acts, evaluates, computes its
+correction's weights and checkpoints through its own modules exactly as a solo run does, on the values
+the stacked update writes. One update of the group:
+
+- each lane samples its batch and draws its noise from its own generator, as its solo run does;
+- each lane's correction weighs its own batch with its own agent (λ per lane: K small actor passes);
+- the stacked agent (an instance of the lanes' algorithm, its parameters the stacked tensors) runs the
+  fast backend's update once for all lanes: batched matrix products (``bmm``: lane k's batch meets lane
+  k's weights alone), the losses summed over lanes (each lane's gradient is its own loss's), and one
+  fused Adam step over the stacked parameters, which is each lane's own Adam since Adam is elementwise.
+
+Nothing in the update reduces across lanes, so a lane whose values turn non-finite harms no other: its
+records fail it alone (the sink refuses them), and the group takes it out and goes on. A lane that is
+asked to stop checkpoints (with its slice of the optimiser state) and leaves the same way. The
+stacked tensors are why a lane's numbers differ from its solo run's only by float rounding where the
+batched products round differently from the plain ones (``docs/lanes.md`` says what is bit-identical).
+
+What may share a group (:func:`lane_refusal`, :func:`lane_key`): TD3 or SAC on the fast backend, the
+uniform sampler, no critic weight decay (its share is a norm over a lane's parameters), corrections
+``none`` and ``acoffpoc`` (weights alone: no networks of their own, no actor loss of their own); every
+setting equal but the seed, the correction and its options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agents.algorithms import make_algorithm
+from agents.algorithms.base import ActorCritic, UpdateStats
+from agents.algorithms.losses import loss_coefficients
+from agents.config import ConfigError, TrainConfig
+from agents.corrections.base import NO_WEIGHTS, Weights
+from agents.optim import AdamStep, FlushSubnormals
+from agents.replay import Batch
+from agents.training import Trainer, TrainResult
+
+LANE_ALGORITHMS = ("td3", "sac")
+LANE_CORRECTIONS = ("none", "acoffpoc")
+PER_RUN = ("seed", "correction", "correction_start")
+"""Settings lanes of one group may differ in (besides the correction's options)."""
+
+
+def lane_refusal(config: TrainConfig) -> str | None:
+    """Why a run with ``config`` cannot be a lane (one line), or None when it can."""
+    c = config.resolved()
+    if c.algo not in LANE_ALGORITHMS:
+        return f"lanes train {' and '.join(LANE_ALGORITHMS)}, not {c.algo}"
+    if c.correction not in LANE_CORRECTIONS:
+        return f"lanes take the corrections {' and '.join(LANE_CORRECTIONS)}, not {c.correction}"
+    if c.sampler != "uniform":
+        return f"lanes sample uniformly, not with {c.sampler}"
+    if c.critic_weight_decay:
+        return "lanes train without critic weight decay (its share is measured over one lane's parameters)"
+    if c.backend != "fast":
+        return "lanes need the fast backend (Linear and ReLU layers: no layer_norm, backend auto or fast)"
+    return None
+
+
+def lane_key(config: TrainConfig) -> dict[str, Any]:
+    """What lanes of one group must share: the resolved config but for the seed, the correction and its options."""
+    c = config.resolved()
+    values = {f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name not in (*PER_RUN, "options")}
+    return values
+
+
+def check_lanes(configs: Sequence[TrainConfig]) -> None:
+    """Raise :class:`~agents.config.ConfigError` (one line) unless ``configs`` may train as one group."""
+    if not configs:
+        raise ConfigError("a lane group needs at least one run")
+    for config in configs:
+        reason = lane_refusal(config)
+        if reason is not None:
+            raise ConfigError(f"seed {config.seed} {config.correction}: {reason}")
+    first = lane_key(configs[0])
+    for config in configs[1:]:
+        other = lane_key(config)
+        differ = sorted(name for name in first if first[name] != other[name])
+        if differ:
+            raise ConfigError(
+                f"lanes of one group share every setting but the seed and correction: {', '.join(differ)}"
+            )
+
+
+def _parameters(agent: ActorCritic) -> Iterator[tuple[str, Tensor]]:
+    """Every learned tensor of an agent by a stable name: its modules' parameters, then its own tensors."""
+    for module_name, module in agent.modules().items():
+        for name, param in module.named_parameters():
+            yield f"{module_name}.{name}", param
+    for name, tensor in agent.tensors().items():
+        yield name, tensor
+
+
+def _adam_steps(agent: ActorCritic) -> list[AdamStep]:
+    return [step for step in vars(agent).values() if isinstance(step, AdamStep)]
+
+
+class LaneGroup:
+    """K trainers of fresh runs trained in lockstep, their update stacked (see the module's docstring)."""
+
+    def __init__(self, trainers: Sequence[Trainer]) -> None:
+        check_lanes([t.config for t in trainers])
+        if any(t.step or t.agent.updates for t in trainers):
+            raise ConfigError("a lane group starts from fresh runs: a resumed run trains solo")
+        self.lanes: list[Trainer] = list(trainers)
+        first = self.lanes[0]
+        with torch.random.fork_rng(devices=[]):  # its own initial values are replaced at once
+            self.stacked = make_algorithm(first.config, first.agent.obs_dim, first.agent.action_dim, first.generator)
+        self._bind()
+        for lane in self.lanes:
+            lane.before_checkpoint = lambda lane=lane: self._hand_optimiser_state(lane)
+
+    # ---- the stacked tensors ---------------------------------------------------------
+    def _bind(self) -> None:
+        """Stack the lanes' values into the stacked agent's tensors and make each lane's a view of its slice."""
+        self.stacked.lane_generators = [lane.generator for lane in self.lanes]
+        lanes = [dict(_parameters(lane.agent)) for lane in self.lanes]
+        for name, param in _parameters(self.stacked):
+            stacked = torch.stack([own[name].detach() for own in lanes])
+            if param.ndim == 0:  # SAC's temperature: (K, 1, 1), to broadcast over each lane's (B, 1)
+                stacked = stacked.view(-1, 1, 1)
+            param.data = stacked
+            for k, own in enumerate(lanes):
+                own[name].data = stacked[k].view(own[name].shape)
+
+    def _remove(self, index: int) -> None:
+        """Take lane ``index`` out of the stacked tensors (and its optimiser state); the others keep theirs."""
+        leaving = self.lanes.pop(index)
+        for _, param in _parameters(leaving.agent):
+            param.data = param.data.clone()  # its own memory again, with its values
+        if not self.lanes:
+            return
+        keep = torch.tensor([k for k in range(len(self.lanes) + 1) if k != index], device=self.stacked.device)
+        for optimizer in self.stacked.optimizers().values():
+            for param in optimizer.param_groups[0]["params"]:
+                state = optimizer.state.get(param, {})
+                for key in ("exp_avg", "exp_avg_sq"):
+                    if key in state:
+                        state[key] = state[key].index_select(0, keep)
+        for step in _adam_steps(self.stacked):
+            step._lists = None  # gathered again from the optimiser's state at its next step
+        lanes = [dict(_parameters(lane.agent)) for lane in self.lanes]
+        for name, param in _parameters(self.stacked):
+            param.data = param.data.index_select(0, keep)
+            for k, own in enumerate(lanes):
+                own[name].data = param.data[k].view(own[name].shape)
+        self.stacked.lane_generators = [lane.generator for lane in self.lanes]
+
+    def _hand_optimiser_state(self, lane: Trainer) -> None:
+        """Put the lane's slice of the stacked optimisers' state into its own optimisers (its checkpoint's)."""
+        if lane not in self.lanes:
+            return
+        k = self.lanes.index(lane)
+        own = lane.agent.optimizers()
+        for name, optimizer in self.stacked.optimizers().items():
+            params = optimizer.param_groups[0]["params"]
+            for param, mine in zip(params, own[name].param_groups[0]["params"], strict=True):
+                state = optimizer.state.get(param)
+                if not state:
+                    continue
+                own[name].state[mine] = {
+                    "step": state["step"].clone(),
+                    "exp_avg": state["exp_avg"][k].reshape(mine.shape).clone(),
+                    "exp_avg_sq": state["exp_avg_sq"][k].reshape(mine.shape).clone(),
+                }
+
+    # ---- the loop --------------------------------------------------------------------
+    def run(self) -> dict[int, TrainResult | Exception]:
+        """Train every lane to its end; each lane's result by its index in the group, or the exception that
+        ended it (raised by its own records, checkpoint or environment: the other lanes go on)."""
+        ends: dict[int, TrainResult | Exception] = {}
+        index = {id(lane): k for k, lane in enumerate(self.lanes)}
+        clock = time.perf_counter()
+        self._each(ends, index, lambda lane: lane.begin())
+        while self.lanes:
+            for lane in list(self.lanes):
+                self._guard(ends, index, lane, lambda lane=lane: self._stop_if_asked(ends, index, lane, clock))
+            if not self.lanes:
+                break
+            first = self.lanes[0]
+            if first.step >= first.config.total_steps:
+                for lane in list(self.lanes):
+                    self._guard(ends, index, lane, lambda lane=lane: self._end(ends, index, lane, "finished", clock))
+                break
+            learning = first.learning
+            self._each(ends, index, lambda lane: lane.env_step())
+            if learning and self.lanes:
+                self._update(ends, index)
+            self._each(ends, index, lambda lane: lane.end_step(clock))
+        return ends
+
+    def _stop_if_asked(self, ends: dict[int, Any], index: dict[int, int], lane: Trainer, clock: float) -> None:
+        if lane.should_stop():
+            self._end(ends, index, lane, "stopped", clock)
+
+    def _end(self, ends: dict[int, Any], index: dict[int, int], lane: Trainer, status: str, clock: float) -> None:
+        ends[index[id(lane)]] = lane.finish(status, clock)  # type: ignore[arg-type]
+        self._remove(self.lanes.index(lane))
+
+    def _each(self, ends: dict[int, Any], index: dict[int, int], work: Any) -> None:
+        for lane in list(self.lanes):
+            self._guard(ends, index, lane, lambda lane=lane: work(lane))
+
+    def _guard(self, ends: dict[int, Any], index: dict[int, int], lane: Trainer, work: Any) -> None:
+        """Run one lane's part; an exception ends that lane alone."""
+        try:
+            work()
+        except Exception as error:
+            ends[index[id(lane)]] = error
+            if lane in self.lanes:
+                self._remove(self.lanes.index(lane))
+
+    def _update(self, ends: dict[int, Any], index: dict[int, int]) -> None:
+        """One update of every lane: batches and weights per lane, the stacked update, each lane's records."""
+        batches: list[Batch] = []
+        weights: list[Weights] = []
+        for lane in list(self.lanes):
+
+            def prepare(lane: Trainer = lane) -> None:
+                lane.agent.updates += 1
+                batch, correction = lane.sample()
+                with FlushSubnormals(), torch.no_grad():
+                    weights.append(correction.weights(batch, lane.agent) if correction is not None else NO_WEIGHTS)
+                batches.append(batch)
+
+            self._guard(ends, index, lane, prepare)
+        if not self.lanes:
+            return
+        stats = lane_update(self.stacked, batches, weights)
+        for lane, batch, lane_stats in zip(list(self.lanes), batches, stats, strict=True):
+            self._guard(ends, index, lane, lambda lane=lane, b=batch, s=lane_stats: lane.record_update(b, s))
+
+
+def _coefficients(weight: Tensor | None, batch_size: int, normalised: bool, like: Tensor) -> Tensor:
+    """A lane's c_i (:func:`~agents.algorithms.losses.loss_coefficients`) as a (B, 1) tensor."""
+    c = loss_coefficients(weight, batch_size, normalised)
+    return torch.as_tensor(c, dtype=like.dtype, device=like.device).expand(batch_size, 1)
+
+
+def lane_update(stacked: ActorCritic, batches: Sequence[Batch], weights: Sequence[Weights]) -> list[UpdateStats]:
+    """One update of every lane on its batch with its weights, through the stacked agent; each lane's stats.
+
+    The fast backend's update (:meth:`~agents.algorithms.base.ActorCritic.update`), with a lane axis: the
+    losses are Σ_k L_k, so lane k's parameters get ∂L_k/∂θ_k alone.
+    """
+    stacked.updates += 1
+    with FlushSubnormals(), torch.no_grad():
+        batch = Batch(*(torch.stack([getattr(b, field) for b in batches]) for field in Batch._fields[:5]))
+        size = batch.obs.shape[1]
+        c = torch.stack([_coefficients(w.critic, size, w.normalised, batch.reward) for w in weights])  # (K, B, 1)
+        y = stacked.target(batch)
+        q, tapes = stacked.critic.forward_tape(batch.obs, batch.action)  # (E, K, B, 1)
+        td_error = q - y
+        critic_loss = (c * td_error.square().sum(0)).sum((1, 2))
+        stacked.critic.backward(tapes, td_error * (2 * c))
+        stacked._critic_adam()
+        actor_loss = None
+        stepped = stacked.actor_due()
+        if stepped:
+            same = all(w.actor is w.critic for w in weights)
+            actor_c = c if same else torch.stack([_coefficients(w.actor, size, w.normalised, c) for w in weights])
+            actor_loss = (actor_c * stacked.actor_backward(batch.obs, actor_c)).sum((1, 2))
+            stacked._actor_adam()
+            stacked.after_actor_step()
+        stacked.update_targets(stepped)
+        q_mean = q.mean((0, 2, 3))
+        logged = stacked.logged() if stacked.quantities else {}
+        alpha = stacked.alpha_value()
+    return [
+        UpdateStats(
+            critic_loss[k],
+            None if actor_loss is None else actor_loss[k],
+            q_mean[k],
+            alpha=None if alpha is None else alpha[k].reshape(()),
+            logged={**w.logged, **{name: value[k] for name, value in logged.items()}},
+        )
+        for k, w in enumerate(weights)
+    ]

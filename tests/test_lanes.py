@@ -1,0 +1,152 @@
+"""A lane group trains each lane as its solo run would: the same draws, the same numbers up to float rounding."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agents import TrainConfig, Trainer
+from agents.checkpoint import open_checkpoint
+from agents.config import ConfigError
+from agents.lanes import LaneGroup, check_lanes
+from agents.sink import RecordingSink, TrainStatsRecord
+
+START, UPDATES = 50, 10
+TOLERANCE = 1e-5
+"""Relative: max |θ_lane − θ_solo| / max |θ_solo| over each parameter tensor."""
+
+
+def _config(algo: str, seed: int, correction: str, **changes: object) -> TrainConfig:
+    settings: dict[str, object] = dict(
+        algo=algo, env_id="Pendulum-v1", correction=correction, seed=seed, total_steps=START + UPDATES,
+        start_steps=START, correction_start=START, batch_size=32, hidden=(32, 32), eval_freq=10_000,
+        eval_episodes=1, stats_every=5, weights_block=5, checkpoint_every=0,
+    )  # fmt: skip
+    return TrainConfig(**{**settings, **changes})  # type: ignore[arg-type]
+
+
+def _four(algo: str, **changes: object) -> list[TrainConfig]:
+    """The paper's comparison in one group: two seeds, each without and with AC-Off-POC."""
+    return [_config(algo, seed, correction, **changes) for seed in (1, 2) for correction in ("none", "acoffpoc")]
+
+
+def _tensors(trainer: Trainer) -> dict[str, torch.Tensor]:
+    agent = trainer.agent
+    named = {f"{m}.{n}": p for m, module in agent.modules().items() for n, p in module.named_parameters()}
+    return named | dict(agent.tensors())
+
+
+def _assert_close(lane: Trainer, solo: Trainer) -> None:
+    for name, expected in _tensors(solo).items():
+        got = _tensors(lane)[name]
+        scale = expected.abs().max().clamp_min(1e-12)
+        assert ((got - expected).abs().max() / scale).item() <= TOLERANCE, name
+
+
+def _solo(configs: list[TrainConfig]) -> list[Trainer]:
+    trainers = [Trainer(config, RecordingSink()) for config in configs]
+    for trainer in trainers:
+        trainer.run()
+    return trainers
+
+
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_four_lanes_equal_their_four_solo_runs(algo: str) -> None:
+    """Same state, same batches: every parameter (and SAC's temperature) within 1e-5 relative after 10 updates;
+    each lane's generators end in its solo run's state (the same draws, in the same order: batches, target
+    and policy noise, exploration), its actions and stored transitions match, and so do its logged λ."""
+    configs = _four(algo)
+    solo = _solo(configs)
+    lanes = [Trainer(config, RecordingSink()) for config in configs]
+    ends = LaneGroup(lanes).run()
+    assert [end.status for end in ends.values()] == ["finished"] * 4  # type: ignore[union-attr]
+    for lane, alone in zip(lanes, solo, strict=True):
+        assert lane.agent.updates == alone.agent.updates == UPDATES
+        _assert_close(lane, alone)
+        assert torch.equal(lane.generator.get_state(), alone.generator.get_state())
+        assert lane.rng.bit_generator.state == alone.rng.bit_generator.state
+        assert lane.env.np_random.bit_generator.state == alone.env.np_random.bit_generator.state
+        stored, expected = lane.buffer.state_dict()["arrays"], alone.buffer.state_dict()["arrays"]
+        assert stored.keys() == expected.keys()
+        for key in stored:
+            np.testing.assert_allclose(stored[key], expected[key], rtol=TOLERANCE, atol=1e-6)
+        assert len(lane.sink.blocks) == len(alone.sink.blocks)
+        for got, want in zip(lane.sink.blocks, alone.sink.blocks, strict=True):
+            assert got.quantity == want.quantity and np.array_equal(got.updates, want.updates)
+            np.testing.assert_allclose(got.values, want.values, rtol=TOLERANCE, atol=1e-7)
+        losses = [(s.critic_loss, s.actor_loss) for s in lane.sink.stats]
+        want_losses = [(s.critic_loss, s.actor_loss) for s in alone.sink.stats]
+        np.testing.assert_allclose(np.array(losses, dtype=float), np.array(want_losses, dtype=float), rtol=1e-4)
+    assert any(block.quantity.name == "lambda" for block in lanes[1].sink.blocks)  # AC-Off-POC was active
+
+
+class FailOnNonFinite(RecordingSink):
+    """Refuses a non-finite training statistic, as the store's writer does."""
+
+    def on_train_stats(self, record: TrainStatsRecord) -> None:
+        if record.critic_loss is not None and not math.isfinite(record.critic_loss):
+            raise ValueError("non-finite critic loss")
+        super().on_train_stats(record)
+
+
+def test_a_lane_that_turns_non_finite_fails_alone() -> None:
+    """A NaN in one lane's critic reaches no other lane: that lane fails, the others finish as their solo runs."""
+    configs = _four("td3", total_steps=START + 30)
+    solo = _solo(configs)
+    lanes = [Trainer(config, FailOnNonFinite()) for config in configs]
+    group = LaneGroup(lanes)
+    with torch.no_grad():
+        next(lanes[2].agent.critic.parameters()).fill_(math.nan)  # through the lane's view: its slice alone
+    ends = group.run()
+    assert isinstance(ends[2], ValueError)
+    assert [ends[k].status for k in (0, 1, 3)] == ["finished"] * 3  # type: ignore[union-attr]
+    for k in (0, 1, 3):
+        _assert_close(lanes[k], solo[k])
+
+
+def test_a_stopped_lane_checkpoints_as_its_solo_run_and_the_rest_go_on(tmp_path: Path) -> None:
+    """Stopped after 10 updates, a lane's checkpoint holds what its solo run's does at that step (networks,
+    its own slice of Adam's moments, the generators), at a solo run's size; it resumes solo; the other lanes
+    go on to the end as their solo runs."""
+    configs = _four("sac", total_steps=START + 20)
+    stop_at = START + UPDATES
+    solo = [Trainer(c, RecordingSink(), checkpoint_path=tmp_path / f"solo{k}.pt") for k, c in enumerate(configs)]
+    solo[1]._should_stop = lambda: solo[1].step >= stop_at
+    for trainer in solo:
+        trainer.run()
+    lanes = [Trainer(c, RecordingSink(), checkpoint_path=tmp_path / f"lane{k}.pt") for k, c in enumerate(configs)]
+    lanes[1]._should_stop = lambda: lanes[1].step >= stop_at
+    ends = LaneGroup(lanes).run()
+    assert ends[1].status == "stopped" and ends[1].step == stop_at  # type: ignore[union-attr]
+    _, lane_state = open_checkpoint(tmp_path / "lane1.pt")
+    _, solo_state = open_checkpoint(tmp_path / "solo1.pt")
+    for optimizer, state in solo_state["optimizers"].items():
+        got = lane_state["optimizers"][optimizer]["state"]
+        assert got.keys() == state["state"].keys() and got
+        for index, moments in state["state"].items():
+            for key in ("exp_avg", "exp_avg_sq"):
+                scale = moments[key].abs().max().clamp_min(1e-12)
+                assert ((got[index][key] - moments[key]).abs().max() / scale).item() <= 1e-4, (optimizer, key)
+            assert torch.equal(got[index]["step"], moments["step"])
+    assert torch.equal(lane_state["rng"]["torch"], solo_state["rng"]["torch"])
+    size, solo_size = (tmp_path / "lane1.pt").stat().st_size, (tmp_path / "solo1.pt").stat().st_size
+    assert size < 1.1 * solo_size  # its slice alone, not the group's stacked tensors
+    for k in (0, 2, 3):
+        assert ends[k].status == "finished"  # type: ignore[union-attr]
+        _assert_close(lanes[k], solo[k])
+    resumed = Trainer.resume(tmp_path / "lane1.pt", RecordingSink())
+    assert resumed.run().status == "finished" and resumed.agent.updates == 20
+
+
+def test_what_cannot_share_a_group_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="lanes train td3 and sac, not ddpg"):
+        check_lanes([_config("ddpg", 1, "none", hidden=(32, 32))])
+    with pytest.raises(ConfigError, match="not ris-off-pac"):
+        check_lanes([_config("td3", 1, "ris-off-pac")])
+    with pytest.raises(ConfigError, match="every setting but the seed and correction: batch_size"):
+        check_lanes([_config("td3", 1, "none"), _config("td3", 2, "acoffpoc", batch_size=64)])
+    check_lanes(_four("sac"))
