@@ -258,7 +258,13 @@ def lane_update(stacked: ActorCritic, batches: Sequence[Batch], weights: Sequenc
     """
     stacked.updates += 1
     with FlushSubnormals(), torch.no_grad():
-        batch = Batch(*(torch.stack([getattr(b, field) for b in batches]) for field in Batch._fields[:5]))
+        batch = Batch(
+            obs=torch.stack([b.obs for b in batches]),
+            action=torch.stack([b.action for b in batches]),
+            reward=torch.stack([b.reward for b in batches]),
+            next_obs=torch.stack([b.next_obs for b in batches]),
+            not_terminated=torch.stack([b.not_terminated for b in batches]),
+        )
         size = batch.obs.shape[1]
         c = torch.stack([_coefficients(w.critic, size, w.normalised, batch.reward) for w in weights])  # (K, B, 1)
         y = stacked.target(batch)

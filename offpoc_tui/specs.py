@@ -154,6 +154,32 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     return specs
 
 
+def assign_lanes(specs: list[RunSpec], lanes: int) -> list[RunSpec]:
+    """``specs`` with a lane group each, in order, up to ``lanes`` compatible runs a group (``--lanes K``; 1: alone).
+    Raises :class:`UsageError` naming why a run cannot be a lane."""
+    if lanes <= 1:
+        return specs
+    from agents.config import TrainConfig
+    from agents.lanes import lane_key, lane_refusal
+
+    grouped: list[RunSpec] = []
+    open_groups: list[tuple[dict[str, Any], int, int]] = []  # (key, group number, lanes in it)
+    for spec in specs:
+        config = TrainConfig.from_dict(spec.config)
+        reason = lane_refusal(config)
+        if reason is not None:
+            raise UsageError(f"--lanes: {reason}")
+        key = lane_key(config)
+        found = next((i for i, (k, _, n) in enumerate(open_groups) if k == key and n < lanes), None)
+        if found is None:
+            open_groups.append((key, len(open_groups), 0))
+            found = len(open_groups) - 1
+        key, number, count = open_groups[found]
+        open_groups[found] = (key, number, count + 1)
+        grouped.append(dataclasses.replace(spec, lane_group=number))
+    return grouped
+
+
 def locate_env_module(env: str) -> str | None:
     """For ``module:Env-v0``, import the module as ``python -m`` would: from the current folder too. The folder
     the module comes from when it is not installed code (the current folder, a ``PYTHONPATH`` entry), made

@@ -158,6 +158,8 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
         rows.append(("tags", " ".join(run["tags"])))
     if run.get("note"):
         rows.append(("note", run["note"]))
+    if run.get("lane_group") is not None:
+        rows.append(("lane group", f"{run['lane_group']} (trained as a lane, in one process with the group's others)"))
     for key, value in rows:
         facts.add_row(key, literal(value))
     config = Table.grid(padding=(0, 2))

@@ -39,7 +39,7 @@ _OBSERVATIONS = {
 }
 RUN_COLUMNS = (
     "status", "steps", "total_steps", "sps", "last_return", "best_return", "mean_lambda", "created", "started",
-    "finished", "wall_time", "source", "tags", "note", "config",
+    "finished", "wall_time", "source", "tags", "note", "lane_group", "config",
 )  # fmt: skip
 _RUN_SQL = {"tags": "(SELECT group_concat(tag, ' ') FROM (SELECT tag FROM tags WHERE run_id = runs.id ORDER BY tag))"}
 """Run columns that are not the ``runs`` table's own: the tags, space-separated."""

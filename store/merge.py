@@ -111,6 +111,7 @@ def merge_from(
         with write(db):
             record_methods(db, read_methods(source), replace=False)  # what its corrections are called
             here: dict[str, tuple[int, str]] = {}  # identity → (id, status) of the run here
+            groups: dict[int, int] = {}  # the other store's lane group → the id of its first lane merged here
             for mine in _rows(db, "SELECT * FROM runs"):
                 identity = str(mine["origin"]) if mine["origin"] else fingerprint(mine)
                 here[identity] = (int(str(mine["id"])), str(mine["status"]))
@@ -135,6 +136,9 @@ def merge_from(
                     list(values.values()),
                 )
                 run_id = int(cursor.lastrowid)  # type: ignore[arg-type]
+                if row.get("lane_group") is not None:  # the other store's run id: its first lane merged here
+                    group = groups.setdefault(row["lane_group"], run_id)
+                    db.execute("UPDATE runs SET lane_group = ? WHERE id = ?", [group, run_id])
                 for table, names in columns.items():
                     kept = [n for n in names if n not in ("id", "run_id")]
                     records = source.execute(f"SELECT {', '.join(kept)} FROM {table} WHERE run_id = ?", [row["id"]])

@@ -22,7 +22,7 @@ META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sa
 
 PS_COLUMNS = (
     "id", "name", "algo", "env", "correction", "divergence", "sampler", "seed", "status", "steps", "total_steps",
-    "sps", "last_return", "pid", "host", "backend", "tags", "note",
+    "sps", "last_return", "pid", "host", "backend", "tags", "note", "lane_group",
 )  # fmt: skip
 
 
@@ -90,7 +90,7 @@ def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **fi
     columns += " last_return, best_return, mean_lambda, pid, host, source, origin, created, started, finished,"
     columns += (
         f" heartbeat, wall_time, checkpoint_step, error, duplicate_of, backend, revision, {SAMPLER_SQL} AS sampler,"
-        " note"
+        " note, lane_group"
     )
     runs = cast(list[RunRow], _dicts(db.execute(f"SELECT {columns} FROM runs{where} ORDER BY id", params)))
     tagged = tags_of(db)

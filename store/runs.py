@@ -100,6 +100,8 @@ class RunRow(TypedDict, total=False):
     """What the user wrote of the run (``offpoc note``)."""
     env_path: str | None
     """The folder the run's environment module was imported from where it was queued."""
+    lane_group: int | None
+    """The lane group it trained in (the id of the group's first run); None for a run trained alone."""
     tags: list[str]
     """The run's tags, sorted (list_runs, run_detail)."""
 
@@ -119,6 +121,9 @@ class RunSpec:
     tags: tuple[str, ...] = ()
     env_path: str | None = None
     """The folder the environment's module was imported from where the run was queued (not installed)."""
+    lane_group: int | None = None
+    """Within one :func:`create_runs` call, runs with the same number train as one lane group (the group is
+    recorded as its first run's id); None: alone."""
 
 
 def hostname() -> str:
@@ -155,6 +160,7 @@ def insert_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | 
     """:func:`create_runs` inside the caller's write transaction (what to insert decided in it too)."""
     now = time.time()
     ids = []
+    groups: dict[int, int] = {}  # the specs' lane group → its first run's id
     for spec in specs:
         cursor = db.execute(
             "INSERT INTO runs (name, algo, env, correction, divergence, seed, config, status, total_steps, created,"
@@ -175,6 +181,9 @@ def insert_runs(db: sqlite_utils.Database, specs: list[RunSpec], backend: str | 
         )
         ids.append(int(cursor.lastrowid))  # type: ignore[arg-type]
         add_tags(db, ids[-1:], spec.tags)
+        if spec.lane_group is not None:
+            group = groups.setdefault(spec.lane_group, ids[-1])
+            db.execute("UPDATE runs SET lane_group = ? WHERE id = ?", [group, ids[-1]])
     return ids
 
 

@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -268,8 +268,14 @@ UPDATE meta SET value = json_set(value, '$.divergence', json('["acoffpoc"]'), '$
 ALTER TABLE weights RENAME TO quantity_blocks
 """
 
+# A run trained as a lane of a lane group (agents/lanes.py) records its group: the id of the group's first run.
+_V13 = """
+ALTER TABLE runs ADD COLUMN lane_group INTEGER
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10, 11: _V11, 12: _V12,
+    13: _V13,
 }  # fmt: skip
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 

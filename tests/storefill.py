@@ -64,6 +64,7 @@ def fill_learning(db_path: Path, run_id: int, steps: int, gain: float, per_trans
 
 
 _UNDO_V4 = """
+ALTER TABLE runs DROP COLUMN lane_group;
 ALTER TABLE quantity_blocks RENAME TO weights;
 DELETE FROM meta WHERE key = 'methods';
 DROP TABLE tags;
@@ -104,8 +105,8 @@ def as_schema_2(db_path: Path) -> None:
     schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
     schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm;
     schema 10 the weights' stride; schema 11 the tags, the runs' note and env_path; schema 12 the corrections'
-    record and the weights table's new name (quantity_blocks). Before schema 4 only λ was
-    logged: the other quantities' rows go.
+    record and the weights table's new name (quantity_blocks); schema 13 the runs' lane group. Before schema 4
+    only λ was logged: the other quantities' rows go.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)

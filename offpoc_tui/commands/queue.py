@@ -99,6 +99,14 @@ def run(
     estimand: EstimandOption = "final",
     last_steps: LastStepsOption = None,
     jobs: JobsOption = None,
+    lanes: Annotated[
+        int,
+        typer.Option(
+            help="Train up to K of these runs as one lane group: one worker process, their updates stacked"
+            " (TD3 or SAC; corrections none and acoffpoc). Each is still a run of its own.",
+            metavar="K",
+        ),
+    ] = 1,
     threads: Annotated[int, typer.Option(help="torch threads per worker.")] = 1,
     backend: BackendOption = "local",
     address: AddressOption = None,
@@ -112,6 +120,7 @@ def run(
     from offpoc_tui.specs import (
         RunRequest,
         UsageError,
+        assign_lanes,
         build_specs,
         check_name,
         parse_seeds,
@@ -125,9 +134,11 @@ def run(
             raise UsageError("use --seed or --seeds, not both")
         if seed is not None and seed < 0:
             raise UsageError(f"--seed must be at least 0, got {seed}")
-        if (jobs is not None and jobs < 1) or threads < 1:
-            raise UsageError(f"--{'threads' if threads < 1 else 'jobs'} must be at least 1")
+        if (jobs is not None and jobs < 1) or threads < 1 or lanes < 1:
+            raise UsageError(f"--{'threads' if threads < 1 else 'lanes' if lanes < 1 else 'jobs'} must be at least 1")
         where = check_backend(backend, address, checkpoint_dir)
+        if lanes > 1 and (decide_ or where is not None):
+            raise UsageError("--lanes trains lane groups on this machine's workers (not on Ray), without --decide")
         if name is not None:
             check_name(name)
         study = study_design(decide_, compare, seeds, alpha, interim_seeds, max_interims, estimand, last_steps)
@@ -154,7 +165,7 @@ def run(
             local=where is None,
             tags=checked_tags(tag),
         )
-        specs = build_specs(request)
+        specs = assign_lanes(build_specs(request), lanes)
         random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
         check_writable(db)
         check_run_files(db)

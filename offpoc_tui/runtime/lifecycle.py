@@ -39,6 +39,7 @@ from agents import (
     Sink,
     TrainConfig,
     Trainer,
+    TrainResult,
     TrainStatsRecord,
 )
 from agents.checkpoint import CheckpointMismatch
@@ -156,11 +157,44 @@ ONE_LINE_FAILURES = (CheckpointMismatch, NonFinite, StoreError, StoreBusy)
 
 def live(run: RunRow, binding: StoreBinding, link: Link, files: RunFiles) -> Outcome:
     """Train the claimed ``run`` through ``binding`` (whose writer writes through ``link``) and record its end."""
-    run_id = run["id"]
     try:
         config = TrainConfig.from_dict(json.loads(run["config"]))
-        trainer = binding.build(run, config, files)
-        result = trainer.run()
+        end: TrainResult | Exception = binding.build(run, config, files).run()
+    except Exception as error:
+        end = error
+    return conclude(run["id"], binding, link, end)
+
+
+def live_group(lanes: list[tuple[RunRow, StoreBinding, Link]], files: RunFiles) -> list[Outcome]:
+    """Train the claimed runs as one lane group (:class:`agents.lanes.LaneGroup`), each through its own binding
+    and link as :func:`live` trains one, and record each lane's end: a lane that fails (a non-finite record,
+    a checkpoint that is not its own, a write refused) ends alone, and the others train on."""
+    from agents.lanes import LaneGroup
+
+    ends: dict[int, TrainResult | Exception] = {}
+    built: list[int] = []
+    trainers: list[Trainer] = []
+    for k, (run, binding, _) in enumerate(lanes):
+        try:
+            trainers.append(binding.build(run, TrainConfig.from_dict(json.loads(run["config"])), files))
+            built.append(k)
+        except Exception as error:
+            ends[k] = error
+    if trainers:
+        try:
+            group_ends = LaneGroup(trainers).run()
+        except Exception as error:  # the group could not form: every lane it held ends with the reason
+            group_ends = dict.fromkeys(range(len(trainers)), error)
+        ends.update({built[i]: end for i, end in group_ends.items()})
+    return [conclude(run["id"], binding, link, ends[k]) for k, (run, binding, link) in enumerate(lanes)]
+
+
+def conclude(run_id: int, binding: StoreBinding, link: Link, end: TrainResult | Exception) -> Outcome:
+    """Record how a run's training ended: its result (flushed, then its end), or the exception that ended it."""
+    try:
+        if isinstance(end, Exception):
+            raise end
+        result = end
         binding.writer.flush(result.step, result.updates, result.wall_time)
         if not link.end(run_id, result.status):
             raise NotOwner(f"run {run_id} is no longer this worker's: its end is not recorded")

@@ -76,31 +76,55 @@ class LocalWorkers:
     def __init__(self, db_path: Path, db: sqlite_utils.Database, files: RunFiles, where: StoreFile) -> None:
         self.db_path, self.db, self.files, self.where = db_path, db, files, where
         self.active: dict[int, subprocess.Popen[bytes]] = {}
+        """Each running run's worker process (the runs of a lane group share one)."""
+        self.logs: dict[int, Path] = {}
+        """Each started run's worker log (a lane group's is in its first run's folder)."""
         self.studies_seen: dict[int, tuple[Any, ...]] = {}
         """Each running study's runs as last looked at (store.studies.advance reads a study again on a change)."""
         self.stale: list[subprocess.Popen[bytes]] = []
         """Workers whose run was queued again while they lived (declared lost, then resumed): waited
         for, never settled; they stop at their next write (:class:`store.runs.NotOwner`)."""
 
-    def start(self, run_id: int) -> None:
+    def start(self, run_ids: list[int]) -> None:
+        """One worker process for ``run_ids``: one run, or a lane group (its log in its first run's folder)."""
         if not self.where.here():  # looked at again right before the store's folder is used
             raise Leave(f"the store is no longer at {self.where.path} (moved, replaced or deleted)")
-        try:
-            directory = self.files.prepare(run_id)
-            log = self.files.append_to(directory / WORKER_LOG)
-        except StoreError as error:  # its folder or log is not this store's (a symlink): the run fails, others go on
-            _say(f"run {run_id}: {error}")
-            finish(self.db, run_id, "failed", error=str(error), only_from=("queued",))
+        ready: list[int] = []
+        for run_id in run_ids:
+            try:
+                self.files.prepare(run_id)
+                ready.append(run_id)
+            except StoreError as error:  # its folder is not this store's (a symlink): the run fails, others go on
+                _say(f"run {run_id}: {error}")
+                finish(self.db, run_id, "failed", error=str(error), only_from=("queued",))
+        if not ready:
             return
+        directory = self.files.run_dir(ready[0])
+        try:
+            log = self.files.append_to(directory / WORKER_LOG)
+        except StoreError as error:
+            for run_id in ready:
+                _say(f"run {run_id}: {error}")
+                finish(self.db, run_id, "failed", error=str(error), only_from=("queued",))
+            return
+        command = [sys.executable, "-m", "offpoc_tui.runtime.worker", "--db", str(self.db_path)]
         with log:
-            self.active[run_id] = subprocess.Popen(
-                [sys.executable, "-m", "offpoc_tui.runtime.worker", "--db", str(self.db_path), "--run", str(run_id)],
+            process = subprocess.Popen(
+                [*command, *(arg for run_id in ready for arg in ("--run", str(run_id)))],
                 cwd=directory,  # whatever a library writes into its working folder lands here, not in the user's
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        _say(f"run {run_id}: worker pid {self.active[run_id].pid}")
+        for run_id in ready:
+            self.active[run_id] = process
+            self.logs[run_id] = directory / WORKER_LOG
+        lanes = f" (lane group of runs {', '.join(map(str, ready))})" if len(ready) > 1 else ""
+        _say(f"run {ready[0]}: worker pid {process.pid}{lanes}")
+
+    def processes(self) -> int:
+        """Worker processes this scheduler runs (a lane group's runs share one)."""
+        return len({process.pid for process in self.active.values()})
 
     def poll(self) -> None:
         """Settle the workers that exited: a run must not stay running or queued without one."""
@@ -134,10 +158,10 @@ class LocalWorkers:
 
     def others(self) -> int:
         """Live workers on this machine that this scheduler did not start (a previous scheduler's)."""
-        return sum(1 for i, pid in running_here(self.db).items() if i not in self.active and pid_alive(pid))
+        return len({pid for i, pid in running_here(self.db).items() if i not in self.active and pid_alive(pid)})
 
     def _log_tail(self, run_id: int, lines: int = 20) -> str:
-        path = self.files.run_dir(run_id) / WORKER_LOG
+        path = self.logs.get(run_id, self.files.run_dir(run_id) / WORKER_LOG)
         try:
             return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
@@ -303,9 +327,9 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
     queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
     mine = [i for i, backend in queue if backend is None]
     if mine:
-        free = jobs_limit(db) - len(local.active) - local.others()
-        for run_id in mine[: max(free, 0)]:
-            local.start(run_id)
+        free = jobs_limit(db) - local.processes() - local.others()
+        for run_ids in lane_groups(db, mine)[: max(free, 0)]:
+            local.start(run_ids)
     remote = [i for i, backend in queue if backend == "ray"]
     if remote:
         if ray is None:
@@ -313,6 +337,27 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
         for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
             ray.submit(run_id)
     return not queue and not local.active and (ray is None or not ray.active), ray
+
+
+def lane_groups(db: sqlite_utils.Database, queued: list[int]) -> list[list[int]]:
+    """The queued runs as the workers to start, oldest first: a lane group's fresh runs (queued with
+    ``--lanes``, no checkpoint yet) share one; a run alone, or one resumed from a checkpoint, has its own."""
+    marks = ", ".join("?" for _ in queued)
+    sql = f"SELECT id, lane_group FROM runs WHERE id IN ({marks}) AND lane_group IS NOT NULL"
+    sql += " AND checkpoint_step IS NULL"
+    group_of = dict(db.execute(sql, queued).fetchall())
+    workers: list[list[int]] = []
+    seen: dict[int, list[int]] = {}
+    for run_id in queued:
+        group = group_of.get(run_id)
+        if group is None:
+            workers.append([run_id])
+        elif group in seen:
+            seen[group].append(run_id)
+        else:
+            seen[group] = [run_id]
+            workers.append(seen[group])
+    return workers
 
 
 def _connect(db_path: Path, db: sqlite_utils.Database, runs: list[int]) -> Any:

@@ -42,6 +42,9 @@ def stop_run(store: Any, run_id: int) -> str | None:
     if run["pid"] is None:  # claimed a moment ago, its pid not yet recorded: the store tells it
         request_stop(store, run_id)
         return None
+    if run.get("lane_group") is not None:  # its worker trains other lanes too: a signal would stop them all
+        request_stop(store, run_id)
+        return None
     try:
         os.kill(run["pid"], signal.SIGTERM)
     except ProcessLookupError:  # it ended between the check and the signal

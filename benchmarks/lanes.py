@@ -1,0 +1,175 @@
+"""Lanes against processes: K runs in one lane group against the same K runs as K processes, on one core.
+
+    python benchmarks/lanes.py                          # TD3 and SAC on Hopper-v4, K = 1, 2, 4, 8, core 0
+    python benchmarks/lanes.py --algos td3 --lanes 1 4 --window 20
+    python benchmarks/lanes.py --device cuda            # on a GPU: lane groups alone, K = 1, 5, 10, 20, 40
+
+Each case starts fresh processes pinned to one CPU core (``--core``): one process training a lane group of K
+lanes (seeds 0..K-1, no correction), or K processes training one run each. Every process trains past its
+uniform-random start phase first, says it is ready, and waits; all start together, and each counts the
+environment steps (each with one gradient update) it makes in the next ``--window`` seconds. The figure
+is the aggregate: steps of all K runs per second. The ratio is lanes over processes in the same case; above
+1.0 the group is faster. With ``--device cuda`` the networks and the stacked update go to the GPU (the
+environments stay on the CPU), only lane groups run, and the GPU memory each lane needs is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+CPU_LANES = (1, 2, 4, 8)
+GPU_LANES = (1, 5, 10, 20, 40)
+
+
+def _config(algo: str, seed: int, device: str, start: int) -> object:
+    from agents import TrainConfig
+
+    return TrainConfig(
+        algo=algo, env_id="Hopper-v4", seed=seed, total_steps=10_000_000, start_steps=start, buffer_size=200_000,
+        eval_freq=10_000_000, eval_episodes=1, stats_every=1000, checkpoint_every=0, device=device,
+    )  # fmt: skip
+
+
+def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, device: str, start: int) -> None:
+    """One benchmark process: train past the start phase, print ``ready``, wait for ``go`` on stdin, then count
+    the steps of the next ``window`` seconds and print them as JSON."""
+    warnings.filterwarnings("ignore")
+    from agents import Trainer
+    from agents.lanes import LaneGroup
+
+    seeds = range(first_seed, first_seed + (lanes if mode == "lanes" else 1))
+    trainers = [Trainer(_config(algo, seed, device, start)) for seed in seeds]  # type: ignore[arg-type]
+    ready_at = start + 200
+    marks: dict[str, float] = {}
+
+    def should_stop(trainer: Trainer = trainers[0]) -> bool:
+        if "go" not in marks and trainer.step >= ready_at:
+            print("ready", flush=True)
+            sys.stdin.readline()
+            marks["go"], marks["step"] = time.perf_counter(), trainer.step
+        if "go" in marks and time.perf_counter() - marks["go"] >= window:
+            marks.setdefault("end", time.perf_counter())
+            marks.setdefault("end_step", trainer.step)
+            return True
+        return False
+
+    trainers[0]._should_stop = should_stop
+    for trainer in trainers[1:]:
+        trainer._should_stop = lambda: "end" in marks
+    if mode == "lanes":
+        LaneGroup(trainers).run()
+    else:
+        trainers[0].run()
+    steps = (marks["end_step"] - marks["step"]) * len(trainers)
+    result = {"steps": steps, "seconds": marks["end"] - marks["go"]}
+    if device.startswith("cuda"):
+        import torch
+
+        result["gpu_bytes"] = torch.cuda.max_memory_allocated()
+    print(json.dumps(result), flush=True)
+
+
+def case(mode: str, algo: str, lanes: int, args: argparse.Namespace) -> dict[str, float]:
+    """Aggregate steps/s of ``lanes`` runs as one group (``lanes``) or as that many processes, on one core."""
+    count = 1 if mode == "lanes" else lanes
+    command = [sys.executable, __file__, "--child", mode, "--algos", algo, "--lanes", str(lanes)]
+    command += ["--window", str(args.window), "--device", args.device, "--start", str(args.start)]
+    processes = []
+    for i in range(count):
+        processes.append(
+            subprocess.Popen(
+                [*command, "--first-seed", str(i)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, {args.core})) if args.device == "cpu" else None,
+                env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},
+            )
+        )
+    for process in processes:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if line != "ready":
+            raise SystemExit(f"a benchmark process failed before it was ready: {line!r}")
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    results = []
+    for process in processes:
+        out, _ = process.communicate()
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    seconds = max(r["seconds"] for r in results)
+    summary = {"sps": sum(r["steps"] for r in results) / seconds}
+    if "gpu_bytes" in results[0]:
+        summary["gpu_mib_per_lane"] = results[0]["gpu_bytes"] / 2**20 / lanes
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", nargs="+", default=["td3", "sac"])
+    parser.add_argument(
+        "--lanes", nargs="+", type=int, default=None, help="K values (default 1 2 4 8; GPU 1 5 10 20 40)"
+    )
+    parser.add_argument("--window", type=float, default=30.0, help="seconds counted per case (default 30)")
+    parser.add_argument("--start", type=int, default=1000, help="each run's uniform-random start phase, steps")
+    parser.add_argument("--core", type=int, default=0, help="the CPU core every process is pinned to")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: lane groups alone, on the GPU")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.algos[0], args.lanes[0], args.first_seed, args.window, args.device, args.start)
+        return
+    gpu = args.device.startswith("cuda")
+    ks = args.lanes or list(GPU_LANES if gpu else CPU_LANES)
+    modes = ["lanes"] if gpu else ["lanes", "processes"]
+    console = Console()
+    rows = []
+    with Progress(console=console) as progress:
+        task = progress.add_task("cases", total=len(args.algos) * len(ks) * len(modes))
+        for algo in args.algos:
+            for k in ks:
+                row: dict[str, object] = {"algo": algo, "k": k}
+                for mode in modes:
+                    progress.update(task, description=f"{algo} K={k} {mode}")
+                    row[mode] = case(mode, algo, k, args)
+                    progress.advance(task)
+                rows.append(row)
+    where = f"GPU ({args.device})" if gpu else f"one CPU core (core {args.core})"
+    table = Table(title=f"Hopper-v4, aggregate env steps/s with one update per step, on {where}, {args.window:.0f} s")
+    table.add_column("algo")
+    for column in ("K", "lane group (steps/s)"):
+        table.add_column(column, justify="right")
+    extra = ("GPU memory per lane (MiB)",) if gpu else ("K processes (steps/s)", "lanes / processes")
+    for column in extra:
+        table.add_column(column, justify="right")
+    for row in rows:
+        group: dict[str, float] = row["lanes"]  # type: ignore[assignment]
+        cells = [str(row["algo"]), str(row["k"]), f"{group['sps']:.0f}"]
+        if gpu:
+            cells.append(f"{group['gpu_mib_per_lane']:.0f}")
+        else:
+            apart: dict[str, float] = row["processes"]  # type: ignore[assignment]
+            cells += [f"{apart['sps']:.0f}", f"{group['sps'] / apart['sps']:.2f}"]
+        table.add_row(*cells)
+    console.print(table)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
