@@ -138,8 +138,8 @@ class LinearChain:
             if self.relu_after[i] and i == last:
                 grad = torch.ops.aten.threshold_backward(grad, tape.output, 0.0)
             if weight.ndim == 3:  # a lane group's stacked layer: one product per lane (agents.lanes)
-                if params:
-                    weight.grad = grad.mT.bmm(x)
+                if params:  # narrow inputs transposed, as _mm does (measured 2.3x faster for 14 columns)
+                    weight.grad = x.mT.bmm(grad).mT.contiguous() if x.shape[-1] < NARROW else grad.mT.bmm(x)
                     bias.grad = grad.sum(-2)
                 if i == 0:
                     return grad.bmm(weight[..., input_columns]) if input_grad else None

@@ -182,6 +182,14 @@ class LaneGroup:
         """Train every lane to its end; each lane's result by its index in the group, or the exception that
         ended it (raised by its own records, checkpoint or environment: the other lanes go on)."""
         ends: dict[int, TrainResult | Exception] = {}
+        if len(self.lanes) == 1:  # a group of one is its solo run: nothing to stack, so the solo loop
+            alone = self.lanes[0]
+            self._remove(0)
+            try:
+                ends[0] = alone.run()
+            except Exception as error:
+                ends[0] = error
+            return ends
         index = {id(lane): k for k, lane in enumerate(self.lanes)}
         clock = time.perf_counter()
         self._each(ends, index, lambda lane: lane.begin())

@@ -154,9 +154,9 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     return specs
 
 
-def assign_lanes(specs: list[RunSpec], lanes: int) -> list[RunSpec]:
+def assign_lanes(specs: list[RunSpec], lanes: int, strict: bool = True) -> list[RunSpec]:
     """``specs`` with a lane group each, in order, up to ``lanes`` compatible runs a group (``--lanes K``; 1: alone).
-    Raises :class:`UsageError` naming why a run cannot be a lane."""
+    A run that cannot be a lane raises :class:`UsageError` naming why (``strict``), or stays alone."""
     if lanes <= 1:
         return specs
     from agents.config import TrainConfig
@@ -167,8 +167,11 @@ def assign_lanes(specs: list[RunSpec], lanes: int) -> list[RunSpec]:
     for spec in specs:
         config = TrainConfig.from_dict(spec.config)
         reason = lane_refusal(config)
-        if reason is not None:
+        if reason is not None and strict:
             raise UsageError(f"--lanes: {reason}")
+        if reason is not None:
+            grouped.append(spec)
+            continue
         key = lane_key(config)
         found = next((i for i, (k, _, n) in enumerate(open_groups) if k == key and n < lanes), None)
         if found is None:

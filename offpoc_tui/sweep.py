@@ -38,7 +38,16 @@ import sqlite_utils
 
 from agents.config import TrainConfig, applies, field_names, owner_text, unknown_field
 from agents.plugins import get, group_of
-from offpoc_tui.specs import MAX_SEEDS, RunRequest, UsageError, build_specs, check_name, parse_seeds, record_plugins
+from offpoc_tui.specs import (
+    MAX_SEEDS,
+    RunRequest,
+    UsageError,
+    assign_lanes,
+    build_specs,
+    check_name,
+    parse_seeds,
+    record_plugins,
+)
 from store import RunSpec
 from store.db import write
 from store.runs import insert_runs
@@ -303,12 +312,14 @@ def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
     return seconds / 3600, basis if specs else "nothing to run"
 
 
-def queue_missing(store: sqlite_utils.Database, grid: Sweep, backend: str | None) -> list[int]:
+def queue_missing(store: sqlite_utils.Database, grid: Sweep, backend: str | None, lanes: int = 1) -> list[int]:
     """Queue the grid's runs the store lacks; the new ids. What is missing and its insert are one write
-    transaction, so two sweeps of one file at once queue the grid once."""
+    transaction, so two sweeps of one file at once queue the grid once. With ``lanes`` > 1, compatible runs
+    train in lane groups of up to ``lanes`` (:func:`~offpoc_tui.specs.assign_lanes`); the others alone."""
     from store.reader import configs
 
     with write(store):
         named = [row[0] for row in store.execute("SELECT id FROM runs WHERE name = ?", [grid.name])]
         record_plugins(store)
-        return insert_runs(store, missing(configs(store, named).values(), grid.specs), backend)
+        new = assign_lanes(missing(configs(store, named).values(), grid.specs), lanes, strict=False)
+        return insert_runs(store, new, backend)

@@ -150,3 +150,13 @@ def test_what_cannot_share_a_group_is_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match="every setting but the seed and correction: batch_size"):
         check_lanes([_config("td3", 1, "none"), _config("td3", 2, "acoffpoc", batch_size=64)])
     check_lanes(_four("sac"))
+
+
+def test_a_group_of_one_is_its_solo_run_to_the_bit() -> None:
+    """One lane has nothing to stack: it trains through the solo loop, bit for bit its solo run."""
+    config = _config("sac", 3, "acoffpoc")
+    (solo,) = _solo([config])
+    lane = Trainer(config, RecordingSink())
+    assert LaneGroup([lane]).run()[0].status == "finished"  # type: ignore[union-attr]
+    for name, expected in _tensors(solo).items():
+        assert torch.equal(_tensors(lane)[name], expected), name

@@ -8,6 +8,8 @@ alone (about 9 minutes).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,37 @@ def learns_pendulum(algo: str, correction: str, sampler: str = "uniform") -> Rec
     print(f"\n{algo} + {correction} ({sampler}): return {first:.0f} at step 0 -> {final:.0f} (last 3 evaluations){lam}")
     assert final > LEARNED
     return sink
+
+
+@pytest.mark.slow
+def test_a_pendulum_lane_group_learns_like_its_solo_runs() -> None:
+    """Four TD3 lanes (seeds 0 and 1, each without and with AC-Off-POC), 20k steps, against the same four runs
+    trained alone: each lane learns, and its final return (last three evaluations) lies within the solo runs'
+    spread (their range, widened by their standard deviation on each side: float rounding lets a lane's
+    trajectory drift from its solo run's, as any two implementations of one run drift apart)."""
+    from agents.lanes import LaneGroup
+
+    base = TrainConfig(
+        algo="td3", env_id="Pendulum-v1", total_steps=20_000, start_steps=1_000, eval_freq=1_000, eval_episodes=5
+    )
+    configs = [
+        dataclasses.replace(base, correction=correction, seed=seed)
+        for seed in (0, 1)
+        for correction in ("none", "acoffpoc")
+    ]
+    solo = [RecordingSink() for _ in configs]
+    for config, sink in zip(configs, solo, strict=True):
+        Trainer(config, sink).run()
+    lanes = [RecordingSink() for _ in configs]
+    ends = LaneGroup([Trainer(config, sink) for config, sink in zip(configs, lanes, strict=True)]).run()
+    assert all(getattr(end, "status", None) == "finished" for end in ends.values()), ends
+
+    def final(sink: RecordingSink) -> float:
+        return float(np.mean([e.return_mean for e in sink.evals[-3:]]))
+
+    alone, grouped = np.array([final(s) for s in solo]), np.array([final(s) for s in lanes])
+    low, high = alone.min() - alone.std(), alone.max() + alone.std()
+    print(f"\nsolo finals {alone.round(0).tolist()}, lane finals {grouped.round(0).tolist()}")
+    print(f"spread {low:.0f}..{high:.0f}")
+    assert (grouped > LEARNED).all()
+    assert ((grouped >= low) & (grouped <= high)).all()

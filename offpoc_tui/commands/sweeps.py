@@ -46,6 +46,14 @@ def sweep(
     file: Annotated[Path, typer.Argument(help="A sweep file (TOML): algos, envs, methods, seeds, steps, set.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say how many runs and CPU-hours, write nothing.")] = False,
     jobs: JobsOption = None,
+    lanes: Annotated[
+        int,
+        typer.Option(
+            help="Train up to K compatible runs as one lane group (TD3 or SAC; corrections none and acoffpoc);"
+            " the others alone.",
+            metavar="K",
+        ),
+    ] = 1,
     backend: BackendOption = "local",
     address: AddressOption = None,
     checkpoint_dir: CheckpointDirOption = None,
@@ -77,7 +85,11 @@ def sweep(
     try:
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        if lanes < 1:
+            raise UsageError(f"--lanes must be at least 1, got {lanes}")
         where = check_backend(backend, address, checkpoint_dir)
+        if lanes > 1 and (decide_ or where is not None):
+            raise UsageError("--lanes trains lane groups on this machine's workers (not on Ray), without --decide")
         study = study_design(decide_, True, None, alpha, interim_seeds, max_interims, estimand, last_steps)
         grid = load_sweep(file, checked_tags(tag))
         if study is not None and not retry:
@@ -118,7 +130,7 @@ def sweep(
         return
     assert store is not None
     configure(store, jobs, where, address, checkpoint_dir)
-    ids = queue_missing(store, grid, where)
+    ids = queue_missing(store, grid, where, lanes)
     if not ids:
         out.print(f"sweep {grid.name}: another command queued its missing runs meanwhile", highlight=False)
         return
