@@ -135,6 +135,11 @@ def main() -> None:
         child(args.child, args.algos[0], args.lanes[0], args.first_seed, args.window, args.device, args.start)
         return
     gpu = args.device.startswith("cuda")
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit(f"--device {args.device}: no CUDA device here (torch {torch.__version__})")
     ks = args.lanes or list(GPU_LANES if gpu else CPU_LANES)
     modes = ["lanes"] if gpu else ["lanes", "processes"]
     console = Console()
