@@ -32,9 +32,10 @@ setting equal but the seed, the correction and its options.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -111,8 +112,13 @@ def _adam_steps(agent: ActorCritic) -> list[AdamStep]:
 class LaneGroup:
     """K trainers of fresh runs trained in lockstep, their update stacked (see the module's docstring)."""
 
-    def __init__(self, trainers: Sequence[Trainer]) -> None:
+    def __init__(
+        self, trainers: Sequence[Trainer], on_end: Callable[[int, TrainResult | Exception], None] | None = None
+    ) -> None:
+        """``on_end(index, end)`` is called as each lane ends (its result, or the exception that ended it), while
+        the others train on: a worker records that lane's end at once."""
         check_lanes([t.config for t in trainers])
+        self.on_end = on_end
         if any(t.step or t.agent.updates for t in trainers):
             raise ConfigError("a lane group starts from fresh runs: a resumed run trains solo")
         self.lanes: list[Trainer] = list(trainers)
@@ -186,9 +192,9 @@ class LaneGroup:
             alone = self.lanes[0]
             self._remove(0)
             try:
-                ends[0] = alone.run()
+                self._record(ends, 0, alone.run())
             except Exception as error:
-                ends[0] = error
+                self._record(ends, 0, error)
             return ends
         index = {id(lane): k for k, lane in enumerate(self.lanes)}
         clock = time.perf_counter()
@@ -214,9 +220,23 @@ class LaneGroup:
         if lane.should_stop():
             self._end(ends, index, lane, "stopped", clock)
 
-    def _end(self, ends: dict[int, Any], index: dict[int, int], lane: Trainer, status: str, clock: float) -> None:
-        ends[index[id(lane)]] = lane.finish(status, clock)  # type: ignore[arg-type]
+    def _end(
+        self,
+        ends: dict[int, Any],
+        index: dict[int, int],
+        lane: Trainer,
+        status: Literal["finished", "stopped"],
+        clock: float,
+    ) -> None:
+        result = lane.finish(status, clock)
         self._remove(self.lanes.index(lane))
+        self._record(ends, index[id(lane)], result)
+
+    def _record(self, ends: dict[int, Any], k: int, end: TrainResult | Exception) -> None:
+        """Lane ``k``'s end, kept and handed to ``on_end`` at once (an exception there ends no other lane)."""
+        ends[k] = end
+        if self.on_end is not None:
+            self.on_end(k, end)
 
     def _each(self, ends: dict[int, Any], index: dict[int, int], work: Any) -> None:
         for lane in list(self.lanes):
@@ -227,9 +247,10 @@ class LaneGroup:
         try:
             work()
         except Exception as error:
-            ends[index[id(lane)]] = error
             if lane in self.lanes:
                 self._remove(self.lanes.index(lane))
+            if index[id(lane)] not in ends:  # not a failure in on_end for a lane already ended
+                self._record(ends, index[id(lane)], error)
 
     def _update(self, ends: dict[int, Any], index: dict[int, int]) -> None:
         """One update of every lane: batches and weights per lane, the stacked update, each lane's records."""
@@ -247,9 +268,18 @@ class LaneGroup:
             self._guard(ends, index, lane, prepare)
         if not self.lanes:
             return
-        stats = lane_update(self.stacked, batches, weights)
+        try:
+            stats = lane_update(self.stacked, batches, weights)
+        except Exception as error:  # no lane's own doing: each lane still in the group ends with it
+            for lane in list(self.lanes):
+                self._guard(ends, index, lane, functools.partial(_raise, error))
+            return
         for lane, batch, lane_stats in zip(list(self.lanes), batches, stats, strict=True):
             self._guard(ends, index, lane, lambda lane=lane, b=batch, s=lane_stats: lane.record_update(b, s))
+
+
+def _raise(error: Exception) -> None:
+    raise error
 
 
 def _coefficients(weight: Tensor | None, batch_size: int, normalised: bool, like: Tensor) -> Tensor:

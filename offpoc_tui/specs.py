@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import importlib.util
@@ -180,7 +181,8 @@ def assign_lanes(specs: list[RunSpec], lanes: int, strict: bool = True) -> list[
         key, number, count = open_groups[found]
         open_groups[found] = (key, number, count + 1)
         grouped.append(dataclasses.replace(spec, lane_group=number))
-    return grouped
+    sizes = collections.Counter(spec.lane_group for spec in grouped)
+    return [dataclasses.replace(s, lane_group=None) if sizes[s.lane_group] == 1 else s for s in grouped]  # alone
 
 
 def locate_env_module(env: str) -> str | None:

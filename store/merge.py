@@ -115,6 +115,12 @@ def merge_from(
             for mine in _rows(db, "SELECT * FROM runs"):
                 identity = str(mine["origin"]) if mine["origin"] else fingerprint(mine)
                 here[identity] = (int(str(mine["id"])), str(mine["status"]))
+            for row in rows:  # a group part-merged before: its later lanes join the group its first lanes made here
+                known = here.get(row["origin"] or fingerprint(row))
+                if row.get("lane_group") is not None and row["lane_group"] not in groups and known is not None:
+                    found = db.execute("SELECT lane_group FROM runs WHERE id = ?", [known[0]]).fetchone()
+                    if found is not None and found[0] is not None:
+                        groups[row["lane_group"]] = found[0]
             for row in rows:
                 advance()
                 if row["status"] != "finished":

@@ -120,8 +120,10 @@ def test_a_stopped_lane_checkpoints_as_its_solo_run_and_the_rest_go_on(tmp_path:
         trainer.run()
     lanes = [Trainer(c, RecordingSink(), checkpoint_path=tmp_path / f"lane{k}.pt") for k, c in enumerate(configs)]
     lanes[1]._should_stop = lambda: lanes[1].step >= stop_at
-    ends = LaneGroup(lanes).run()
+    told: list[tuple[int, int]] = []  # (lane, lane 0's step) as each lane's end is handed over
+    ends = LaneGroup(lanes, on_end=lambda k, end: told.append((k, lanes[0].step))).run()
     assert ends[1].status == "stopped" and ends[1].step == stop_at  # type: ignore[union-attr]
+    assert told[0] == (1, stop_at) and sorted(k for k, _ in told) == [0, 1, 2, 3]  # at once, the others on
     _, lane_state = open_checkpoint(tmp_path / "lane1.pt")
     _, solo_state = open_checkpoint(tmp_path / "solo1.pt")
     for optimizer, state in solo_state["optimizers"].items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -65,28 +66,33 @@ def test_a_lane_group_is_one_worker_and_each_lane_a_run(tmp_path: Path) -> None:
         assert run_row(db, run_id)["checkpoint_step"] == 1500
     assert "lane group" in offpoc(db, "show", "3").stdout
     assert [r["lane_group"] for r in export(db, "runs")] == ["1"] * 4
+    log = offpoc(db, "logs", "3").stdout  # the group's log, from the lane's own folder
+    assert "lane group of runs 1, 2, 3, 4" in log and "run 3: finished" in log
+    offpoc(db, "rm", "1", "--yes")
+    assert "run 3: finished" in offpoc(db, "logs", "3").stdout
 
 
 def test_a_stopped_lane_leaves_the_group_and_resumes_alone(tmp_path: Path) -> None:
-    """``offpoc stop`` of one lane: it checkpoints and stops, its group trains on; resumed, it trains alone
-    from its checkpoint to the end, and no step of its records is doubled or missing."""
+    """``offpoc stop`` of one lane: it checkpoints and reads stopped while its group trains on; resumed, it
+    trains alone from its checkpoint, and no step of its records is doubled or missing."""
     db = tmp_path / "offpoc.db"
-    offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "6000", "--lanes", "3")
+    offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "3")
     wait_for(lambda: run_row(db, 2)["steps"] >= 1000, what="the group's first updates")
     offpoc(db, "stop", "2")
-    wait_for(lambda: _ended(db, 2), what="the lane's stop")
+    wait_for(lambda: _ended(db, 2), timeout=60, what="the lane's stop, recorded while its group trains")
     stopped = run_row(db, 2)
     assert stopped["status"] == "stopped" and stopped["checkpoint_step"] == stopped["steps"] > 0
+    assert run_row(db, 1)["status"] == run_row(db, 3)["status"] == "running"
     offpoc(db, "resume", "2")
-    wait_for(lambda: _ended(db, 1, 2, 3), what="every run's end")
+    wait_for(lambda: run_row(db, 2)["steps"] >= stopped["steps"] + 1000, what="the resumed lane's training")
+    assert run_row(db, 1)["status"] == "running"
+    offpoc(db, "stop", "--all")
+    wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
     rows = runs(db)
-    assert [r["status"] for r in rows.values()] == ["finished"] * 3
+    assert [r["status"] for r in rows.values()] == ["stopped"] * 3
     assert rows[2]["pid"] != rows[1]["pid"] == rows[3]["pid"]
-    for run_id in (1, 3):  # trained on past the step the lane stopped at, in the group's process
-        later = [r for r in export(db, "train") if r["run_id"] == str(run_id) and int(r["step"]) > stopped["steps"]]
-        assert later
     steps = [int(r["step"]) for r in export(db, "evaluations") if r["run_id"] == "2"]
-    assert steps == list(range(0, 6001, 500))
+    assert steps == list(range(0, steps[-1] + 1, 500)) and steps[-1] > stopped["steps"]
 
 
 def test_a_lane_whose_values_turn_non_finite_fails_alone(tmp_path: Path) -> None:
@@ -94,13 +100,17 @@ def test_a_lane_whose_values_turn_non_finite_fails_alone(tmp_path: Path) -> None
     (tmp_path / "nanlane.py").write_text(NAN_FOR_SEED_1)
     db = tmp_path / "offpoc.db"
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    args = ["td3", "nanlane:NanForSeed1-v0", *SMALL, "--eval-freq", "500", "--steps", "1500"]
+    args = ["td3", "nanlane:NanForSeed1-v0", *SMALL, "--eval-freq", "500", "--steps", "1M"]
     offpoc(db, "run", *args, "--seeds", "0-1", "--lanes", "2", env=env)
-    wait_for(lambda: _ended(db, 1, 2), what="both lanes' ends")
-    first, poisoned = run_row(db, 1), run_row(db, 2)
+    wait_for(lambda: _ended(db, 2), timeout=120, what="the poisoned lane's end, recorded while the other trains")
+    poisoned = run_row(db, 2)
     assert poisoned["status"] == "failed" and "nan" in poisoned["error"], poisoned["error"]
-    assert first["status"] == "finished" and first["steps"] == 1500
-    assert first["pid"] == poisoned["pid"]
+    assert run_row(db, 1)["status"] == "running"
+    wait_for(lambda: run_row(db, 1)["steps"] >= poisoned["steps"] + 500, what="the other lane's training")
+    offpoc(db, "stop", "1")
+    wait_for(lambda: _ended(db, 1), what="the other lane's stop")
+    first = run_row(db, 1)
+    assert first["status"] == "stopped" and first["pid"] == poisoned["pid"]
 
 
 def test_a_killed_group_leaves_its_lanes_lost_and_resumable(tmp_path: Path) -> None:
@@ -128,6 +138,8 @@ def test_a_killed_group_leaves_its_lanes_lost_and_resumable(tmp_path: Path) -> N
         (["--lanes", "2", "--correction", "ris-off-pac"], "error: --lanes: lanes take the corrections none and"),
         (["--lanes", "2", "--set", "sampler=per"], "error: --lanes: lanes sample uniformly, not with per"),
         (["--lanes", "2", "--set", "layer_norm=true"], "error: --lanes: lanes need the fast backend"),
+        (["--lanes", "2", "--correction", "acoffpoc", "--compare", "--decide"], "error: --lanes trains lane groups"),
+        (["--lanes", "2", "--backend", "ray"], "error: --lanes trains lane groups on this machine's workers"),
     ],
 )
 def test_what_cannot_be_a_lane_is_refused_at_submission(tmp_path: Path, args: list[str], message: str) -> None:
@@ -135,3 +147,51 @@ def test_what_cannot_be_a_lane_is_refused_at_submission(tmp_path: Path, args: li
     result = offpoc(db, "run", *PENDULUM, "--seeds", "0-1", *args, check=False)
     assert result.returncode == 2 and result.stderr.startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_a_group_is_one_job_and_a_lone_remainder_is_no_lane(tmp_path: Path) -> None:
+    """``offpoc jobs 1``: a group of two lanes runs as the one job, its runs both running while a third waits;
+    that third, the remainder of ``--seeds 0-2 --lanes 2``, is a run alone (no lane group)."""
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "jobs", "1")
+    offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "2")
+    assert [run_row(db, i)["lane_group"] for i in (1, 2, 3)] == [1, 1, None]
+    wait_for(lambda: run_row(db, 2)["steps"] > 0, what="the group's training")
+    assert [run_row(db, i)["status"] for i in (1, 2, 3)] == ["running", "running", "queued"]
+    assert "2 running (2 of them as lanes: a lane group is one job), 1 queued" in offpoc(db, "jobs").stdout
+    offpoc(db, "stop", "--all")
+    wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
+
+
+def test_a_sweep_groups_what_can_be_a_lane_and_merges_keep_the_groups(tmp_path: Path) -> None:
+    """``sweep --lanes 4``: TD3's none and acoffpoc runs share a group, RIS-Off-PAC's train alone. Merged into
+    another store in two passes, the lanes merged later join the group the first pass made there."""
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(
+        'name = "s"\nalgos = ["td3"]\nenvs = ["Pendulum-v1"]\nseeds = "0-1"\nsteps = 600\n'
+        '[[methods]]\ncorrection = "none"\n[[methods]]\ncorrection = "acoffpoc"\n'
+        '[[methods]]\ncorrection = "ris-off-pac"\n'
+        "[set]\nstart_steps = 300\neval_freq = 300\neval_episodes = 1\nhidden = [32, 32]\n"
+    )
+    db = tmp_path / "a.db"
+    offpoc(db, "sweep", str(sweep), "--lanes", "4", "--follow")
+    rows = runs(db)
+    groups = {(r["correction"], r["seed"]): r["lane_group"] for r in rows.values()}
+    first = min(i for i, r in rows.items() if r["correction"] != "ris-off-pac")
+    assert {k: v for k, v in groups.items() if k[0] != "ris-off-pac"} == {
+        (c, s): first for c in ("none", "acoffpoc") for s in (0, 1)
+    }
+    assert [v for k, v in groups.items() if k[0] == "ris-off-pac"] == [None, None]
+    assert [r["status"] for r in rows.values()] == ["finished"] * 6
+    lanes = sorted(i for i, r in rows.items() if r["lane_group"] is not None)
+    store = sqlite3.connect(db)
+    with store:
+        store.execute("UPDATE runs SET status = 'stopped' WHERE id = ?", [lanes[-1]])
+    merged = tmp_path / "b.db"
+    offpoc(merged, "merge", str(db))
+    with store:
+        store.execute("UPDATE runs SET status = 'finished' WHERE id = ?", [lanes[-1]])
+    store.close()
+    offpoc(merged, "merge", str(db))
+    here = [r["lane_group"] for r in runs(merged).values() if r["correction"] != "ris-off-pac"]
+    assert len(here) == 4 and len(set(here)) == 1 and here[0] is not None

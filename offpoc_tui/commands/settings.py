@@ -101,8 +101,11 @@ def jobs(
     reap_lost(store)
     if limit is not None:
         set_jobs(store, limit)
-    counts = Counter(r["status"] for r in list_runs(store, statuses=["queued", "running"]))
+    active = list_runs(store, statuses=["queued", "running"])
+    counts = Counter(r["status"] for r in active)
+    grouped = sum(1 for r in active if r["status"] == "running" and r.get("lane_group") is not None)
+    lanes = f" ({grouped} of them as lanes: a lane group is one job)" if grouped else ""
     out.print(
         f"at most {jobs_limit(store)} run{'s' if jobs_limit(store) > 1 else ''} at a time on this machine;"
-        f" {counts['running']} running, {counts['queued']} queued"
+        f" {counts['running']} running{lanes}, {counts['queued']} queued"
     )

@@ -171,7 +171,12 @@ def live_group(lanes: list[tuple[RunRow, StoreBinding, Link]], files: RunFiles) 
     a checkpoint that is not its own, a write refused) ends alone, and the others train on."""
     from agents.lanes import LaneGroup
 
-    ends: dict[int, TrainResult | Exception] = {}
+    outcomes: dict[int, Outcome] = {}
+
+    def end(k: int, result: TrainResult | Exception) -> None:  # recorded as the lane ends, the others train on
+        run, binding, link = lanes[k]
+        outcomes[k] = conclude(run["id"], binding, link, result)
+
     built: list[int] = []
     trainers: list[Trainer] = []
     for k, (run, binding, _) in enumerate(lanes):
@@ -179,14 +184,16 @@ def live_group(lanes: list[tuple[RunRow, StoreBinding, Link]], files: RunFiles) 
             trainers.append(binding.build(run, TrainConfig.from_dict(json.loads(run["config"])), files))
             built.append(k)
         except Exception as error:
-            ends[k] = error
+            end(k, error)
     if trainers:
         try:
-            group_ends = LaneGroup(trainers).run()
+            group = LaneGroup(trainers, on_end=lambda i, result: end(built[i], result))
         except Exception as error:  # the group could not form: every lane it held ends with the reason
-            group_ends = dict.fromkeys(range(len(trainers)), error)
-        ends.update({built[i]: end for i, end in group_ends.items()})
-    return [conclude(run["id"], binding, link, ends[k]) for k, (run, binding, link) in enumerate(lanes)]
+            for k in built:
+                end(k, error)
+        else:
+            group.run()
+    return [outcomes[k] for k in range(len(lanes))]
 
 
 def conclude(run_id: int, binding: StoreBinding, link: Link, end: TrainResult | Exception) -> Outcome:

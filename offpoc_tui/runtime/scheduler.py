@@ -119,8 +119,26 @@ class LocalWorkers:
         for run_id in ready:
             self.active[run_id] = process
             self.logs[run_id] = directory / WORKER_LOG
+            if run_id != ready[0]:
+                self._share_log(run_id, directory / WORKER_LOG, ready)
         lanes = f" (lane group of runs {', '.join(map(str, ready))})" if len(ready) > 1 else ""
         _say(f"run {ready[0]}: worker pid {process.pid}{lanes}")
+
+    def _share_log(self, run_id: int, log: Path, group: list[int]) -> None:
+        """A lane's worker.log is its group's (a hard link: ``offpoc logs`` reads it from the lane's own folder,
+        ``rm`` of another lane leaves it); a log the lane had from before gets a line saying where it goes on."""
+        own = self.files.run_dir(run_id) / WORKER_LOG
+        try:
+            os.link(log, own)
+        except FileExistsError:
+            try:
+                with self.files.append_to(own) as handle:
+                    lanes = ", ".join(map(str, group))
+                    handle.write(f"run {run_id} goes on in the lane group of runs {lanes}: {log}\n".encode())
+            except (OSError, StoreError) as error:
+                _say(f"run {run_id}: {error}")
+        except OSError as error:  # a file system without hard links: the log stays in the first lane's folder
+            _say(f"run {run_id}: its log is {log} ({error.strerror or error})")
 
     def processes(self) -> int:
         """Worker processes this scheduler runs (a lane group's runs share one)."""

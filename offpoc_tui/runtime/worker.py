@@ -1,4 +1,4 @@
-"""The training worker: one run in its own process, its records written into the store.
+"""The training worker: one run in its own process (or a lane group's runs), its records written into the store.
 
     python -m offpoc_tui.runtime.worker --db offpoc.db --run 7      # started by the scheduler
     python -m offpoc_tui.runtime.worker --db offpoc.db --run 7 --run 8 --run 9    # a lane group (agents.lanes)
