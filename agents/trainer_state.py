@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from agents.training import Trainer
+Trainer = Any
+"""An :class:`agents.training.Trainer` (not imported, even for typing: the two modules would import each other)."""
 
 
 def state_dict(trainer: Trainer, elapsed: float) -> dict[str, Any]:
