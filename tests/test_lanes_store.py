@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,18 @@ def _ended(db: Path, *run_ids: int) -> bool:
     return all(run_row(db, run_id)["status"] in TERMINAL for run_id in run_ids)
 
 
+@contextlib.contextmanager
+def stopped_after(db: Path) -> Iterator[None]:
+    """Every run of the store stopped when the block ends, failed assertion or not: a test of 1M-step runs
+    never leaves one training behind."""
+    try:
+        yield
+    finally:
+        offpoc(db, "stop", "--all", check=False)
+        if db.exists():
+            wait_for(lambda: all(r["status"] in TERMINAL for r in runs(db).values()), what="every run's stop")
+
+
 def test_a_lane_group_is_one_worker_and_each_lane_a_run(tmp_path: Path) -> None:
     """``--compare --seeds 0-1 --lanes 4``: the paper's comparison in one process; each lane writes its own
     evaluations, statistics, λ and checkpoint as a solo run does, and says which group it trained in."""
@@ -76,23 +90,24 @@ def test_a_stopped_lane_leaves_the_group_and_resumes_alone(tmp_path: Path) -> No
     """``offpoc stop`` of one lane: it checkpoints and reads stopped while its group trains on; resumed, it
     trains alone from its checkpoint, and no step of its records is doubled or missing."""
     db = tmp_path / "offpoc.db"
-    offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "3")
-    wait_for(lambda: run_row(db, 2)["steps"] >= 1000, what="the group's first updates")
-    offpoc(db, "stop", "2")
-    wait_for(lambda: _ended(db, 2), timeout=60, what="the lane's stop, recorded while its group trains")
-    stopped = run_row(db, 2)
-    assert stopped["status"] == "stopped" and stopped["checkpoint_step"] == stopped["steps"] > 0
-    assert run_row(db, 1)["status"] == run_row(db, 3)["status"] == "running"
-    offpoc(db, "resume", "2")
-    wait_for(lambda: run_row(db, 2)["steps"] >= stopped["steps"] + 1000, what="the resumed lane's training")
-    assert run_row(db, 1)["status"] == "running"
-    offpoc(db, "stop", "--all")
-    wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
-    rows = runs(db)
-    assert [r["status"] for r in rows.values()] == ["stopped"] * 3
-    assert rows[2]["pid"] != rows[1]["pid"] == rows[3]["pid"]
-    steps = [int(r["step"]) for r in export(db, "evaluations") if r["run_id"] == "2"]
-    assert steps == list(range(0, steps[-1] + 1, 500)) and steps[-1] > stopped["steps"]
+    with stopped_after(db):
+        offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "3")
+        wait_for(lambda: run_row(db, 2)["steps"] >= 1000, what="the group's first updates")
+        offpoc(db, "stop", "2")
+        wait_for(lambda: _ended(db, 2), timeout=60, what="the lane's stop, recorded while its group trains")
+        stopped = run_row(db, 2)
+        assert stopped["status"] == "stopped" and stopped["checkpoint_step"] == stopped["steps"] > 0
+        assert run_row(db, 1)["status"] == run_row(db, 3)["status"] == "running"
+        offpoc(db, "resume", "2")
+        wait_for(lambda: run_row(db, 2)["steps"] >= stopped["steps"] + 1000, what="the resumed lane's training")
+        assert run_row(db, 1)["status"] == "running"
+        offpoc(db, "stop", "--all")
+        wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
+        rows = runs(db)
+        assert [r["status"] for r in rows.values()] == ["stopped"] * 3
+        assert rows[2]["pid"] != rows[1]["pid"] == rows[3]["pid"]
+        steps = [int(r["step"]) for r in export(db, "evaluations") if r["run_id"] == "2"]
+        assert steps == list(range(0, steps[-1] + 1, 500)) and steps[-1] > stopped["steps"]
 
 
 def test_a_lane_whose_values_turn_non_finite_fails_alone(tmp_path: Path) -> None:
@@ -101,16 +116,17 @@ def test_a_lane_whose_values_turn_non_finite_fails_alone(tmp_path: Path) -> None
     db = tmp_path / "offpoc.db"
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     args = ["td3", "nanlane:NanForSeed1-v0", *SMALL, "--eval-freq", "500", "--steps", "1M"]
-    offpoc(db, "run", *args, "--seeds", "0-1", "--lanes", "2", env=env)
-    wait_for(lambda: _ended(db, 2), timeout=120, what="the poisoned lane's end, recorded while the other trains")
-    poisoned = run_row(db, 2)
-    assert poisoned["status"] == "failed" and "nan" in poisoned["error"], poisoned["error"]
-    assert run_row(db, 1)["status"] == "running"
-    wait_for(lambda: run_row(db, 1)["steps"] >= poisoned["steps"] + 500, what="the other lane's training")
-    offpoc(db, "stop", "1")
-    wait_for(lambda: _ended(db, 1), what="the other lane's stop")
-    first = run_row(db, 1)
-    assert first["status"] == "stopped" and first["pid"] == poisoned["pid"]
+    with stopped_after(db):
+        offpoc(db, "run", *args, "--seeds", "0-1", "--lanes", "2", env=env)
+        wait_for(lambda: _ended(db, 2), timeout=120, what="the poisoned lane's end, recorded while the other trains")
+        poisoned = run_row(db, 2)
+        assert poisoned["status"] == "failed" and "nan" in poisoned["error"], poisoned["error"]
+        assert run_row(db, 1)["status"] == "running"
+        wait_for(lambda: run_row(db, 1)["steps"] >= poisoned["steps"] + 500, what="the other lane's training")
+        offpoc(db, "stop", "1")
+        wait_for(lambda: _ended(db, 1), what="the other lane's stop")
+        first = run_row(db, 1)
+        assert first["status"] == "stopped" and first["pid"] == poisoned["pid"]
 
 
 def test_a_killed_group_leaves_its_lanes_lost_and_resumable(tmp_path: Path) -> None:
@@ -154,13 +170,14 @@ def test_a_group_is_one_job_and_a_lone_remainder_is_no_lane(tmp_path: Path) -> N
     that third, the remainder of ``--seeds 0-2 --lanes 2``, is a run alone (no lane group)."""
     db = tmp_path / "offpoc.db"
     offpoc(db, "jobs", "1")
-    offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "2")
-    assert [run_row(db, i)["lane_group"] for i in (1, 2, 3)] == [1, 1, None]
-    wait_for(lambda: run_row(db, 2)["steps"] > 0, what="the group's training")
-    assert [run_row(db, i)["status"] for i in (1, 2, 3)] == ["running", "running", "queued"]
-    assert "2 running (2 of them as lanes: a lane group is one job), 1 queued" in offpoc(db, "jobs").stdout
-    offpoc(db, "stop", "--all")
-    wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
+    with stopped_after(db):
+        offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "2")
+        assert [run_row(db, i)["lane_group"] for i in (1, 2, 3)] == [1, 1, None]
+        wait_for(lambda: run_row(db, 2)["steps"] > 0, what="the group's training")
+        assert [run_row(db, i)["status"] for i in (1, 2, 3)] == ["running", "running", "queued"]
+        assert "2 running (2 of them as lanes: a lane group is one job), 1 queued" in offpoc(db, "jobs").stdout
+        offpoc(db, "stop", "--all")
+        wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
 
 
 def test_a_sweep_groups_what_can_be_a_lane_and_merges_keep_the_groups(tmp_path: Path) -> None:
