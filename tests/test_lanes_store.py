@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,18 +167,24 @@ def test_what_cannot_be_a_lane_is_refused_at_submission(tmp_path: Path, args: li
 
 
 def test_a_group_is_one_job_and_a_lone_remainder_is_no_lane(tmp_path: Path) -> None:
-    """``offpoc jobs 1``: a group of two lanes runs as the one job, its runs both running while a third waits;
-    that third, the remainder of ``--seeds 0-2 --lanes 2``, is a run alone (no lane group)."""
+    """``offpoc jobs 2``: a running group of two lanes is one job, so a run queued after it takes the second;
+    a third waits. The remainder of ``--seeds 0-2 --lanes 2`` is a run alone (no lane group)."""
     db = tmp_path / "offpoc.db"
-    offpoc(db, "jobs", "1")
+    offpoc(db, "jobs", "2")
     with stopped_after(db):
-        offpoc(db, "run", *PENDULUM, "--seeds", "0-2", "--steps", "1M", "--lanes", "2")
-        assert [run_row(db, i)["lane_group"] for i in (1, 2, 3)] == [1, 1, None]
+        offpoc(db, "run", *PENDULUM, "--seeds", "0-1", "--steps", "1M", "--lanes", "2")
         wait_for(lambda: run_row(db, 2)["steps"] > 0, what="the group's training")
-        assert [run_row(db, i)["status"] for i in (1, 2, 3)] == ["running", "running", "queued"]
-        assert "2 running (2 of them as lanes: a lane group is one job), 1 queued" in offpoc(db, "jobs").stdout
+        offpoc(db, "run", *PENDULUM, "--seed", "2", "--steps", "1M")
+        wait_for(lambda: run_row(db, 3)["steps"] > 0, timeout=60, what="the run beside the group")
+        offpoc(db, "run", *PENDULUM, "--seed", "3", "--steps", "1M")
+        time.sleep(2)  # the scheduler polls every 0.2 s: long enough to start it, were a job free
+        assert [run_row(db, i)["status"] for i in (1, 2, 3, 4)] == ["running", "running", "running", "queued"]
+        assert "3 running (2 of them as lanes: a lane group is one job), 1 queued" in offpoc(db, "jobs").stdout
         offpoc(db, "stop", "--all")
-        wait_for(lambda: _ended(db, 1, 2, 3), what="every run's stop")
+        wait_for(lambda: _ended(db, 1, 2, 3, 4), what="every run's stop")
+    lone = tmp_path / "lone.db"
+    offpoc(lone, "run", *PENDULUM, "--seeds", "0-2", "--steps", "600", "--lanes", "2", "--follow")
+    assert [run_row(lone, i)["lane_group"] for i in (1, 2, 3)] == [1, 1, None]
 
 
 def test_a_sweep_groups_what_can_be_a_lane_and_merges_keep_the_groups(tmp_path: Path) -> None:
