@@ -6,7 +6,7 @@ skipping the graph's bookkeeping (nodes, saved tensors, gradient accumulation)
 is what brings the update close to the time of its matrix products on a CPU
 (``benchmarks/diagnostics/update_profile.py``). The arithmetic is autograd's own kernels
 (``addmm``/``mm``/``sum``, ``threshold_backward``, ``tanh_backward``), so the
-gradients match autograd's to float32 rounding, which ``tests/test_gradients.py``
+gradients match autograd's to float32 rounding, which ``tests/agents/test_gradients.py``
 checks for every algorithm.
 
 A chain is a view of existing ``nn.Linear`` layers' parameters, not a module:

@@ -11,7 +11,7 @@ wraps an optimiser rather than subclassing one because ``Optimizer.__init__``
 wraps every subclass's ``step`` in the same profiling hook. The
 ``torch.optim.Adam`` it wraps still owns the state, so checkpoints and
 ``load_state_dict`` work as before; the result is bit-identical
-(``tests/test_optim.py``) wherever no subnormal float arises.
+(``tests/agents/test_optim.py``) wherever no subnormal float arises.
 
 It also flushes subnormal floats to zero for the duration of the step (x86's
 FTZ and DAZ, what ``torch.set_flush_denormal(True)`` sets), restoring the

@@ -14,7 +14,7 @@ from store import open_store
 from store.curve_imports import import_curves, reference_curves
 from store.runs import create_runs
 from store.tags import add_tags
-from tests.storefill import FIXED_TIME, fill, fill_learning, fill_study, spec
+from tests.support.storefill import FIXED_TIME, fill, fill_learning, fill_study, spec
 
 REFERENCE_CURVES = (
     Path(os.environ.get("OFFPOC_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "reference-curves"

@@ -14,14 +14,14 @@ and SAC:
 
 Each algorithm states its actor loss per sample (``actor_loss``, differentiable);
 the critic's is shared. Two backends turn them into gradients, with the same
-results (``tests/test_backends.py``):
+results (``tests/agents/test_backends.py``):
 
 - ``autograd``: L = Σ_i c_i ℓ_i, then ``torch.autograd.grad``: any network built
   from torch modules, any loss;
 - ``fast``: the gradients written out, ∂L/∂Q = 2 c (Q − y) for the critic and each
   algorithm's ``actor_backward`` for its actor loss, back-propagated by hand
   (:mod:`agents.backprop`), for Linear/ReLU/Tanh networks. It skips autograd's
-  graph and bookkeeping; ``tests/test_gradients.py`` checks it against autograd.
+  graph and bookkeeping; ``tests/agents/test_gradients.py`` checks it against autograd.
 
 ``config.backend`` (resolved: ``auto`` becomes ``fast`` wherever it applies) picks one.
 """

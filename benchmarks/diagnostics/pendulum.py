@@ -2,7 +2,7 @@
 
     python -m benchmarks.diagnostics.pendulum td3 geoff-pac --set geoff_m2=one --set geoff_m2_baseline=state
 
-The setting of ``tests/test_learning.py`` (15,000 steps, 1,000 random ones, five evaluation episodes
+The setting of ``tests/agents/test_learning.py`` (15,000 steps, 1,000 random ones, five evaluation episodes
 every 1,000 steps); prints the mean return of the last three evaluations, the slow tests' measure
 (random play is about −1200; their bar is −400). This is how a form of a correction is tried before
 it becomes a default: docs/competitors.md quotes these runs.

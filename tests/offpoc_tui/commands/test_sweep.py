@@ -1,0 +1,124 @@
+"""``offpoc sweep FILE``: expansion, validation before anything is written, idempotence, the shipped files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from offpoc_tui.cli import app
+from offpoc_tui.specs import UsageError
+from offpoc_tui.sweep import load_sweep
+from tests.support import ROOT
+from tests.support.processes import offpoc, run_row, wait_for
+
+runner = CliRunner()
+SWEEPS = ROOT / "sweeps"
+
+GRID = """
+name = "grid"
+algos = ["td3", "sac"]
+envs = ["Pendulum-v1", "Hopper-v4"]
+seeds = "0-2"
+steps = 2000
+[[methods]]
+correction = "none"
+[[methods]]
+correction = "acoffpoc"
+divergence = ["jsd", "kl"]
+[set]
+start_steps = 500
+correction_start = 1000
+[[override]]
+match = { envs = ["Hopper-v4"], algos = ["sac"] }
+set = { batch_size = 64 }
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> None:
+    sweep = load_sweep(write(tmp_path, GRID))
+    assert sweep.name == "grid" and len(sweep.specs) == 2 * 2 * 3 * 3  # algos × envs × methods × seeds
+    assert [s.seed for s in sweep.specs] == [0] * 12 + [1] * 12 + [2] * 12
+    first = sweep.specs[:12]
+    assert [(s.algo, s.env, s.correction, s.divergence) for s in first[:3]] == [
+        ("td3", "Pendulum-v1", "none", None), ("td3", "Pendulum-v1", "acoffpoc", "jsd"),
+        ("td3", "Pendulum-v1", "acoffpoc", "kl"),
+    ]  # fmt: skip
+    assert all(s.name == "grid" and s.total_steps == 2000 and s.config["start_steps"] == 500 for s in sweep.specs)
+    batch = {(s.algo, s.env): s.config["batch_size"] for s in sweep.specs}
+    assert batch == {("td3", "Pendulum-v1"): 256, ("td3", "Hopper-v4"): 256, ("sac", "Pendulum-v1"): 256,
+                     ("sac", "Hopper-v4"): 64}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('correction = "none"', 'correction = "nope"'), "cell td3 × Pendulum-v1 × nope: unknown correction 'nope'"),
+        (("start_steps = 500", "start_steps = -5"), "start_steps must be at least 0"),
+        (('envs = ["Pendulum-v1", "Hopper-v4"]', 'envs = ["Pendulum-v1", "Nowhere-v0"]'), "× Nowhere-v0 × none"),
+        (('seeds = "0-2"', 'seeds = "2-0"'), "error: seeds range '2-0' runs backwards"),
+        (('name = "grid"', 'name = "12"'), "would read as run ids"),
+        (("[set]", "[sett]"), "unknown key 'sett'"),
+        (('match = { envs = ["Hopper-v4"], algos = ["sac"] }', 'match = { env = ["Hopper-v4"] }'), "matches on"),
+        (
+            ("correction_start = 1000", "correction_start = 2000"),
+            "cell td3 × Pendulum-v1 × acoffpoc, divergence=jsd: acoffpoc would start at step 2,000",
+        ),
+    ],
+)
+def test_a_bad_cell_is_one_line_naming_it_exit_2_and_nothing_written(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    path = write(tmp_path, GRID.replace(*change))
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["sweep", str(path), "--db", str(db)])
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not db.exists()
+    with pytest.raises(UsageError):
+        load_sweep(path)
+    broken = runner.invoke(app, ["sweep", str(write(tmp_path, "name = [", "bad.toml")), "--db", str(db)])
+    assert broken.exit_code == 2 and "is not valid TOML" in broken.stderr
+
+
+def test_the_dry_run_counts_runs_and_cpu_hours_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    result = runner.invoke(app, ["sweep", str(SWEEPS / "paper-comparison.toml"), "--dry-run", "--db", str(db)])
+    assert result.exit_code == 0 and "1,440 runs, 1,440 not yet in" in result.stdout and "CPU-hours" in result.stdout
+    assert not db.exists()
+    for path in sorted(SWEEPS.glob("*.toml")):  # every shipped sweep file is valid
+        assert len(load_sweep(path).specs) > 0, path
+
+
+def test_submitting_again_adds_only_what_is_missing(tmp_path: Path) -> None:
+    tiny = """
+name = "tiny"
+algos = ["td3"]
+envs = ["Pendulum-v1"]
+seeds = "0"
+steps = 300
+[[methods]]
+correction = "none"
+[set]
+start_steps = 100
+eval_freq = 300
+eval_episodes = 1
+hidden = [32, 32]
+"""
+    path = write(tmp_path, tiny)
+    db = tmp_path / "s.db"
+    first = offpoc(db, "sweep", str(path), "--jobs", "1")
+    assert "1 run, 1 not yet in" in first.stdout
+    wait_for(lambda: run_row(db, 1)["status"] == "finished", timeout=120, what="the first run")
+    again = offpoc(db, "sweep", str(path), "--jobs", "1")
+    assert "1 run, 0 not yet in" in again.stdout and "queued" not in again.stdout
+    more = offpoc(db, "sweep", str(write(tmp_path, tiny.replace('seeds = "0"', 'seeds = "0-1"'))), "--jobs", "1")
+    assert "2 runs, 1 not yet in" in more.stdout and "queued 1 run (id 2)" in more.stdout
+    wait_for(lambda: run_row(db, 2)["status"] == "finished", timeout=120, what="the added seed")
+    assert run_row(db, 2)["seed"] == 1 and run_row(db, 2)["name"] == "tiny"

@@ -1,0 +1,99 @@
+"""One scheduler per store, with real processes: concurrent commands share one limit; its death, resumed.
+
+About 40 s in all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import SMALL, offpoc, run_row, runs, wait_for
+
+
+def workers_of(db: Path) -> int:
+    """Live worker processes of this store, from the process table (not from what the store says)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if b"offpoc_tui.runtime.worker" in argv and str(db).encode() in argv and state not in ("Z", "X"):
+            count += 1
+    return count
+
+
+@pytest.mark.process
+def test_two_concurrent_run_commands_never_exceed_the_store_limit(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "jobs", "2")
+    command = [sys.executable, "-m", "offpoc_tui.cli", "run", "td3", "Hopper-v4", "--seeds", "0-1",
+               "--steps", "1200", "--eval-freq", "600", *SMALL, "--db", str(db)]  # fmt: skip
+    both = [subprocess.Popen([*command, "--jobs", "2"], cwd=tmp_path, stdout=subprocess.PIPE) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in both] == [0, 0]
+    most, deadline = 0, time.monotonic() + 240
+    while time.monotonic() < deadline:
+        most = max(most, workers_of(db))
+        current = runs(db) if most and not workers_of(db) else None
+        if current is not None and len(current) == 4 and all(r["status"] == "finished" for r in current.values()):
+            break
+        time.sleep(0.05)
+    assert len(runs(db)) == 4 and all(r["status"] == "finished" for r in runs(db).values()), runs(db)
+    assert most == 2  # both slots used, never three or four workers at once
+
+
+def test_the_limit_changes_for_the_queue_and_bad_values_are_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    assert "at most 3 runs at a time" in offpoc(db, "jobs", "3").stdout
+    assert "at most 3 runs at a time" in offpoc(db, "jobs").stdout
+    bad = offpoc(db, "jobs", "0", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: jobs must be at least 1, got 0"
+    bad = offpoc(db, "run", "td3", "Hopper-v4", "--jobs", "0", check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "at most 3 runs at a time" in offpoc(db, "jobs").stdout  # nothing changed
+
+
+@pytest.mark.process
+def test_killed_scheduler_leaves_its_queue_lost_and_resumable(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    offpoc(db, "run", "td3", "Hopper-v4", "--seeds", "0-2", "--steps", "3000", "--eval-freq", "1000", *SMALL,
+           "--jobs", "1")  # fmt: skip
+    wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 3)["launcher_pid"], what="run 1 running")
+    scheduler = run_row(db, 3)["launcher_pid"]
+    os.kill(scheduler, signal.SIGKILL)
+    wait_for(lambda: runs(db)[3]["status"] == "lost", timeout=30, what="queued runs lost")
+    current = runs(db)
+    assert current[2]["status"] == "lost" and current[1]["status"] in ("running", "finished")  # its worker goes on
+    wait_for(lambda: run_row(db, 1)["status"] == "finished", what="run 1 finished by its own worker")
+    offpoc(db, "resume", "2")
+    offpoc(db, "resume", "3", "--follow")
+    wait_for(lambda: all(r["status"] == "finished" for r in runs(db).values()), what="all finished")
+    assert {i: r["steps"] for i, r in runs(db).items()} == {1: 3000, 2: 3000, 3: 3000}
+
+
+def test_a_bad_backend_choice_and_a_missing_ray_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "offpoc.db"
+    bad = offpoc(db, "run", "td3", "Hopper-v4", "--backend", "slurm", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --backend must be one of local, ray, got 'slurm'"
+    bad = offpoc(db, "run", "td3", "Hopper-v4", "--address", "auto", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --address is for --backend ray"
+    without_ray = "import sys; sys.modules['ray'] = None; from offpoc_tui.cli import main; main()"  # as if absent
+    for command in (["run", "td3", "Hopper-v4"], ["sweep", str(tmp_path / "any.toml")]):
+        result = subprocess.run(
+            [sys.executable, "-c", without_ray, *command, "--backend", "ray", "--db", str(db)],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        missing = "error: --backend ray needs Ray, which is not installed: pip install 'offpoc[ray]'"
+        assert result.stderr.strip() == missing
+    assert not db.exists()

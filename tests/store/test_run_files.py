@@ -1,0 +1,213 @@
+"""Run files owned by their store: its identity, its marked folder, stale and foreign folders, older stores."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from offpoc_tui.cli import app
+from store import StoreError, open_store
+from store.db import LEGACY_DIR, legacy_run_files, store_id
+from store.files import MARK, RunFiles, check_usable, runs_root
+from store.runs import create_runs, delete_runs, finish
+from tests.support.storefill import as_schema_2, fill, spec
+
+
+def files_of(path: Path) -> RunFiles:
+    db = open_store(path, create=True)
+    try:
+        return RunFiles.of(db, path)
+    finally:
+        db.close()
+
+
+# ---- the store's identity ------------------------------------------------------------------------
+def test_each_new_store_has_its_own_identity_and_a_copy_shares_it(tmp_path: Path) -> None:
+    a, b = files_of(tmp_path / "a.db"), files_of(tmp_path / "b.db")
+    assert len(a.store_id) == 32 and set(a.store_id) <= set("0123456789abcdef")
+    assert a.store_id != b.store_id
+    shutil.copy(tmp_path / "a.db", tmp_path / "copy.db")
+    copy = files_of(tmp_path / "copy.db")
+    assert copy.store_id == a.store_id and copy.root != a.root  # its own folder all the same
+    assert a.legacy_dir is None and a.legacy_run_dir(1) is None
+
+
+def test_a_store_from_schema_2_gets_an_identity_and_keeps_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    db.close()
+    fill(path, run_id)
+    before = open_store(path).execute("SELECT * FROM evaluations").fetchall()
+    as_schema_2(path)
+    db = open_store(path)
+    assert len(store_id(db)) == 32 and legacy_run_files(db) == LEGACY_DIR
+    assert db.execute("SELECT * FROM evaluations").fetchall() == before
+    files = RunFiles.of(db, path)
+    assert files.legacy_run_dir(run_id) == tmp_path / "offpoc-runs" / str(run_id)
+    assert files.run_dir(run_id) == tmp_path / "old.db-runs" / str(run_id)
+
+
+# ---- the folder and its mark ---------------------------------------------------------------------
+def test_the_folder_is_named_after_the_store_and_marked_with_its_identity(tmp_path: Path) -> None:
+    files = files_of(tmp_path / "exp1.db")
+    assert files.root == tmp_path / "exp1.db-runs" == runs_root(tmp_path / "exp1.db")
+    assert not files.owned()
+    assert files.ensure() is None
+    assert files.owned() and files.mark() == files.store_id
+    assert files.prepare(7) == tmp_path / "exp1.db-runs" / "7" and (files.root / "7").is_dir()
+    assert files.ensure() is None and files.owned()  # again: nothing changes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp1.db", "exp1.db-runs"]
+
+
+def test_another_stores_folder_is_set_aside_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    old = files_of(path)
+    (old.prepare(1) / "checkpoint.pt").write_bytes(b"the old store's")
+    path.unlink()  # deleted and recreated under the same name
+    new = files_of(path)
+    assert new.store_id != old.store_id and not new.owned()
+    stale = new.ensure()
+    assert stale == tmp_path / f"x.db-runs.stale-{old.store_id[:8]}"
+    assert (stale / "1" / "checkpoint.pt").read_bytes() == b"the old store's"
+    assert new.owned() and not (new.root / "1").exists()
+    # A third store of that name: the second one's folder goes aside too, beside the first.
+    path.unlink()
+    third = files_of(path)
+    assert third.ensure() == tmp_path / f"x.db-runs.stale-{new.store_id[:8]}"
+    assert third.owned() and stale.is_dir()
+
+
+def test_a_deleted_stores_process_never_sets_the_new_stores_folder_aside(tmp_path: Path) -> None:
+    """A worker or scheduler of a store deleted and made again at its path still knows the old identity:
+    the folder there, marked by the new store, is not another store's leftover to it but the new one's."""
+    path = tmp_path / "x.db"
+    old = files_of(path)
+    old.ensure()
+    path.unlink()
+    new = files_of(path)
+    new.ensure()  # sets the old store's folder aside and makes its own
+    with pytest.raises(StoreError, match="is not this store any more") as raised:
+        old.prepare(1)
+    assert "\n" not in str(raised.value)
+    assert new.owned() and not (new.root / "1").exists()
+    assert [p.name for p in tmp_path.glob("x.db-runs.stale-*")] == [f"x.db-runs.stale-{old.store_id[:8]}"]
+
+
+def test_a_log_is_appended_to_only_as_a_regular_file_of_its_own(tmp_path: Path) -> None:
+    """A symlink is never written through; a FIFO would block the scheduler that opens it: both refused at once."""
+    files = files_of(tmp_path / "x.db")
+    directory = files.prepare(1)
+    with files.append_to(directory / "worker.log") as log:
+        log.write(b"line\n")
+    assert (directory / "worker.log").read_bytes() == b"line\n"
+    elsewhere = tmp_path / "elsewhere.log"
+    elsewhere.write_bytes(b"not the store's")
+    (directory / "linked.log").symlink_to(elsewhere)
+    os.mkfifo(directory / "pipe.log")
+    for name, why in (("linked.log", "is a symlink"), ("pipe.log", "is not a regular file")):
+        with pytest.raises(StoreError, match=why):
+            files.append_to(directory / name)
+    assert elsewhere.read_bytes() == b"not the store's"
+
+
+@pytest.mark.parametrize("content", ["a file", "a folder of the user's"])
+def test_a_folder_that_is_not_offpocs_is_refused_and_left_alone(tmp_path: Path, content: str) -> None:
+    root = tmp_path / "x.db-runs"
+    if content == "a file":
+        root.write_text("mine")
+    else:
+        root.mkdir()
+        (root / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="is not offpoc's run-files folder") as raised:
+        check_usable(tmp_path / "x.db")
+    assert "\n" not in str(raised.value)
+    files = files_of(tmp_path / "x.db")
+    with pytest.raises(StoreError, match="move it away"):
+        files.ensure()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db", "x.db-runs"]  # nothing moved
+
+
+def test_an_empty_unmarked_folder_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "x.db-runs").mkdir()
+    check_usable(tmp_path / "x.db")
+    files = files_of(tmp_path / "x.db")
+    assert files.ensure() is None and files.owned()
+
+
+def _ensure(path: str) -> None:
+    files_of(Path(path)).ensure()
+
+
+def test_processes_claiming_the_folder_at_once_end_with_one_marked_folder(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    stale = files_of(path)
+    stale.ensure()
+    path.unlink()  # the folder is now another store's: each process below would set it aside
+    files = files_of(path)
+    context = mp.get_context("spawn")
+    processes = [context.Process(target=_ensure, args=(str(path),)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+    assert [p.exitcode for p in processes] == [0] * 4
+    assert files.owned()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db", "x.db-runs", f"x.db-runs.stale-{stale.store_id[:8]}"]
+    assert (files.root / MARK).is_file()
+
+
+def test_rm_deletes_a_runs_folder_only_in_the_stores_own_folder(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    db = open_store(path, create=True)
+    a, b = create_runs(db, [spec(seed=0), spec(seed=1)])
+    files = RunFiles.of(db, path)
+    files.prepare(a)
+    files.prepare(b)
+    delete_runs(db, path, [a])
+    assert not files.run_dir(a).exists() and files.run_dir(b).is_dir()
+    (files.root / MARK).write_text('{"store_id": "another"}')  # the folder is no longer this store's
+    delete_runs(db, path, [b])
+    assert files.run_dir(b).is_dir()
+    db.close()
+
+
+def test_rm_in_a_store_from_schema_2_leaves_the_shared_folder_alone(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    db.close()
+    as_schema_2(path)
+    shared = tmp_path / "offpoc-runs" / str(run_id)
+    shared.mkdir(parents=True)
+    (shared / "checkpoint.pt").write_bytes(b"whose? another store of this folder may own it")
+    db = open_store(path)
+    delete_runs(db, path, [run_id])
+    assert (shared / "checkpoint.pt").exists()
+    db.close()
+
+
+@pytest.mark.parametrize("command", ["run", "resume"])
+def test_run_and_resume_refuse_a_folder_that_is_not_offpocs_with_one_line(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "x.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [spec()])
+    finish(db, run_id, "stopped", only_from=("queued",))
+    db.close()
+    (tmp_path / "x.db-runs").mkdir()
+    (tmp_path / "x.db-runs" / "notes.txt").write_text("the user's")
+    args = ["run", "td3", "Hopper-v4"] if command == "run" else ["resume", str(run_id)]
+    result = CliRunner().invoke(app, [*args, "--db", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "is not offpoc's run-files folder" in lines[0]
+    db = open_store(path)
+    assert [(r[0], r[1]) for r in db.execute("SELECT id, status FROM runs")] == [(run_id, "stopped")]  # nothing written
+    db.close()
+    kept = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))  # SQLite's
+    assert kept == ["x.db", "x.db-runs"] and (tmp_path / "x.db-runs" / "notes.txt").exists()

@@ -1,0 +1,267 @@
+"""``offpoc export --table summary``: the paper's statistic, its tables reproduced, md/latex layout."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from typer.testing import CliRunner, Result
+
+from offpoc_tui.cli import app
+from store import open_store
+from store.runs import create_runs, finish
+from store.stats import final_performance
+from store.summary import method_label, method_rank
+from store.tasks import env_family
+from tests.conftest import REFERENCE_CURVES, needs_reference
+from tests.support.storefill import fill_learning, spec
+
+runner = CliRunner()
+PAPER = REFERENCE_CURVES.parent / "paper" / "ac-off-poc-paper.tex"
+
+
+def invoke(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+def summary_json(db: Path, *args: str) -> list[dict]:
+    result = invoke("export", "--table", "summary", "--format", "json", "--db", str(db), *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def paper_cell(algo: str, env: str, prefix: str, last: int = 10) -> tuple[float, float]:
+    """The paper's statistic straight from the .npy files, with scipy.stats (independent of store.stats)."""
+    folder = REFERENCE_CURVES / "Learning Curves" / algo / env
+    matrix = np.stack([np.load(folder / f"{prefix}{algo}_{env}_{seed}.npy")[-last:] for seed in range(10)])
+    half = stats.t.ppf(0.975, 9) * matrix.std(axis=0, ddof=1) / np.sqrt(10)
+    return matrix.mean(), half.mean()
+
+
+# ---- the statistic --------------------------------------------------------------------------------
+def test_final_performance_is_the_papers_statistic() -> None:
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(100, 20, (5, 30))
+    curves = [(np.arange(30), row) for row in matrix]
+    n, mean, half = final_performance(curves, last=10)
+    assert n == 5
+    assert mean == pytest.approx(matrix[:, -10:].mean())
+    expected = stats.t.ppf(0.975, 4) * matrix[:, -10:].std(axis=0, ddof=1) / np.sqrt(5)
+    assert half == pytest.approx(expected.mean())
+    # the ± is not the CI of the seeds' final means: the two differ on the same data
+    assert half != pytest.approx(stats.t.ppf(0.975, 4) * matrix[:, -10:].mean(axis=1).std(ddof=1) / np.sqrt(5))
+    assert np.isnan(final_performance(curves[:1])[2])
+    assert final_performance([])[0] == 0 and np.isnan(final_performance([])[1])
+
+
+def test_env_families_line_up_versions(tmp_path: Path) -> None:
+    open_store(tmp_path / "new.db", create=True)  # a store names its corrections: a new one the built-in ones
+    assert env_family("Hopper-v2") == env_family("Hopper-v4") == env_family("Hopper-v5") == "Hopper"
+    assert env_family("LunarLanderContinuous-v3") == "LunarLanderContinuous"
+    assert method_label("td3", "acoffpoc", "kl") == "TD3 + AC-Off-POC (KL)"
+    assert [method_rank(c)[0] for c in ("none", "acoffpoc", "ris-off-pac")] == [0, 1, 5]  # the paper's order, colours
+    assert (
+        method_label("sac", "none", None) == "SAC" and method_label("ddpg", "ris-off-pac", None) == "DDPG + RIS-Off-PAC"
+    )
+
+
+# ---- the published curves ------------------------------------------------------------------------
+@needs_reference
+@pytest.mark.parametrize(
+    ("algo", "env", "prefix"),
+    [("TD3", "Hopper-v2", "AC-Off-POC_"), ("SAC", "Humanoid-v2", ""), ("DDPG", "LunarLanderContinuous-v2", "IPG_")],
+)
+def test_summary_cells_match_an_independent_computation(
+    reference_store: Path, algo: str, env: str, prefix: str
+) -> None:
+    correction = {"": "none", "AC-Off-POC_": "acoffpoc", "IPG_": "ipg"}[prefix]
+    rows = summary_json(reference_store, "--algo", algo.lower(), "--env", env, "--correction", correction)
+    assert len(rows) == 1
+    mean, half = paper_cell(algo, env, prefix)
+    assert rows[0]["n_seeds"] == 10 and rows[0]["source"] == "published" and rows[0]["last_step"] == 1_000_000
+    assert rows[0]["mean"] == pytest.approx(mean, rel=1e-12)
+    assert rows[0]["ci95"] == pytest.approx(half, rel=1e-9)
+    other = summary_json(
+        reference_store, "--algo", algo.lower(), "--env", env, "--correction", correction, "--last", "3"
+    )
+    assert other[0]["mean"] == pytest.approx(paper_cell(algo, env, prefix, last=3)[0], rel=1e-12)
+
+
+@needs_reference
+def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_path: Path) -> None:
+    # The published curves evaluate every 1,000 steps: at step 100,000 the last 10 are indices 91-100,
+    # and the last 50,000 steps are indices 51-100.
+    folder = REFERENCE_CURVES / "Learning Curves" / "TD3" / "Hopper-v2"
+    curves = np.stack([np.load(folder / f"AC-Off-POC_TD3_Hopper-v2_{seed}.npy") for seed in range(10)])
+    db = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db)
+    store = open_store(db)
+    ids = create_runs(store, [spec(correction="acoffpoc", seed=s, env="Hopper-v4") for s in (0, 1)])
+    store.close()
+    for run_id in ids:
+        fill_learning(db, run_id, 12_000, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))  # finished runs set the budget
+    filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
+    # By default the published curves meet the runs trained here at their budget: 12,000 steps.
+    default = {r["source"]: r for r in summary_json(db, *filters)}
+    assert default["published"]["budget"] == default["offpoc"]["budget"] == 12_000
+    assert default["published"]["last_step"] == 12_000
+    assert default["published"]["mean"] == pytest.approx(curves[:, 3:13].mean(), rel=1e-12)
+    # --until asks for a budget: the published curves there, the runs trained here short of it left out.
+    rows = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000")}
+    assert rows["published"]["last_step"] == 100_000 and rows["published"]["budget"] == 100_000
+    assert rows["published"]["mean"] == pytest.approx(curves[:, 91:101].mean(), rel=1e-12)
+    assert (rows["offpoc"]["n_seeds"], rows["offpoc"]["n_short"], rows["offpoc"]["mean"]) == (0, 2, None)
+    cut = {r["source"]: r for r in summary_json(db, *filters, "--until", "6000")}["offpoc"]
+    assert cut["last_step"] == 6_000 and cut["n_seeds"] == 2 and cut["mean"] != default["offpoc"]["mean"]
+    spans = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000", "--last-steps", "50000")}
+    assert spans["published"]["mean"] == pytest.approx(curves[:, 51:101].mean(), rel=1e-12)
+    md = invoke("export", "--table", "summary", "--format", "md", *filters, "--until", "100000", "--db", str(db))
+    assert "Mean over seeds of the last 10 evaluations up to step 100,000 ±" in md.stdout
+    assert "none at 100,000 (2 short)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
+    assert "**training" not in md.stdout  # a row short of the budget is never the best
+
+
+def paper_tables() -> dict[tuple[str, str], tuple[float, float]]:
+    """(row label, environment) → (mean, ±) from the paper's Tables 1 and 2 (the .tex source)."""
+    tex = PAPER.read_text()
+    cells = {}
+    for label in ("split_1", "split_2"):
+        end = tex.index(f"\\label{{table:{label}}}")
+        body = tex[tex.rindex("\\begin{tabular}", 0, end) : end]
+        envs = re.findall(r"\\textbf\{(\w+)\}", re.search(r"\\textbf\{Method\}(.*?)\\\\", body).group(1))
+        for line in body.split("\\midrule")[1].split("\\bottomrule")[0].split("\\\\"):
+            parts = [p.strip() for p in line.replace("\\textbf{", "").replace("}", "").split("&")]
+            for env, cell in zip(envs, parts[1:]):
+                mean, half = (float(x) for x in re.findall(r"-?\d+\.\d+", cell.replace(" ", ""))[:2])
+                cells[(parts[0], env)] = (mean, half)
+    return cells
+
+
+@needs_reference
+@pytest.mark.skipif(not PAPER.exists(), reason=f"the paper's source is not at {PAPER}")
+def test_the_summary_reproduces_the_papers_tables_1_and_2(reference_store: Path) -> None:
+    expected = paper_tables()
+    assert len(expected) == 3 * 6 * 8
+    ours = {
+        (method_label(r["algo"], r["correction"], r["divergence"]), r["env_family"]): (r["mean"], r["ci95"])
+        for r in summary_json(reference_store)
+    }
+    assert len(ours) == len(expected)
+    for key, (mean, half) in expected.items():
+        assert (round(ours[key][0], 2), round(ours[key][1], 2)) == pytest.approx((mean, half), abs=0.0051), key
+
+
+@needs_reference
+def test_markdown_and_latex_lay_out_like_the_paper(reference_store: Path) -> None:
+    md = invoke("export", "--table", "summary", "--format", "md", "--db", str(reference_store)).stdout
+    tables = [t for t in md.split("\n\n") if t.startswith("| Method")]
+    assert len(tables) == 2  # eight environments, four per table, as in the paper
+    lines = tables[0].splitlines()
+    assert lines[0] == "| Method | Ant-v2 | BipedalWalker-v3 | HalfCheetah-v2 | Hopper-v2 |"
+    labels = [line.split(" | ")[0].lstrip("| ") for line in lines[2:]]
+    methods = ["", " + AC-Off-POC", " + ACE", " + Geoff-PAC", " + IPG", " + RIS-Off-PAC"]
+    assert labels == [algo + m for algo in ("DDPG", "SAC", "TD3") for m in methods]
+    td3 = lines[2 + 12 + 1].split(" | ")
+    assert td3[0] == "| TD3 + AC-Off-POC" and td3[4].rstrip(" |") == "**3658.85 ± 354.52**"
+    bold = [cell for line in lines[2:] for cell in line.split(" | ") if cell.startswith("**")]
+    assert len(bold) == 3 * 4  # one best per algorithm and environment
+    second = tables[1].splitlines()
+    lunar = next(line for line in second if line.startswith("| DDPG + Geoff-PAC"))
+    assert "**210.53 ± 70.60**" in lunar  # the one column AC-Off-POC does not win for DDPG
+
+    tex = invoke("export", "--table", "summary", "--format", "latex", "--db", str(reference_store)).stdout
+    assert tex.count("\\begin{table*}") == 2 and tex.count("\\toprule") == 2
+    assert "\\begin{tabular}{lcccc}" in tex and tex.count("\\addlinespace") == 4
+    assert "TD3 + AC-Off-POC & \\textbf{5472.19 $\\pm$ 276.49} & \\textbf{322.38 $\\pm$ 6.92}" in tex
+    assert "DDPG + AC-Off-POC & \\textbf{1115.81 $\\pm$ 641.76} & 173.02 $\\pm$ 85.59" in tex
+
+
+@needs_reference
+def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_path: Path) -> None:
+    db = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db)
+    store = open_store(db)
+    ids = create_runs(
+        store, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in (0, 1)]
+    )
+    store.close()
+    for run_id in ids:
+        fill_learning(db, run_id, 12_000, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))  # finished runs set the budget
+    rows = summary_json(db, "--algo", "td3", "--env", "Hopper")
+    assert {(r["env"], r["source"]) for r in rows} == {("Hopper-v4", "offpoc"), ("Hopper-v2", "published")}
+    assert [r["correction"] for r in rows if r["source"] == "offpoc"] == ["none", "acoffpoc"]
+    ours = next(r for r in rows if r["source"] == "offpoc")
+    assert ours["n_seeds"] == 2 and ours["last_step"] == 12_000
+
+    md = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--env", "Hopper", "--db", str(db))
+    lines = md.stdout.splitlines()
+    assert lines[0] == "| Method | Hopper |"  # one column for the family, each cell naming its version
+    assert lines[2].startswith("| TD3 [offpoc] | ") and lines[2].endswith("(v4) |")
+    published = next(r for r in rows if r["source"] == "published" and r["correction"] == "acoffpoc")
+    assert published["budget"] == 12_000  # the published curves meet these runs at their budget
+    assert not any("3658.85" in line for line in lines)  # their 1M figure would set 12k runs beside 1M ones
+    asked = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--env", "Hopper", "--until",
+                   "1000000", "--db", str(db)).stdout.splitlines()  # fmt: skip
+    assert any(line.startswith("| TD3 + AC-Off-POC [published] | **3658.85 ± 354.52 (v2)**") for line in asked)
+    assert any(line.startswith("| TD3 [offpoc] | none at 1,000,000 (2 short) (v4)") for line in asked)
+
+    out = invoke("export", "--table", "summary", "--env", "Hopper-v4", "--db", str(db), "-o", str(tmp_path / "s.csv"))
+    assert out.exit_code == 0 and "wrote 2 summary rows" in out.stderr
+    table = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
+    assert list(table[0])[:7] == ["algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95"]
+    assert {r["env"] for r in table} == {"Hopper-v4"}
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--table", "summary", "--last", "0"], "--last must be at least 1"),
+        (["--table", "summary", "--format", "xlsx"], "unknown format 'xlsx' for --table summary"),
+        (["--table", "evaluations", "--format", "latex"], "unknown format 'latex' for --table evaluations"),
+        (["--table", "evaluations", "--last", "5"], "--last applies to --table summary, aggregate, improvement only"),
+        (["--table", "weights", "--until", "5000"], "--until applies to --table summary, aggregate, improvement only"),
+        (["--table", "summary", "--last", "3", "--last-steps", "5000"], "pass one of them"),
+        (["--table", "summary", "--last-steps", "0"], "--last-steps must be at least 1"),
+        (["--table", "summary", "--until", "-1"], "--until must be a step"),
+    ],
+)
+def test_bad_summary_options_exit_2(filled_store: Path, args: list[str], message: str) -> None:
+    result = invoke("export", *args, "--db", str(filled_store))
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_summary_of_a_single_seed_has_no_interval(filled_store: Path) -> None:
+    rows = summary_json(filled_store)
+    assert [(r["algo"], r["correction"], r["n_seeds"]) for r in rows] == [("sac", "acoffpoc", 1), ("td3", "none", 1),
+                                                                          ("td3", "acoffpoc", 1)]  # fmt: skip
+    assert all(r["ci95"] is None for r in rows)
+    md = invoke("export", "--table", "summary", "--format", "md", "--db", str(filled_store)).stdout
+    assert "±" not in md.split("\n\n")[0]
+
+
+def test_a_seed_trained_twice_counts_once_in_the_summary_and_the_table_says_so(tmp_path: Path) -> None:
+    """quick.toml's TD3 seed 0 and a --compare study's seed 0 (differing only in budget) once showed as two
+    seeds: one run a seed is counted, the furthest, and the Markdown note names the one left out."""
+    from store.summary import summary_rows
+    from tests.support.storefill import fill
+
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    ids = create_runs(store, [spec("td3", "none", seed=0), spec("td3", "none", seed=0), spec("td3", "none", seed=1)])
+    for run_id, steps in zip(ids, (3000, 4000, 4000), strict=True):
+        fill(db, run_id, steps=steps)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))
+    rows = summary_rows(open_store(db))
+    assert [(r.n_seeds, r.budget) for r in rows] == [(2, 4000)]  # runs 2 and 3, at 4,000: run 1 left out
+    md = CliRunner().invoke(app, ["export", "--table", "summary", "--format", "md", "--db", str(db)])
+    assert f"1 run repeats a seed of its method, left out (run {ids[0]} for run {ids[1]})" in md.stdout
