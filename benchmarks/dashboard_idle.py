@@ -39,7 +39,7 @@ from offpoc_tui.dashboard.poller import IDLE_AFTER_S
 from store import open_store
 from store.runs import create_runs
 from store.writer import RunWriter
-from tests.storefill import fill_learning, spec
+from tests.support.storefill import fill_learning, spec
 
 CLI = [sys.executable, "-m", "offpoc_tui.cli"]
 

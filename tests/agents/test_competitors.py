@@ -302,7 +302,15 @@ def test_the_likelihood_ratio_gradient_matches_the_dpg_gradient_on_a_quadratic_q
 
 
 # ---- real runs -----------------------------------------------------------------------------------
-FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=500, eval_freq=1000, eval_episodes=2, stats_every=500)
+FAST = dict(
+    env_id="Hopper-v4",
+    hidden=(64, 64),
+    batch_size=64,
+    start_steps=500,
+    eval_freq=1000,
+    eval_episodes=2,
+    stats_every=500,
+)
 
 
 @pytest.mark.parametrize("name", ["ace", "geoff-pac", "ipg", "ris-off-pac"])

@@ -1,4 +1,4 @@
-"""Learning quality (slow; run deliberately): ``python -m pytest -m slow -s``.
+"""Learning quality (slow; run deliberately): ``python -m pytest -m slow -n 0 -s``.
 
 Each algorithm, with and without AC-Off-POC, and with each of the paper's competitors, and TD3
 with each replay sampler, must learn Pendulum-v1 (random policy ≈ −1200, solved ≈ −150) to a

@@ -217,7 +217,15 @@ def test_fast_and_autograd_apply_importance_weights_alike() -> None:
 
 
 # ---- runs ---------------------------------------------------------------------------------------------
-FAST = dict(env_id="Hopper-v4", hidden=(64, 64), start_steps=1000, eval_freq=1000, eval_episodes=2, stats_every=500)
+FAST = dict(
+    env_id="Hopper-v4",
+    hidden=(64, 64),
+    batch_size=64,
+    start_steps=1000,
+    eval_freq=1000,
+    eval_episodes=2,
+    stats_every=500,
+)
 
 
 @pytest.mark.parametrize("sampler", ["cer", "per", "ero"])

@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from agents import TrainConfig, Trainer
 from agents.replay import ReplayBuffer
@@ -33,6 +34,7 @@ def test_a_trained_runs_windows_cover_its_buffer_with_weights_in_range() -> None
     assert 0 < positions[0] < positions[-1] < 1 and np.all((values > 0) & (values <= 1))
 
 
+@pytest.mark.process
 def test_offpoc_analyze_weights_table_figure_and_bad_input(tmp_path: Path) -> None:
     db = tmp_path / "w.db"
     small = ["--steps", "1500", "--eval-freq", "1500", "--set", "start_steps=500", "--set", "correction_start=1000",
@@ -52,4 +54,13 @@ def test_offpoc_analyze_weights_table_figure_and_bad_input(tmp_path: Path) -> No
     for args, message in [(["1"], "give two runs or more"), (["1", "9"], "no run 9 "),
                           (["1", "3"], "run 3 has no checkpoint with its replay buffer")]:  # fmt: skip
         bad = offpoc(db, "analyze", "weights", *args, check=False)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def test_offpoc_analyze_weights_bad_input_is_one_line_and_exit_2(filled_store: Path) -> None:
+    """Refusals on a store filled without training (the scenario above adds a run whose checkpoint holds no
+    replay buffer): fewer than two runs, a run that is not there, runs of two methods."""
+    for args, message in [(["1"], "give two runs or more"), (["1", "9"], "no run 9 "),
+                          (["1", "2"], "the runs are of 2 methods")]:  # fmt: skip
+        bad = offpoc(filled_store, "analyze", "weights", *args, check=False)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr

@@ -7,51 +7,54 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from offpoc_tui.dashboard import filters
 from store import open_store
 from store.reader import list_runs
+from tests.support.cli import cli
 from tests.support.processes import offpoc
 
 
 def ids(db: Path, *args: str) -> list[int]:
-    return [run["id"] for run in json.loads(offpoc(db, "ps", "--all", "--json", *args).stdout)]
+    return [run["id"] for run in json.loads(cli(db, "ps", "--all", "--json", *args).stdout)]
 
 
 def test_tag_note_and_filter_every_reading_command(filled_store: Path) -> None:
     db = filled_store
-    assert offpoc(db, "tag", "1-2", "+ablation", "+draft").stdout.splitlines() == [
+    assert cli(db, "tag", "1-2", "+ablation", "+draft").stdout.splitlines() == [
         "run 1: ablation draft",
         "run 2: ablation draft",
     ]
-    assert offpoc(db, "tag", "2", "-draft", "+v2").stdout == "run 2: ablation v2\n"  # -draft: a tag, not an option
-    assert offpoc(db, "tag", "2").stdout == "run 2: ablation v2\n"
-    assert offpoc(db, "tag", "2", "+Ablation", "-hard").stdout == "run 2: ablation v2\n"  # one tag in any case
+    assert cli(db, "tag", "2", "-draft", "+v2").stdout == "run 2: ablation v2\n"  # -draft: a tag, not an option
+    assert cli(db, "tag", "2").stdout == "run 2: ablation v2\n"
+    assert cli(db, "tag", "2", "+Ablation", "-hard").stdout == "run 2: ablation v2\n"  # one tag in any case
     assert ids(db, "--tag", "ABLATION") == [1, 2]
     assert ids(db, "--tag", "ablation") == [1, 2] and ids(db, "--tag", "ablation", "--tag", "v2") == [2]
-    assert offpoc(db, "ps", "--all", "--tag", "nothing").stdout == "no run carries the tag nothing\n"
+    assert cli(db, "ps", "--all", "--tag", "nothing").stdout == "no run carries the tag nothing\n"
 
-    offpoc(db, "note", "2", "buffer 1e5: \x1b[31mtoo small")
-    assert offpoc(db, "note", "2").stdout == "buffer 1e5: \\x1b[31mtoo small\n"  # an escape shows, never acts
-    shown = offpoc(db, "show", "2").stdout
+    cli(db, "note", "2", "buffer 1e5: \x1b[31mtoo small")
+    assert cli(db, "note", "2").stdout == "buffer 1e5: \\x1b[31mtoo small\n"  # an escape shows, never acts
+    shown = cli(db, "show", "2").stdout
     assert "ablation v2" in shown and "buffer 1e5: \\x1b[31mtoo small" in shown
-    assert json.loads(offpoc(db, "show", "2", "--json").stdout)["tags"] == ["ablation", "v2"]
+    assert json.loads(cli(db, "show", "2", "--json").stdout)["tags"] == ["ablation", "v2"]
 
-    runs = list(csv.DictReader(io.StringIO(offpoc(db, "export", "--table", "runs", "--format", "csv").stdout)))
+    runs = list(csv.DictReader(io.StringIO(cli(db, "export", "--table", "runs", "--format", "csv").stdout)))
     assert [(r["run_id"], r["tags"], r["note"]) for r in runs] == [
         ("1", "ablation draft", ""),
         ("2", "ablation v2", "buffer 1e5: \x1b[31mtoo small"),
         ("3", "", ""),
     ]
-    evaluations = offpoc(db, "export", "--table", "evaluations", "--format", "csv", "--tag", "v2").stdout
+    evaluations = cli(db, "export", "--table", "evaluations", "--format", "csv", "--tag", "v2").stdout
     assert {row["run_id"] for row in csv.DictReader(io.StringIO(evaluations))} == {"2"}
-    summary = offpoc(db, "export", "--table", "summary", "--format", "json", "--tag", "draft").stdout
+    summary = cli(db, "export", "--table", "summary", "--format", "json", "--tag", "draft").stdout
     assert [row["correction"] for row in json.loads(summary)] == ["none"]  # run 1 alone
-    once = offpoc(db, "dashboard", "--once", "--tag", "v2").stdout
+    once = cli(db, "dashboard", "--once", "--tag", "v2").stdout
     assert once.startswith("1 runs")
 
-    offpoc(db, "note", "2", "")
-    assert offpoc(db, "note", "2").stdout == "run 2 has no note\n"
-    offpoc(db, "rm", "1", "--yes")
+    cli(db, "note", "2", "")
+    assert cli(db, "note", "2").stdout == "run 2 has no note\n"
+    cli(db, "rm", "1", "--yes")
     store = open_store(db)
     assert store.execute("SELECT run_id, tag FROM tags ORDER BY tag").fetchall() == [(2, "ablation"), (2, "v2")]
     store.close()
@@ -59,7 +62,7 @@ def test_tag_note_and_filter_every_reading_command(filled_store: Path) -> None:
 
 def test_bad_tags_are_refused_and_change_nothing(filled_store: Path) -> None:
     db = filled_store
-    offpoc(db, "tag", "1", "+keep")
+    cli(db, "tag", "1", "+keep")
     for args, message in [
         (["tag", "1", "+bad tag"], "tag 'bad tag': letters, digits and _ . : / @ - only"),
         (["tag", "1", "+ok", "+-x"], "tag '-x': letters, digits"),
@@ -70,13 +73,14 @@ def test_bad_tags_are_refused_and_change_nothing(filled_store: Path) -> None:
         (["run", "td3", "Hopper-v4", "--tag", "a,b"], "tag 'a,b'"),
         (["note", "1", "x" * 10_001], "the note is 10,001 characters; at most 10,000"),
     ]:
-        result = offpoc(db, *args, check=False)
+        result = cli(db, *args, check=False)
         assert result.returncode == 2 and result.stderr.startswith("error: ") and message in result.stderr, args
         assert len(result.stderr.splitlines()) == 1
-    assert offpoc(db, "tag", "1").stdout == "run 1: keep\n"
+    assert cli(db, "tag", "1").stdout == "run 1: keep\n"
     assert len(list_runs(open_store(db))) == 3  # the refused run was never queued
 
 
+@pytest.mark.process
 def test_runs_and_sweeps_are_tagged_when_queued(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     small = ["--steps", "3000", "--set", "start_steps=500"]

@@ -1,5 +1,6 @@
-"""What the tests share: driving the real CLI in processes (``processes``) and filling a store through the real
-writer without training (``storefill``); ``ROOT`` is the project's root."""
+"""What the tests share: driving the real CLI in processes (``processes``) or in this one (``cli``), filling
+a store through the real writer without training (``storefill``), hand-made batches and small agents for
+update tests (``batches``), and driving the dashboard through Textual's Pilot (``pilot``)."""
 
 from pathlib import Path
 

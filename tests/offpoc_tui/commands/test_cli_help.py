@@ -183,7 +183,7 @@ def test_a_users_own_environment_module_trains(tmp_path: Path) -> None:
     db = tmp_path / "u.db"
     env = {"PYTHONPATH": str(tmp_path / "mine")}
     offpoc(db, "run", "td3", "my_envs:ShortPendulum-v0", "--steps", "600", "--eval-freq", "300", "--set",
-           "start_steps=200", "--set", "eval_episodes=1", "--follow", env=env)  # fmt: skip
+           "start_steps=200", "--set", "eval_episodes=1", "--set", "hidden=32,32", "--follow", env=env)  # fmt: skip
     store = open_store(db)
     assert store.execute("SELECT status, env FROM runs").fetchone() == ("finished", "my_envs:ShortPendulum-v0")
     store.close()
@@ -202,7 +202,8 @@ def test_an_environment_module_in_the_current_folder_trains(tmp_path: Path) -> N
     )
     db = tmp_path / "stores" / "u.db"
     db.parent.mkdir()
-    args = ["--steps", "400", "--eval-freq", "200", "--set", "start_steps=200", "--set", "eval_episodes=1"]
+    args = ["--steps", "400", "--eval-freq", "200", "--set", "start_steps=200", "--set", "eval_episodes=1",
+            "--set", "hidden=32,32"]  # fmt: skip
     env = {"PYTHONPATH": ""}
     offpoc(db, "run", "td3", "here_envs:HerePendulum-v0", *args, "--follow", cwd=tmp_path / "project", env=env)
     offpoc(db, "run", "td3", "here_envs:HerePendulum-v0", *args, "--seed", "1", "--follow", cwd=tmp_path / "project",
@@ -215,6 +216,7 @@ def test_an_environment_module_in_the_current_folder_trains(tmp_path: Path) -> N
     assert elsewhere.returncode == 2 and "cannot import 'here_envs'" in elsewhere.stderr
 
 
+@pytest.mark.process
 def test_follow_piped_prints_a_line_per_run(tmp_path: Path) -> None:
     db = tmp_path / "f.db"
     result = offpoc(db, "run", "td3", "Pendulum-v1", "--steps", "1500", "--set", "start_steps=500", "--set",

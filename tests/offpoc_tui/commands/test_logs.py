@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from store import open_store
 from store.files import RunFiles
 from tests.support.processes import offpoc
@@ -28,6 +30,7 @@ gym.register(id="Failing-v0", entry_point=Failing, max_episode_steps=200)
 """
 
 
+@pytest.mark.process
 def test_logs_prints_follows_to_the_end_and_shows_a_failure(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     offpoc(db, "run", "td3", "Pendulum-v1", *FAST)

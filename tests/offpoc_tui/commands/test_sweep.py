@@ -96,6 +96,7 @@ def test_the_dry_run_counts_runs_and_cpu_hours_and_writes_nothing(tmp_path: Path
         assert len(load_sweep(path).specs) > 0, path
 
 
+@pytest.mark.process
 def test_submitting_again_adds_only_what_is_missing(tmp_path: Path) -> None:
     tiny = """
 name = "tiny"

@@ -1,7 +1,8 @@
 """Each view at a fixed terminal size on deterministic data (pytest-textual-snapshot).
 
-After an intended change of look, regenerate with ``pytest tests/offpoc_tui/dashboard/test_dashboard_snapshots.py
---snapshot-update`` and review the SVGs in ``tests/offpoc_tui/dashboard/__snapshots__``.
+After an intended change of look, regenerate with ``pytest -n 0 --snapshot-update
+tests/offpoc_tui/dashboard/test_dashboard_snapshots.py`` (in one process: syrupy finds and removes snapshots no test
+uses only there) and review the SVGs in ``tests/offpoc_tui/dashboard/__snapshots__``.
 """
 
 from __future__ import annotations
