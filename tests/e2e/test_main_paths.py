@@ -27,6 +27,7 @@ def both_running(db: Path, past_step: int) -> bool:
     return len(current) == 2 and all(r["status"] == "running" and r["steps"] > past_step for r in current.values())
 
 
+@pytest.mark.process
 def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     """The issue's command, as written."""
     db = tmp_path / "offpoc.db"
