@@ -14,8 +14,8 @@ import sys
 def _import_sqlite_utils_without_pandas() -> None:
     """Import sqlite-utils with pandas hidden. sqlite-utils imports pandas whenever it is installed (the test
     and Ray extras bring it), only to give ``pd.Timestamp`` a column type, which offpoc never writes: 0.3 s of
-    every command's 0.8 s start (benchmarks/README.md, "CLI start"). Hidden for this one import only: anything
-    that imports pandas later gets it as usual."""
+    every command's 0.8 s start (benchmarks/cli_start.py). Hidden for this one import only: anything that
+    imports pandas later gets it as usual (tests/test_layering.py)."""
     if "pandas" in sys.modules or "sqlite_utils" in sys.modules:
         return
     sys.modules["pandas"] = None  # type: ignore[assignment]  # None here: `import pandas` raises ImportError

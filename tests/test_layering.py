@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_agents_imports_neither_store_nor_any_ui() -> None:
     code = (
@@ -53,6 +55,18 @@ def _imports(modules: set[str], path: Path, name: str) -> set[str]:
             continue
         found |= (names & modules) - {name}
     return found
+
+
+def test_the_store_starts_without_pandas_and_pandas_imports_after() -> None:
+    """sqlite-utils imports pandas when it is installed; the store hides it for that one import (a third of every
+    command's start: benchmarks/cli_start.py), and pandas imports as usual afterwards."""
+    pytest.importorskip("pandas", reason="pandas is not installed: nothing to hide")
+    code = (
+        "import sys, store, store.reader\nprint('pandas' in sys.modules)\n"
+        "import pandas, sqlite_utils.db\nprint(sqlite_utils.db.pd is None, pandas.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "pandas"]
 
 
 def test_no_module_imports_one_that_imports_it_back() -> None:

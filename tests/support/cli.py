@@ -3,7 +3,8 @@
 For commands whose promise does not rest on a process of their own: a call costs no Python start (about a
 second of CPU each), so a test that reads and writes a store through twenty commands takes a second, not
 twenty. Whatever needs a real process (exit codes a shell sees, signals, detached workers, locks held by
-another process) goes through ``processes.offpoc``.
+another process) goes through ``processes.offpoc``, and so does a test of what a store's files hold after
+commands: here a command's connections may outlive it, and the WAL with them.
 """
 
 from __future__ import annotations
