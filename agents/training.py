@@ -308,7 +308,16 @@ class Trainer:
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
         self._emit(CheckpointRecord(self.step, str(target)))
         place = self.place_checkpoint if target == self.checkpoint_path else None
-        save(target, self.state_dict(elapsed), self.config, self.owner, place or os.replace)
+        state = self.state_dict(elapsed)
+        try:
+            save(target, state, self.config, self.owner, place or os.replace)
+        except OSError:
+            if target.parent.is_dir():
+                raise
+            # Its folder went while the file was written (deleted by hand): announced once more, so that a
+            # sink that makes the folder (offpoc's run files) makes it again, then written once more.
+            self._emit(CheckpointRecord(self.step, str(target)))
+            save(target, state, self.config, self.owner, place or os.replace)
         if target == self.checkpoint_path:
             self.checkpoint_step = self.step
         self._emit(CheckpointSaved(self.step, str(target)))

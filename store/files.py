@@ -241,10 +241,15 @@ class RunFiles:
 
     def prepare(self, run_id: int) -> Path:
         """The run's folder, created in this store's own folder (which is made again, marked, if it went)."""
-        self.ensure()
-        directory = self.check_run_dir(run_id)
-        directory.mkdir(exist_ok=True)
-        return directory
+        for _ in range(_CLAIM_TRIES):
+            self.ensure()
+            directory = self.check_run_dir(run_id)
+            try:
+                directory.mkdir(exist_ok=True)
+            except FileNotFoundError:  # the store's folder went after ensure() (deleted by hand): made again
+                continue
+            return directory
+        raise StoreError(f"could not make {self.display(self.run_dir(run_id))} (its folder kept going away)")
 
     def append_to(self, path: Path) -> IO[bytes]:
         """A log file of this store's (``scheduler.log``, a run's ``worker.log``) opened to append, never through a

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents import RecordingSink, TrainConfig, Trainer
+from agents import CheckpointRecord, RecordingSink, TrainConfig, Trainer
 
 # Small networks and batches keep these runs to seconds; the loop, env and algorithms are the real ones.
 FAST = dict(env_id="Hopper-v4", hidden=(64, 64), batch_size=64, start_steps=500, eval_freq=1000, eval_episodes=2,
@@ -142,3 +142,24 @@ def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         Trainer.resume(bad)
+
+
+def test_a_checkpoint_folder_deleted_while_the_file_is_written_is_announced_again_and_written(
+    tmp_path: Path,
+) -> None:
+    """The sink makes the folder on each announced checkpoint; the first time, it goes again before the file is
+    written (a user deleting run files at that moment): the trainer announces once more and saves."""
+    folder = tmp_path / "runs" / "1"
+    announced: list[int] = []
+
+    class Makes(RecordingSink):
+        def on_checkpoint(self, record: CheckpointRecord) -> None:
+            announced.append(record.step)
+            folder.mkdir(parents=True, exist_ok=True)
+            if len(announced) == 1:
+                shutil.rmtree(tmp_path / "runs")  # made, then deleted before the save
+
+    config = TrainConfig(algo="td3", total_steps=600, checkpoint_every=500, checkpoint_buffer=False, **FAST)
+    result = Trainer(config, Makes(), checkpoint_path=folder / "checkpoint.pt").run()
+    assert result.step == 600 and announced == [500, 500, 600]
+    assert Trainer.resume(folder / "checkpoint.pt").step == 600

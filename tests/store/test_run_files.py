@@ -162,6 +162,22 @@ def test_processes_claiming_the_folder_at_once_end_with_one_marked_folder(tmp_pa
     assert (files.root / MARK).is_file()
 
 
+def test_a_folder_deleted_between_its_claim_and_the_runs_folder_is_made_again(tmp_path: Path) -> None:
+    class DeletedOnce(RunFiles):
+        claims = 0
+
+        def ensure(self) -> Path | None:
+            aside = super().ensure()
+            DeletedOnce.claims += 1
+            if DeletedOnce.claims == 1:
+                shutil.rmtree(self.root)  # a user deleting the run files just then
+            return aside
+
+    plain = files_of(tmp_path / "s.db")
+    files = DeletedOnce(plain.store_path, plain.store_id, plain.legacy_dir)
+    assert files.prepare(1).is_dir() and files.owned() and DeletedOnce.claims == 2
+
+
 def test_rm_deletes_a_runs_folder_only_in_the_stores_own_folder(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
     db = open_store(path, create=True)
