@@ -16,7 +16,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from offpoc_tui.dashboard import filters, poller
@@ -32,6 +32,7 @@ from offpoc_tui.dashboard.poller import POLL_S, poll
 from offpoc_tui.dashboard.request import SMOOTHING, Request
 from offpoc_tui.dashboard.run_control import CONFIRM_S, StopConfirmation, asking, control
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
+from offpoc_tui.dashboard.state_line import StateLine
 from store.runs import RunRow
 from store.stats import BAND_KINDS, FinalWindow
 from store.tasks import source_of
@@ -88,7 +89,7 @@ class Dashboard(App[None]):
                     # Held, not queried: App.query_one searches the active screen, which may be the help.
                     self.panes[entry.view] = pane = entry.make(self.window)
                     yield pane
-        yield Static(id="status")
+        yield StateLine(id="status")
         yield Input(placeholder=FILTER_HINT, id="filter")
         yield Footer()
 
@@ -97,7 +98,7 @@ class Dashboard(App[None]):
         self.table = self.query_one(RunsTable)
         self.compare_pane = self.query_one(ComparePane)
         self.detail_pane = self.query_one(DetailPane)
-        self.status_bar = self.query_one("#status", Static)
+        self.status_bar = self.query_one("#status", StateLine)
         self.filter_box = self.query_one("#filter", Input)
         self.table.focus()
         self.poll_store()
@@ -119,8 +120,11 @@ class Dashboard(App[None]):
     def on_runs_updated(self, message: RunsUpdated) -> None:
         if not self.table.is_attached:  # arrived while the app shuts down
             return
-        self.runs = message.runs
         self.last_poll_s = message.poll_s
+        if self.polls and message.runs == self.runs:  # nothing changed: the table and the request stand
+            self.polls += 1
+            return
+        self.runs = message.runs
         self.selected &= {r["id"] for r in self.runs}
         self._refresh_table()
         if self.request.view == "compare":  # new (algo, env) pairs to pick from; hidden, it waits

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from offpoc_tui.dashboard.bands import BAND_LABELS
 from offpoc_tui.dashboard.data.curves import CurvesData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.request import Request
+from offpoc_tui.dashboard.state_line import StateLine
 
 
 def grouping(request: Request) -> str:
@@ -23,7 +23,7 @@ class CurvesPane(Vertical):
     def __init__(self) -> None:
         super().__init__()
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
-        self.state = Static(id="curves-state", classes="pane-state")
+        self.state = StateLine(id="curves-state", classes="pane-state")
         self.plot = FigurePlot(id="curves-plot")
 
     def compose(self) -> ComposeResult:

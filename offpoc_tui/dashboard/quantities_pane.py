@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from offpoc_tui.dashboard.data.quantities import QuantitiesData
 from offpoc_tui.dashboard.plots import FigurePlot
 from offpoc_tui.dashboard.request import Request
+from offpoc_tui.dashboard.state_line import StateLine
 
 
 def interval_text(interval: int) -> str:
@@ -21,7 +21,7 @@ class QuantitiesPane(Vertical):
     def __init__(self) -> None:
         super().__init__()
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
-        self.state = Static(id="quantities-state", classes="pane-state")
+        self.state = StateLine(id="quantities-state", classes="pane-state")
         self.histogram = FigurePlot(id="quantities-histogram")
         self.training = FigurePlot(id="quantities-training")
 
