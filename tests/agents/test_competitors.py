@@ -306,25 +306,26 @@ FAST = dict(
     env_id="Hopper-v4",
     hidden=(64, 64),
     batch_size=64,
-    start_steps=500,
-    eval_freq=1000,
+    start_steps=250,
+    eval_freq=500,
     eval_episodes=2,
-    stats_every=500,
+    stats_every=250,
 )
+SHORT = dict(total_steps=1000, correction_start=500)
+"""750 updates, the correction's from the update in step 500 on."""
 
 
 @pytest.mark.parametrize("name", ["ace", "geoff-pac", "ipg", "ris-off-pac"])
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
-def test_smoke_two_thousand_steps(algo: str, name: str) -> None:
+def test_smoke_a_thousand_steps(algo: str, name: str) -> None:
     sink = RecordingSink()
-    config = TrainConfig.make(algo=algo, correction=name, total_steps=2000, correction_start=1000, **FAST)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, correction=name, **SHORT, **FAST)  # type: ignore[arg-type]
     smoke(config, sink, name)
 
 
 def test_ace_with_an_emphasis_runs_and_logs_it() -> None:
     sink = RecordingSink()
-    config = TrainConfig.make(algo="sac", correction="ace", ace_lambda1=0.5, total_steps=2000, correction_start=1000,
-                         trace_window=4, **FAST)  # type: ignore[arg-type]  # fmt: skip
+    config = TrainConfig.make(algo="sac", correction="ace", ace_lambda1=0.5, trace_window=4, **SHORT, **FAST)  # type: ignore[arg-type]
     smoke(config, sink, "ace-emphatic")
     assert sink.quantity_values("ace_m")[:, 0].max() > 1.0  # summaries per update: mean, min, max, ...
 
@@ -354,7 +355,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     correction's start where an actor step is (TD3: every other update; its corrections of the actor alone
     skip the rest)."""
     result = Trainer(config, sink).run()
-    assert result.status == "finished" and result.updates == 1500
+    assert result.status == "finished" and result.updates == config.total_steps - config.start_steps
     assert all(np.isfinite(e.return_mean) for e in sink.evals)
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
     own = {"at_bound", "eval_at_bound", "decay_share"}  # the algorithm's own quantities: tested elsewhere
@@ -370,11 +371,12 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     for block in sink.blocks:  # M1 is unbounded: its range is the histogram's only
         if block.quantity.name not in ("geoff_m1", "ace_m"):
             assert np.all((block.values >= block.quantity.low) & (block.values <= block.quantity.high))
-    for quantity in logged:  # every update from the correction's start (the one in step 1000) logged its values
+    start = config.correction_start
+    for quantity in logged:  # every update from the correction's start (the one in its step) logged its values
         steps = np.concatenate([block.steps for block in sink.blocks if block.quantity.name == quantity])
         every = config.policy_delay if config.algo == "td3" else 1
-        assert steps[-1] == 2000 and np.all(np.diff(steps) == every)
-        assert 1000 <= steps[0] < 1000 + every
+        assert steps[-1] == config.total_steps and np.all(np.diff(steps) == every)
+        assert start <= steps[0] < start + every
 
 
 def test_a_competitors_runs_have_no_divergence_so_they_meet_the_published_curves() -> None:

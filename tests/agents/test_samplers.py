@@ -221,8 +221,8 @@ FAST = dict(
     env_id="Hopper-v4",
     hidden=(64, 64),
     batch_size=64,
-    start_steps=1000,
-    eval_freq=1000,
+    start_steps=500,
+    eval_freq=500,
     eval_episodes=2,
     stats_every=500,
 )
@@ -230,19 +230,19 @@ FAST = dict(
 
 @pytest.mark.parametrize("sampler", ["cer", "per", "ero"])
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
-def test_smoke_two_thousand_steps(algo: str, sampler: str) -> None:
+def test_smoke_a_thousand_steps(algo: str, sampler: str) -> None:
     sink = RecordingSink()
     correction = "acoffpoc" if algo != "ddpg" else "ris-off-pac"  # every sampler beside a correction
-    config = TrainConfig.make(algo=algo, sampler=sampler, correction=correction, total_steps=2000, **FAST)  # type: ignore[arg-type]
+    config = TrainConfig.make(algo=algo, sampler=sampler, correction=correction, total_steps=1000, **FAST)  # type: ignore[arg-type]
     result = Trainer(config, sink).run()
-    assert result.status == "finished" and result.updates == 1000
+    assert result.status == "finished" and result.updates == 500
     assert all(np.isfinite(s.critic_loss) for s in sink.stats if s.critic_loss is not None)
     logged = {b.quantity.name for b in sink.blocks}
     assert ({"per_beta", "per_weight"} <= logged) == (sampler == "per")
     assert ({"ero_kept", "ero_reward", "ero_fallback"} <= logged) == (sampler == "ero")
     if sampler == "per":
         beta = np.concatenate([b.values[:, 0] for b in sink.blocks if b.quantity.name == "per_beta"])
-        np.testing.assert_allclose(beta, 0.4 + 2e-7 * np.arange(1000), rtol=1e-6)
+        np.testing.assert_allclose(beta, 0.4 + 2e-7 * np.arange(500), rtol=1e-6)
 
 
 def test_per_resumes_its_priorities_and_beta_exactly(tmp_path: Path) -> None:
