@@ -87,7 +87,8 @@ class Trainer:
         # everything else from generators this run owns.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(c.seed)
-            self.generator = torch.Generator(device=self.device).manual_seed(c.seed)
+            # On the CPU whatever the device: a seed draws the same batches and noise on a GPU as here.
+            self.generator = torch.Generator().manual_seed(c.seed)
             self.agent = make_algorithm(c, obs_dim, action_dim, self.generator)
         self.rng = np.random.default_rng(c.seed)
 

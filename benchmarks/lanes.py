@@ -11,6 +11,8 @@ environment steps (each with one gradient update) it makes in the next ``--windo
 is the aggregate: steps of all K runs per second. The ratio is lanes over processes in the same case; above
 1.0 the group is faster. With ``--device cuda`` the networks and the stacked update go to the GPU (the
 environments stay on the CPU), only lane groups run, and the GPU memory each lane needs is reported.
+Each group's time is split: in its environments' ``step`` (CPU work), in acting (each lane's forward pass and
+its copy back to the CPU), and the rest (the stacked update, sampling, the lanes' bookkeeping).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -64,6 +68,23 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
             return True
         return False
 
+    spent = {"env": 0.0, "act": 0.0}
+
+    def timed(part: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call``, its time inside the counted window added to ``spent[part]``."""
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            out = call(*args, **kwargs)
+            if "go" in marks and "end" not in marks:
+                spent[part] += time.perf_counter() - start
+            return out
+
+        return wrapper
+
+    for trainer in trainers:  # where the time goes: the environments (CPU), acting (a forward pass each)
+        trainer.env.step = timed("env", trainer.env.step)  # type: ignore[method-assign]
+        trainer.agent.act = timed("act", trainer.agent.act)  # type: ignore[method-assign]
     trainers[0]._should_stop = should_stop
     for trainer in trainers[1:]:
         trainer._should_stop = lambda: "end" in marks
@@ -72,7 +93,9 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
     else:
         trainers[0].run()
     steps = (marks["end_step"] - marks["step"]) * len(trainers)
-    result = {"steps": steps, "seconds": marks["end"] - marks["go"]}
+    seconds = marks["end"] - marks["go"]
+    result = {"steps": steps, "seconds": seconds, "env_share": spent["env"] / seconds}
+    result["act_share"] = spent["act"] / seconds
     if device.startswith("cuda"):
         import torch
 
@@ -112,6 +135,8 @@ def case(mode: str, algo: str, lanes: int, args: argparse.Namespace) -> dict[str
         results.append(json.loads(out.strip().splitlines()[-1]))
     seconds = max(r["seconds"] for r in results)
     summary = {"sps": sum(r["steps"] for r in results) / seconds}
+    for share in ("env_share", "act_share"):  # of each process's wall time, averaged over the processes
+        summary[share] = sum(r[share] for r in results) / len(results)
     if "gpu_bytes" in results[0]:
         summary["gpu_mib_per_lane"] = results[0]["gpu_bytes"] / 2**20 / lanes
     return summary
@@ -160,6 +185,7 @@ def main() -> None:
     for column in ("K", "lane group (steps/s)"):
         table.add_column(column, justify="right")
     extra = ("GPU memory per lane (MiB)",) if gpu else ("K processes (steps/s)", "lanes / processes")
+    extra += ("group: in environments", "acting", "updates and the rest")
     for column in extra:
         table.add_column(column, justify="right")
     for row in rows:
@@ -170,6 +196,8 @@ def main() -> None:
         else:
             apart: dict[str, float] = row["processes"]  # type: ignore[assignment]
             cells += [f"{apart['sps']:.0f}", f"{group['sps'] / apart['sps']:.2f}"]
+        rest = 1.0 - group["env_share"] - group["act_share"]
+        cells += [f"{group['env_share']:.0%}", f"{group['act_share']:.0%}", f"{rest:.0%}"]
         table.add_row(*cells)
     console.print(table)
     if args.json is not None:

@@ -243,8 +243,10 @@ class ActorCritic(ABC):
         (``lane_generators`` set, ``shape`` (K, ...)), lane k's slice from lane k's generator, as its solo
         run draws it."""
         if self.lane_generators is not None:
-            return torch.stack([torch.randn(shape[1:], generator=g, device=self.device) for g in self.lane_generators])
-        return torch.randn(shape, generator=self.generator, device=self.device)
+            noise = torch.stack([torch.randn(shape[1:], generator=g) for g in self.lane_generators])
+        else:
+            noise = torch.randn(shape, generator=self.generator)
+        return noise.to(self.device)  # drawn on the CPU (the run's generator is there), moved once
 
     # ---- the shared update ---------------------------------------------------------
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:

@@ -313,7 +313,7 @@ class StochasticACOffPOC(Correction):
         # Both densities are evaluated at the same pre-tanh point, so the tanh
         # Jacobian cancels in the ratio and log η need not be stored.
         if self.sampled:  # a fresh action of the current policy (Theorem 1, the authors' code)
-            noise = torch.randn(mean.shape, generator=policy.generator, device=mean.device)
+            noise = torch.randn(mean.shape, generator=policy.generator).to(mean.device)
             u = mean.detach() + log_std.detach().exp() * noise
         else:  # the stored action (Section 4.2, Algorithm 1)
             u = torch.atanh(batch.action.clamp(-ACTION_CLAMP, ACTION_CLAMP))

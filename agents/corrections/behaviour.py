@@ -74,7 +74,7 @@ class BehaviourRatio(Correction):
                 current = agent.greedy_action(batch.obs) if output is None else output.detach()
                 action = batch.action
                 if sampled:
-                    noise = torch.randn(current.shape, generator=agent.generator, device=current.device)
+                    noise = torch.randn(current.shape, generator=agent.generator).to(current.device)
                     action = current + self.std * noise
                 explored = deterministic_log_ratio(action, batch.behaviour_mean, current, self.std)
                 log_pi = deterministic_log_prob(action, current, self.std)
@@ -82,7 +82,7 @@ class BehaviourRatio(Correction):
                 mean, log_std = agent.policy_distribution(batch.obs) if output is None else (t.detach() for t in output)
                 action = batch.action
                 if sampled:
-                    noise = torch.randn(mean.shape, generator=agent.generator, device=mean.device)
+                    noise = torch.randn(mean.shape, generator=agent.generator).to(mean.device)
                     action = torch.tanh(mean + log_std.exp() * noise)
                 explored = stochastic_log_ratio(action, batch.behaviour_mean, batch.behaviour_log_std, mean, log_std)
                 log_pi = squashed_log_prob(action, mean, log_std, jacobian=True)

@@ -250,7 +250,7 @@ class GeoffPAC(ACE):
             some = weight[:, 0] > 0
             # A row without predecessors draws its first column (any would do: its weight Σκ is 0).
             probabilities = torch.where(some[:, None], kappa, torch.ones_like(kappa))
-            pick = torch.multinomial(probabilities, 1, generator=self.generator).cpu().numpy()[:, 0]
+            pick = torch.multinomial(probabilities.cpu(), 1, generator=self.generator).numpy()[:, 0]
             rows = np.arange(len(pick))
             slots = np.where(some.cpu().numpy(), pending.slots[rows, pick], pending.own)  # always a stored one
         else:
