@@ -26,6 +26,14 @@ needs_reference = pytest.mark.skipif(
 )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores this process may run on. A share of the default tier waits
+    rather than computes (a dashboard's poller thread, a child process's start, a Pilot's pauses), and the
+    extra worker fills it: on 2 cores the default tier took 516 s with 3 workers against 560 s with 2
+    (benchmarks/README.md, "The test suite")."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 LONGEST = ("offpoc_tui/dashboard/test_dashboard_keys.py",)
 """Test files whose tests take the longest in the default tier (each a minute or two on 2 cores)."""
 
