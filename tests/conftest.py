@@ -27,11 +27,13 @@ needs_reference = pytest.mark.skipif(
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than the cores this process may run on. A share of the default tier waits
-    rather than computes (a dashboard's poller thread, a child process's start, a Pilot's pauses), and the
-    extra worker fills it: on 2 cores the default tier took 516 s with 3 workers against 560 s with 2
-    (benchmarks/README.md, "The test suite")."""
-    return len(os.sched_getaffinity(0)) + 1
+    """``-n auto``: for the default tier, one worker more than the cores this process may run on. A share of
+    it waits rather than computes (a dashboard's poller thread, a child process's start, a Pilot's pauses),
+    and the extra worker fills that time: on 2 cores the tier took 516 s with 3 workers against 560 s with 2
+    (benchmarks/README.md, "The test suite"). Other tiers (``-m process``: training processes of their own,
+    conditions waited on with time limits) get one worker a core."""
+    cores = len(os.sched_getaffinity(0))
+    return cores + 1 if "not process" in (config.getoption("markexpr") or "") else cores
 
 
 LONGEST = ("offpoc_tui/dashboard/test_dashboard_keys.py",)
