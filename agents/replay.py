@@ -184,7 +184,7 @@ class ReplayBuffer:
         starts, random_phase = self.starts_transition, self.random_phase
 
         def draw(count: int, high: int = self.filled) -> np.ndarray:
-            # On the generator's device (the run's); on a CPU .cpu() returns the tensor itself.
+            # On the generator's device: the CPU for a run's generator (agents/training.py), whatever its device.
             return torch.randint(high, (count,), generator=generator, device=generator.device).cpu().numpy()
 
         def ineligible(idx: np.ndarray) -> np.ndarray:

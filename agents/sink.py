@@ -102,6 +102,8 @@ class CheckpointRecord:
     that persists records makes them durable here, so no checkpoint is ever
     ahead of what was stored (a resumed run repeats the steps after it). A sink
     may raise to refuse the checkpoint (a worker that no longer owns its run).
+    Sent once more for the same step when the file's folder, there before the
+    save, went while it was written: a sink that makes the folder makes it again.
     """
 
     step: int

@@ -307,16 +307,17 @@ class Trainer:
         if target is None:
             raise ValueError("no checkpoint path given")
         elapsed = self.elapsed + (time.perf_counter() - clock if clock is not None else 0.0)
+        there = target.parent.is_dir()
         self._emit(CheckpointRecord(self.step, str(target)))
         place = self.place_checkpoint if target == self.checkpoint_path else None
         state = self.state_dict(elapsed)
         try:
             save(target, state, self.config, self.owner, place or os.replace)
         except OSError:
-            if target.parent.is_dir():
+            if not there or target.parent.is_dir():  # never there, or still there: a real error
                 raise
-            # Its folder went while the file was written (deleted by hand): announced once more, so that a
-            # sink that makes the folder (offpoc's run files) makes it again, then written once more.
+            # Its folder, there before, went while the file was written (deleted by hand): announced once more,
+            # so that a sink that makes the folder (offpoc's run files) makes it again, then written once more.
             self._emit(CheckpointRecord(self.step, str(target)))
             save(target, state, self.config, self.owner, place or os.replace)
         if target == self.checkpoint_path:

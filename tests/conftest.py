@@ -26,6 +26,7 @@ needs_reference = pytest.mark.skipif(
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a run without xdist (-p no:xdist) never calls it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: for the default tier, one worker more than the cores this process may run on. A share of
     it waits rather than computes (a dashboard's poller thread, a child process's start, a Pilot's pauses),

@@ -169,7 +169,7 @@ class ExperienceReplayOptimisation(Sampler):
         self.reward = 0.0 if self.previous is None else current - self.previous
         self.previous, self.returns = current, []
         features = self.features(slots)  # standardised over the whole buffer, computed once
-        device = generator.device  # the run's; the replay policy itself is small and stays on the CPU
+        device = generator.device  # the CPU for a run's generator; the replay policy is small and stays there too
         drawn = torch.randint(len(slots), (min(self.sample_size, len(slots)),), generator=generator, device=device)
         pick = drawn.cpu().numpy()
         self.step(features[pick], torch.from_numpy(self.mask[slots[pick]]), self.reward)

@@ -147,9 +147,11 @@ def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_checkpoint_folder_deleted_while_the_file_is_written_is_announced_again_and_written(
     tmp_path: Path,
 ) -> None:
-    """The sink makes the folder on each announced checkpoint; the first time, it goes again before the file is
-    written (a user deleting run files at that moment): the trainer announces once more and saves."""
+    """The folder is there when the run starts, and the sink makes it on each announced checkpoint; the first
+    time, it goes before the file is written (a user deleting run files at that moment): the trainer announces
+    once more and saves. A folder that was never there is an error, announced once."""
     folder = tmp_path / "runs" / "1"
+    folder.mkdir(parents=True)
     announced: list[int] = []
 
     class Makes(RecordingSink):
@@ -163,3 +165,13 @@ def test_a_checkpoint_folder_deleted_while_the_file_is_written_is_announced_agai
     result = Trainer(config, Makes(), checkpoint_path=folder / "checkpoint.pt").run()
     assert result.step == 600 and announced == [500, 500, 600]
     assert Trainer.resume(folder / "checkpoint.pt").step == 600
+
+    class Counts(RecordingSink):
+        def on_checkpoint(self, record: CheckpointRecord) -> None:
+            announced.append(record.step)
+
+    announced.clear()
+    nowhere = Trainer(config, Counts(), checkpoint_path=tmp_path / "missing" / "1" / "checkpoint.pt")
+    with pytest.raises(FileNotFoundError):
+        nowhere.run()
+    assert announced == [500]
