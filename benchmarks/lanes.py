@@ -49,6 +49,8 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
     """One benchmark process: train past the start phase, print ``ready``, wait for ``go`` on stdin, then count
     the steps of the next ``window`` seconds and print them as JSON."""
     warnings.filterwarnings("ignore")
+    import torch
+
     from agents import Trainer
     from agents.lanes import LaneGroup
 
@@ -69,11 +71,14 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
         return False
 
     spent = {"env": 0.0, "act": 0.0}
+    cuda = device.startswith("cuda")
 
     def timed(part: str, call: Callable[..., Any]) -> Callable[..., Any]:
         """``call``, its time inside the counted window added to ``spent[part]``."""
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if cuda:  # the update's kernels run on after it returns: their time is not this call's
+                torch.cuda.synchronize()
             start = time.perf_counter()
             out = call(*args, **kwargs)
             if "go" in marks and "end" not in marks:
@@ -96,9 +101,7 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
     seconds = marks["end"] - marks["go"]
     result = {"steps": steps, "seconds": seconds, "env_share": spent["env"] / seconds}
     result["act_share"] = spent["act"] / seconds
-    if device.startswith("cuda"):
-        import torch
-
+    if cuda:
         result["gpu_bytes"] = torch.cuda.max_memory_allocated()
     print(json.dumps(result), flush=True)
 
