@@ -37,6 +37,27 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return cores + 1 if "not process" in (config.getoption("markexpr") or "") else cores
 
 
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a real-process test (``process`` marker), kill what it started and left running: the processes whose
+    command line names its own tmp_path (its scheduler and workers, ``--db`` there). A test that fails before its
+    own ``stop`` leaves training workers behind, and on 2 cores they slowed the tests after it into their time
+    limits. Processes of other tests or of nobody's test are never touched."""
+    if request.node.get_closest_marker("process") is None or "tmp_path" not in request.fixturenames:
+        yield
+        return
+    mine = str(request.getfixturevalue("tmp_path")).encode()  # taken here: torn down after this fixture
+    yield
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if mine in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), 9)
+        except (OSError, ProcessLookupError):
+            continue
+
+
 LONGEST = ("offpoc_tui/dashboard/test_dashboard_keys.py",)
 """Test files whose tests take the longest in the default tier (each a minute or two on 2 cores)."""
 
