@@ -26,7 +26,7 @@ from offpoc_tui.sweep import load_sweep, queue_missing
 from store import open_store
 from store.files import RunFiles
 from store.runs import TERMINAL, create_runs
-from tests.support.processes import SMALL, Payload, export, offpoc, run_row, wait_for
+from tests.support.processes import SMALL, Payload, export, offpoc, read_until, run_row, wait_for
 from tests.support.storefill import spec
 
 PENDULUM = ["td3", "Pendulum-v1", *SMALL]
@@ -96,15 +96,18 @@ def test_nan_rewards_fail_the_run_with_the_reason_and_nothing_vanishes(tmp_path:
 @pytest.mark.process
 def test_rm_refuses_a_run_that_started_while_it_asked(tmp_path: Path) -> None:
     db = tmp_path / "offpoc.db"
-    offpoc(db, "run", *PENDULUM, "--steps", "600", "--jobs", "1")
-    offpoc(db, "run", *PENDULUM, "--steps", "100000", "--seed", "1")  # still running when the answer comes
-    assert run_row(db, 2)["status"] == "queued"
+    offpoc(db, "run", *PENDULUM, "--steps", "100000", "--jobs", "1")
+    wait_for(lambda: run_row(db, 1)["status"] == "running", what="run 1 to start")
+    offpoc(db, "run", *PENDULUM, "--steps", "100000", "--seed", "1")  # queued behind run 1: one job at a time
     asking = subprocess.Popen(
         [sys.executable, "-m", "offpoc_tui.cli", "rm", "2", "--db", str(db)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
     )  # fmt: skip
+    assert "delete run 2?" in read_until(asking, "[y/N]")  # it asks while run 2 is queued...
+    offpoc(db, "stop", "1")  # ...and run 2 starts in the one job's place before the answer comes
     wait_for(lambda: run_row(db, 2)["status"] != "queued", what="run 2 to start")
-    _, err = asking.communicate("y\n", timeout=60)
+    _, raw = asking.communicate(b"y\n", timeout=60)
+    err = raw.decode()
     assert asking.returncode == 1 and "nothing deleted" in err and len(err.splitlines()) == 1, err
     assert run_row(db, 2)["status"] == "running"  # untouched: its worker trains on
     offpoc(db, "stop", "2")

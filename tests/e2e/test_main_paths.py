@@ -27,6 +27,13 @@ def both_running(db: Path, past_step: int) -> bool:
     return len(current) == 2 and all(r["status"] == "running" and r["steps"] > past_step for r in current.values())
 
 
+def sigint_as_on_a_terminal() -> None:
+    """Ctrl-C's signal at its default in the child, as in a terminal's foreground. A test suite started as a
+    shell's background job (``bash .ci/run &``) has SIGINT ignored, every child inherits that, and Python then
+    installs no KeyboardInterrupt: the follow would never hear the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.process
 def test_run_follow_writes_evaluations_and_weights(tmp_path: Path) -> None:
     """The issue's command, as written."""
@@ -91,7 +98,7 @@ def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_p
     following = subprocess.Popen(
         [sys.executable, "-m", "offpoc_tui.cli", "run", "td3", "Hopper-v4", "--seeds", "0-1", "--jobs", "2",
          "--steps", "100000", *SMALL, "--follow", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=sigint_as_on_a_terminal,
     )  # fmt: skip
     wait_for(lambda: both_running(db, 700), what="both running")
     following.send_signal(signal.SIGINT)  # Ctrl-C detaches; the workers keep going

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import time
@@ -73,6 +74,22 @@ def offpoc_in_terminal(db: Path, *args: str, columns: int, lines: int = 24, time
     if code != 0:
         raise AssertionError(f"offpoc {' '.join(args)} failed in a terminal:\n{text}")
     return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def read_until(process: subprocess.Popen[bytes], text: str, timeout: float = 60.0) -> str:
+    """What ``process`` wrote to its stdout (a pipe) up to and including ``text``: a prompt, which ends no
+    line, so a line-wise read would wait past it."""
+    assert process.stdout is not None
+    fd, seen = process.stdout.fileno(), b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} within {timeout:.0f} s; written: {seen.decode()!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stdout closed before {text!r}; written: {seen.decode()!r}"
+            seen += chunk
+    return seen.decode()
 
 
 class Payload:
