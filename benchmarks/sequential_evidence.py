@@ -17,13 +17,24 @@ Welch's p < 0.05 for some pair at one of the same four looks (the dashboard's fi
 **Power and cost.** For every (algorithm, task): the baseline against AC-Off-POC and each competitor
 (one study of five comparisons per task), design n = 5, K = 2, so a study uses at most the 10 published
 seeds; the seeds enter in ``--orders`` random orders (which five come first changes the first interim).
-Against it the fixed test on all 10 seeds: Welch's p < 0.05 per pair, and with Holm's step-down over the
-task's five pairs (the same family-wise control as AdaStop's).
+Against it the fixed tests on all 10 seeds: Welch's p < 0.05 per pair, and the two-sided permutation test of
+the mean difference (all C(20, 10) splits) with Holm's step-down over the task's five pairs (the same
+family-wise control as AdaStop's): the share of that test's differences the study finds, order by order.
+
+**Partial null (strong control).** ``--partial`` studies each: five comparisons with the baseline where one
+method equals it and four differ: on normal data, four tight methods (sd 0.05) at means ±0.3 and ±0.6 against
+N(0, 1); on the published seeds, per task, the equal method drawn from the baseline's seeds and the four others
+from AC-Off-POC's, ACE's, Geoff-PAC's and IPG's; n = 5, K = 2. The rate at which the equal pair is called
+different, with its 95% Wilson interval, is to be ≤ α.
+
+**No undoing.** 200 draws of a baseline N(0, 1) and a method N(1.3, 1), 10 seeds each: the pairs decided in a
+study of the two alone, and how many stay decided (the same way) when a third method N(20, 1) joins it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -57,6 +68,29 @@ def load(root: Path, estimand: str) -> dict[tuple[str, str, str], np.ndarray]:
                         [np.trapezoid(c) / (len(c) - 1) for c in curves]
                     )
     return out
+
+
+def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion."""
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * (p * (1 - p) / trials + z * z / (4 * trials * trials)) ** 0.5 / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class FixedPermutation:
+    """The two-sided permutation test of a difference in means, every split of 2·seeds values enumerated."""
+
+    def __init__(self, seeds: int) -> None:
+        self.seeds = seeds
+        self.splits = np.array(list(itertools.combinations(range(2 * seeds), seeds)), dtype=np.int8)
+
+    def p(self, a: np.ndarray, b: np.ndarray) -> float:
+        pooled = np.concatenate([a, b])
+        first = pooled[self.splits].sum(axis=1)
+        difference = np.abs(2 * first - pooled.sum()) / self.seeds  # |mean of one side − mean of the other|
+        observed = abs(a.mean() - b.mean())
+        return float(np.mean(difference >= observed - 1e-12 * max(1.0, observed)))
 
 
 def welch_any_look(values: dict[str, np.ndarray], pairs: list[tuple[str, str]], design: Design) -> bool:
@@ -101,7 +135,9 @@ def error_control(data: dict, replays: int, progress: Progress, seed: int) -> li
     return rows
 
 
-def power_and_cost(data: dict, orders: int, progress: Progress, seed: int, design: Design) -> list[dict]:
+def power_and_cost(
+    data: dict, orders: int, progress: Progress, seed: int, design: Design, fixed: FixedPermutation
+) -> list[dict]:
     rng = np.random.default_rng(seed)
     tasks = sorted({(a, e) for a, e, _ in data})
     others = [m for m in METHODS.values() if m != "baseline"]
@@ -112,6 +148,8 @@ def power_and_cost(data: dict, orders: int, progress: Progress, seed: int, desig
         pairs = [(m, "baseline") for m in [*others]]
         pvalues = [welch_p(data[algo, env, m], data[algo, env, "baseline"]) for m in others]
         fixed_holm = holm(pvalues)
+        permutation_holm = holm([fixed.p(data[algo, env, m], data[algo, env, "baseline"]) for m in others])
+        signs = {m: np.sign(data[algo, env, m].mean() - data[algo, env, "baseline"].mean()) for m in others}
         verdicts: dict[str, list[str]] = {m: [] for m in others}
         seeds_used: dict[str, list[int]] = {m: [] for m in others}
         for _ in range(orders):
@@ -121,8 +159,9 @@ def power_and_cost(data: dict, orders: int, progress: Progress, seed: int, desig
                 verdicts[m].append(outcome.verdicts[m, "baseline"])
                 seeds_used[m].append(design.interim_seeds * outcome.decided_at[m, "baseline"])
             progress.advance(bar)
-        for m, p, h in zip(others, pvalues, fixed_holm, strict=True):
+        for m, p, h, ph in zip(others, pvalues, fixed_holm, permutation_holm, strict=True):
             different = np.mean([v in ("larger", "smaller") for v in verdicts[m]])
+            agreeing = np.mean([v == ("larger" if signs[m] > 0 else "smaller") for v in verdicts[m]])
             rows.append(
                 {
                     "algo": algo,
@@ -131,6 +170,8 @@ def power_and_cost(data: dict, orders: int, progress: Progress, seed: int, desig
                     "welch_p": p,
                     "fixed": p < ALPHA,
                     "fixed_holm": h,
+                    "permutation_holm": ph,
+                    "sequential_same_sign": float(agreeing),
                     "sequential_different": float(different),
                     "majority": different > 0.5,
                     "seeds": float(np.mean(seeds_used[m])),
@@ -138,6 +179,52 @@ def power_and_cost(data: dict, orders: int, progress: Progress, seed: int, desig
                 }
             )
     return rows
+
+
+def partial_null(data: dict, studies: int, progress: Progress, seed: int) -> list[tuple[str, int, int]]:
+    """(setting, studies, studies that called the equal pair different)."""
+    design = Design(alpha=ALPHA, interim_seeds=5, max_interims=2)
+    pairs = [(f"m{i}", "base") for i in range(5)]
+    rng = np.random.default_rng(seed)
+    tasks = sorted({(a, e) for a, e, _ in data})
+    settings: list[tuple[str, Any]] = [(f"normal, four at ±{spread}", spread) for spread in (0.3, 0.6)] + [
+        ("published seeds, four competitors", None)
+    ]
+    rows = []
+    for label, spread in settings:
+        bar = progress.add_task(f"partial null: {label}", total=studies)
+        different = 0
+        for _ in range(studies):
+            if spread is not None:
+                values = {"base": rng.normal(0.0, 1.0, 10), "m0": rng.normal(0.0, 1.0, 10)}
+                for i, mean in enumerate((spread, -spread, spread, -spread), start=1):
+                    values[f"m{i}"] = rng.normal(mean, 0.05, 10)
+            else:
+                algo, env = tasks[int(rng.integers(len(tasks)))]
+                base = data[algo, env, "baseline"]
+                values = {"base": rng.choice(base, 10), "m0": rng.choice(base, 10)}
+                for i, method in enumerate(("AC-Off-POC", "ACE", "Geoff-PAC", "IPG"), start=1):
+                    values[f"m{i}"] = rng.choice(data[algo, env, method], 10)
+            outcome = decide(values, pairs, replace(design, seed=int(rng.integers(2**31))))
+            different += outcome.verdicts["m0", "base"] in ("larger", "smaller")
+            progress.advance(bar)
+        rows.append((label, studies, different))
+    return rows
+
+
+def no_undoing(seed: int) -> tuple[int, int]:
+    """(pairs decided alone, of them still decided the same way with a far-better third method)."""
+    design = Design(alpha=ALPHA, interim_seeds=5, max_interims=2)
+    rng = np.random.default_rng(seed)
+    decided = kept = 0
+    for _ in range(200):
+        values = {"base": rng.normal(0, 1, 10), "m1": rng.normal(1.3, 1, 10), "far": rng.normal(20, 1, 10)}
+        study = replace(design, seed=int(rng.integers(2**31)))
+        alone = decide({m: values[m] for m in ("base", "m1")}, [("m1", "base")], study).verdicts["m1", "base"]
+        if alone in ("larger", "smaller"):
+            decided += 1
+            kept += decide(values, [("m1", "base"), ("far", "base")], study).verdicts["m1", "base"] == alone
+    return decided, kept
 
 
 def _per_order(power: list[dict], column: str) -> float:
@@ -156,6 +243,7 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=40, help="seed orders per task for power and cost")
     parser.add_argument("--estimand", choices=("final", "auc"), default="final")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--partial", type=int, default=2000, help="partial-null studies per setting")
     parser.add_argument(
         "--designs", default="5x2,2x5,3x3", help="power and cost: designs n×K (seeds per interim × interims), n·K ≤ 10"
     )
@@ -167,7 +255,22 @@ def main() -> None:
                for d in args.designs.split(",")]  # fmt: skip
     with Progress(console=console, transient=True) as progress:
         aa = error_control(data, args.replays, progress, args.seed)
-        powers = [power_and_cost(data, args.orders, progress, args.seed + 1, d) for d in designs]
+        fixed = FixedPermutation(10)
+        powers = [power_and_cost(data, args.orders, progress, args.seed + 1, d, fixed) for d in designs]
+        partial = partial_null(data, args.partial, progress, args.seed + 2)
+    decided, kept = no_undoing(args.seed + 3)
+
+    table = Table(title=f"Partial null: one method equal to the baseline among five, n = 5, K = 2, α = {ALPHA}")
+    for column in ("setting", "studies", "equal pair called different", "95% interval"):
+        table.add_column(column, justify="right")
+    for label, count, different in partial:
+        low, high = wilson(different, count)
+        table.add_row(label, f"{count:,}", f"{different / count:.4f}", f"[{low:.4f}, {high:.4f}]")
+    console.print(table)
+    console.print(
+        f"No undoing: {decided} of 200 pairs decided alone; {kept} of them ({kept / max(decided, 1):.1%}) still"
+        " decided, the same way, with a far-better third method in the study"
+    )
 
     table = Table(title=f"A/A on the published seeds ({args.estimand}): n = 5, K = 4, α = {ALPHA}")
     for column in ("arms", "studies", "AdaStop: any 'different'", "± MC (95%)", "Welch p < 0.05 at any look"):
@@ -200,6 +303,12 @@ def main() -> None:
         ("seeds used where fixed Welch says different", lambda p: _seed_share(p, "fixed")),
         ("seeds used where Welch + Holm says different", lambda p: _seed_share(p, "fixed_holm")),
         ("seeds used, all pairs", lambda p: f"{np.mean([r['seeds'] for r in p]) / 10:.1%} of 10"),
+        ("pairs the permutation test + Holm calls different", lambda p: f"{sum(r['permutation_holm'] for r in p)}"),
+        (
+            "… of them found by the study, same sign (every order)",
+            lambda p: f"{np.mean([r['sequential_same_sign'] for r in p if r['permutation_holm']]):.1%}",
+        ),
+        ("seeds used where the permutation test + Holm says different", lambda p: _seed_share(p, "permutation_holm")),
     ]
     for label, cell in lines:
         summary.add_row(label, *[cell(p) for p in powers])

@@ -6,7 +6,7 @@ up to :data:`SCHEMA_VERSION` by running each missing step of :data:`MIGRATIONS` 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -273,9 +273,17 @@ _V13 = """
 ALTER TABLE runs ADD COLUMN lane_group INTEGER
 """
 
+# Each comparison of a sequential study is its own two-arm test at Holm's level (store/sequential.py): a
+# decision records that level, and its statistic and boundary are on the scale of a mean difference (they were
+# sums over the interims: divided by the interim, which is exact, as every interim adds n seeds a method).
+_V14 = """
+ALTER TABLE decisions ADD COLUMN level REAL;
+UPDATE decisions SET statistic = statistic / interim, boundary = boundary / interim
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10, 11: _V11, 12: _V12,
-    13: _V13,
+    13: _V13, 14: _V14,
 }  # fmt: skip
 """Version → the SQL that brings version − 1 to it (0 = an empty file)."""
 

@@ -6,13 +6,15 @@ comparison (a, b) has the statistic
 
     S_ab = Σ_{j ≤ k} (mean of a's seeds in interim j − mean of b's seeds in interim j),
 
-and the procedure rejects "a and b are equal" when |S_ab| exceeds a boundary b_k read from the
-permutation distribution of max_ab |S_ab| (each interim's 2n values shuffled between the two arms),
-conditioned on not having crossed an earlier boundary, with the level spent linearly: at most α·k/K by
-interim k. Rejections step down (the largest statistic first, the boundary read again over the
-comparisons left), so the chance of calling any equal pair different, over all the comparisons and all
-the interims, is at most α. What is left open after interim K is *undecided*: no difference was found at
-level α. AdaStop's own code names that "equal"; it is not a proof of equality, and the screen says so.
+and its own two-arm test rejects "a and b are equal" when |S_ab| exceeds a boundary b_k read from the
+permutation distribution of |S_ab| (each interim's 2n values of a and b shuffled between the two),
+conditioned on not having crossed an earlier boundary, with the level spent linearly: at most L·k/K by
+interim k at level L. Holm's step-down runs over the comparisons: each open one is tested at α / (the
+comparisons not yet called different), and each one called different raises the others' level, so the
+chance of calling any pair of equal methods different, over all the comparisons and all the interims, is
+at most α whichever of the methods are equal (docs/sequential.md argues it). What is left open after
+interim K is *undecided*: no difference was found at level α. AdaStop's own code names that "equal"; it
+is not a proof of equality, and the screen says so.
 
 Where ours differs from the authors' package (`adastop` 0.1.3, which the tests run on the same inputs):
 
@@ -21,6 +23,9 @@ Where ours differs from the authors' package (`adastop` 0.1.3, which the tests r
 - the decision is recomputed from the stored seeds' values alone (the permutations of interim k come
   from a generator seeded by ``(design.seed, k)``), so every process that reads the store reaches the
   same decision and none holds state;
+- with three or more methods the package reads one boundary from the maximum over the comparisons (each
+  pair split on its own); ours tests each pair on its own two methods' values, with Holm over the pairs,
+  which controls the error whichever methods are equal (with two methods it is the same test);
 - every interim's permutations are drawn once, for all samples: when C(2n, n)^K ≤ ``permutations`` the
   whole product of the interims' splits is enumerated (exact, as the package is there), otherwise
   ``permutations`` joint samples are drawn; the package's normalisation after a first random interim
@@ -70,13 +75,13 @@ class Design:
             out.append(f"permutations must be 100 to 1,000,000, not {self.permutations}")
         return out
 
-    def first_possible_decision(self) -> int | None:
+    def first_possible_decision(self, comparisons: int = 1) -> int | None:
         """The first interim at which two methods can be told apart at all, or None: with n seeds each, the
         smallest share of splits as extreme as the one observed is 2/C(2n, n)^k (a split and its mirror tie),
-        and a rejection at interim k needs it to be at most α·k/K."""
+        and a first rejection at interim k needs it to be at most (α/comparisons)·k/K (Holm's first level)."""
         splits = math.comb(2 * self.interim_seeds, self.interim_seeds)
         for k in range(1, self.max_interims + 1):
-            if 2 / splits**k <= self.alpha * k / self.max_interims:
+            if 2 / splits**k <= self.alpha / comparisons * k / self.max_interims:
                 return k
         return None
 
@@ -88,18 +93,23 @@ class Design:
 
 @dataclass(frozen=True)
 class Interim:
-    """What one interim decided."""
+    """What one interim decided: each comparison open at its start, on the scale of a mean difference."""
 
     index: int
     """1-based."""
     seeds: int
     """Seeds per method in the comparisons still open at this interim (n·index)."""
-    boundary: float
-    """b_k on the scale of |S| (a sum of per-interim mean differences); inf: nothing can be rejected yet."""
-    level_spent: float
-    """Permutation probability of a rejection by this interim under no difference (≤ α·index/K)."""
     statistics: dict[Pair, float]
-    """Signed S of each comparison open at the start of this interim."""
+    """Each open comparison's mean difference over its seeds so far (a − b; S/k in the paper's terms)."""
+    boundaries: dict[Pair, float]
+    """Each open comparison's boundary for |mean difference| at its level (b_k/k); inf: it cannot be rejected
+    at this interim."""
+    levels: dict[Pair, float]
+    """Each open comparison's level at this interim: Holm's α / (comparisons not yet called different), the
+    level at which it was called different where it was."""
+    spent: dict[Pair, float]
+    """Each open comparison's own test: permutation probability of a rejection by this interim under no
+    difference, at its level (≤ level·index/K)."""
     decided: dict[Pair, Verdict]
     """Comparisons this interim closed, with their verdict ("undecided" only at the cap)."""
 
@@ -127,23 +137,22 @@ class Outcome:
 
 
 class _Permutations:
-    """The permutation samples: per interim, how each sample deals that interim's values out to the arms.
+    """The permutation samples: per interim, how each sample deals that interim's values out to two arms.
 
-    All the arms of the comparisons still open are shuffled together (one permutation of their m·n
-    values per sample), so the max over comparisons is taken under one rearrangement of the data, as
-    the null of "all these methods are the same" allows. With two methods and C(2n, n)^K ≤ B every split
-    of every interim is enumerated (the product of the interims' splits): exact."""
+    Where C(2n, n)^K ≤ B every split of every interim is enumerated (the product of the interims' splits):
+    exact. Otherwise B samples are drawn, from a generator seeded by ``(design.seed, interim)``."""
 
-    def __init__(self, design: Design, methods: int) -> None:
+    def __init__(self, design: Design) -> None:
         n, big_k = design.interim_seeds, design.max_interims
         self.design = design
         self.splits_per_interim = math.comb(2 * n, n)
-        self.exact = methods == 2 and self.splits_per_interim**big_k <= design.permutations
+        self.exact = self.splits_per_interim**big_k <= design.permutations
         self.count = self.splits_per_interim**big_k if self.exact else design.permutations
         self._all_splits = np.array(list(itertools.combinations(range(2 * n), n))) if self.exact else None
+        self._orders: dict[int, np.ndarray] = {}
 
     def arm_means(self, interim: int, values: np.ndarray) -> np.ndarray:
-        """(m, N): each arm's mean under each sample, from ``values`` (m, n), interim ``interim`` (0-based)."""
+        """(2, N): each arm's mean under each sample, from ``values`` (2, n), interim ``interim`` (0-based)."""
         arms, n = values.shape
         flat = values.reshape(-1)
         if self._all_splits is not None:  # sample s takes split (s // c^k) mod c at interim k: the whole product
@@ -153,9 +162,10 @@ class _Permutations:
             mirror = self.splits_per_interim - 1 - index
             first, second = flat[self._all_splits[index]].sum(axis=1), flat[self._all_splits[mirror]].sum(axis=1)
             return np.stack([first / n, second / n])
-        rng = np.random.default_rng([self.design.seed, interim])
-        order = rng.permuted(np.tile(np.arange(arms * n), (self.count, 1)), axis=1)
-        return flat[order].reshape(self.count, arms, n).mean(axis=2).T
+        if interim not in self._orders:  # the same draws for every comparison of the study
+            rng = np.random.default_rng([self.design.seed, interim])
+            self._orders[interim] = rng.permuted(np.tile(np.arange(arms * n), (self.count, 1)), axis=1)
+        return flat[self._orders[interim]].reshape(self.count, arms, n).mean(axis=2).T
 
 
 def _exceeds(statistic: float, boundary: float) -> bool:
@@ -164,8 +174,78 @@ def _exceeds(statistic: float, boundary: float) -> bool:
     return statistic > boundary + 1e-9 * max(1.0, abs(boundary))
 
 
+class _Spending:
+    """One comparison's boundaries at one level, interim by interim: AdaStop's for two arms. Boundary b_j is
+    the smallest value such that the share of permutation samples that crossed no earlier boundary and whose
+    |S_j| exceeds it, added to the level spent before, is at most level·j/K."""
+
+    def __init__(self, test: _PairTest, level: float) -> None:
+        self.test, self.level = test, level
+        self.boundaries: list[float] = []
+        self.spent: list[float] = []
+        self._alive = np.ones(test.perms.count, dtype=bool)
+
+    def through(self, k: int) -> None:
+        """Boundaries for interims 0..k (0-based)."""
+        perms, big_k = self.test.perms, self.test.perms.design.max_interims
+        while len(self.boundaries) <= k:
+            j = len(self.boundaries)
+            spent = self.spent[-1] if self.spent else 0.0
+            live = np.abs(self.test.paths[j][self._alive])
+            tail = np.sort(live)
+            # P(|S| > tail[i], no earlier crossing): counted strictly above, as the exact product repeats values.
+            above = (len(tail) - np.searchsorted(tail, tail, side="right")) / perms.count
+            admissible = spent + above <= self.level * (j + 1) / big_k
+            boundary, added = math.inf, 0.0
+            if admissible.any():  # the smallest boundary whose tail still fits in the level left
+                boundary, added = float(tail[admissible][0]), float(above[admissible][0])
+                if perms.exact and added == 0.0:  # the largest split's value: the observed one cannot pass it
+                    boundary = math.inf
+            self.boundaries.append(boundary)
+            self.spent.append(spent + added)
+            self._alive[np.flatnonzero(self._alive)] = live <= boundary
+
+
+class _PairTest:
+    """One comparison's own test: AdaStop for its two arms alone. Its permutation samples deal out only these
+    two arms' values, so what other methods of the study did never moves its statistic's reference."""
+
+    def __init__(self, pair: Pair, perms: _Permutations, alpha: float, comparisons: int) -> None:
+        self.pair, self.perms = pair, perms
+        self.paths: list[np.ndarray] = []
+        """S (a sum of per-interim mean differences) under each permutation sample, after each interim."""
+        self.observed: list[float] = []
+        """The observed S after each interim."""
+        self._levels = [alpha / r for r in range(1, comparisons + 1)]
+        self._spending: dict[int, _Spending] = {}
+
+    def add(self, interim: int, a: np.ndarray, b: np.ndarray) -> None:
+        """Interim ``interim``'s (0-based) values of the comparison's two methods."""
+        first = self.pair[0] < self.pair[1]  # the arms in name order, as one study of two methods deals them
+        means = self.perms.arm_means(interim, np.array([a, b] if first else [b, a]))
+        difference = means[0] - means[1] if first else means[1] - means[0]
+        self.paths.append(difference if not self.paths else self.paths[-1] + difference)
+        self.observed.append(float(a.mean() - b.mean()) + (self.observed[-1] if self.observed else 0.0))
+
+    def boundary(self, k: int, remaining: int) -> tuple[float, float]:
+        """(b_k on the |S| scale, the level spent by k) at level α/``remaining``. Made monotone in the level:
+        the largest of the boundaries at α/r for r ≤ ``remaining``, so a comparison that crosses at a lower
+        level also crosses at every higher one (what Holm's step-down needs); each is at least the boundary
+        at its own level, so its test's error stays within that level."""
+        out = 0.0
+        for r in range(1, remaining + 1):
+            spending = self._spending.setdefault(r, _Spending(self, self._levels[r - 1]))
+            spending.through(k)
+            out = max(out, spending.boundaries[k])
+        return out, self._spending[remaining].spent[k]
+
+
 def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequence[Pair], design: Design) -> Outcome:
     """Run AdaStop over the complete interims of ``values`` (method → its seeds' statistic, in run order).
+
+    Each comparison is its own two-arm AdaStop test; Holm's step-down over them holds the family-wise error at
+    α whichever methods are equal (strong control): at each interim a comparison still open is tested at level
+    α / (the comparisons not yet called different), and each one called different raises the others' level.
 
     Interim k uses seeds [k·n, (k+1)·n) of each method; it is evaluated only when every method of every
     comparison still open has all of them (a missing seed holds the decision, it never shrinks an
@@ -188,58 +268,50 @@ def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequ
     verdicts: dict[Pair, Verdict] = dict.fromkeys(comparisons, "continue")
     decided_at: dict[Pair, int] = {}
     interims: list[Interim] = []
-    perms = _Permutations(design, len({m for pair in comparisons for m in pair}))
-    sums = np.zeros((len(comparisons), perms.count))  # S of each comparison under each permutation sample
-    observed = np.zeros(len(comparisons))
-    alive = np.ones(perms.count, dtype=bool)  # samples that crossed no earlier boundary
-    level_spent = 0.0
+    perms = _Permutations(design)
+    tests = {pair: _PairTest(pair, perms, alpha, len(comparisons)) for pair in comparisons}
     for k in range(big_k):
-        open_rows = [i for i, p in enumerate(comparisons) if verdicts[p] == "continue"]
-        if not open_rows:
+        still = [p for p in comparisons if verdicts[p] == "continue"]
+        if not still:
             break
-        needed = {m: (k + 1) * n for i in open_rows for m in comparisons[i]}
+        needed = {m: (k + 1) * n for p in still for m in p}
         short = {m: need - len(data[m]) for m, need in needed.items() if len(data[m]) < need}
         if short:
             return Outcome(design, comparisons, verdicts, decided_at, tuple(interims), short)
-        # This interim's values of every method still compared, dealt out again by each permutation sample.
         this = slice(k * n, (k + 1) * n)
-        arms = sorted({m for i in open_rows for m in comparisons[i]})
-        column = {m: j for j, m in enumerate(arms)}
-        means = perms.arm_means(k, np.array([data[m][this] for m in arms]))
-        rows = np.array(open_rows)
-        for i in open_rows:
-            sums[i] += means[column[comparisons[i][0]]] - means[column[comparisons[i][1]]]
-            observed[i] += data[comparisons[i][0]][this].mean() - data[comparisons[i][1]][this].mean()
-        statistics = {comparisons[i]: float(observed[i]) for i in open_rows}
-        survivors = np.flatnonzero(alive)
-        live = np.abs(sums[np.ix_(rows, survivors)])  # (open, survivors)
-        keep = np.ones(len(rows), dtype=bool)
-        level = alpha * (k + 1) / big_k
+        for a, b in still:
+            tests[a, b].add(k, data[a][this], data[b][this])
+        boundaries: dict[Pair, float] = {}
+        levels: dict[Pair, float] = {}
+        spent: dict[Pair, float] = {}
         decided: dict[Pair, Verdict] = {}
-        while True:  # step down: reject the largest statistic, then read the boundary again over the rest
-            tail = np.sort(np.max(live, axis=0, where=keep[:, None], initial=0.0))
-            # P(max |S| > tail[i], no earlier crossing): counted strictly above, as the exact product repeats values.
-            above = (len(tail) - np.searchsorted(tail, tail, side="right")) / perms.count
-            admissible = level_spent + above <= level
-            boundary, level_to_add = math.inf, 0.0
-            if admissible.any():  # the smallest boundary whose tail still fits in the level left
-                boundary, level_to_add = float(tail[admissible][0]), float(above[admissible][0])
-                if perms.exact and level_to_add == 0.0:  # the largest split's value: the observed one cannot pass it
-                    boundary = math.inf
-            largest = max(np.flatnonzero(keep), key=lambda j: abs(observed[rows[j]]))
-            if not _exceeds(abs(observed[rows[largest]]), boundary):
+        while True:  # Holm's step-down: every comparison that crosses at the current level, then the level again
+            remaining = sum(v in ("continue", "undecided") for v in verdicts.values())
+            crossed = []
+            for pair in [p for p in still if p not in decided]:
+                boundary, spent[pair] = tests[pair].boundary(k, remaining)
+                boundaries[pair], levels[pair] = boundary, alpha / remaining
+                if _exceeds(abs(tests[pair].observed[k]), boundary):
+                    crossed.append(pair)
+            for pair in crossed:
+                verdicts[pair] = decided[pair] = "larger" if tests[pair].observed[k] > 0 else "smaller"
+                decided_at[pair] = k + 1
+            if not crossed or len(decided) == len(still):
                 break
-            pair = comparisons[rows[largest]]
-            verdicts[pair] = decided[pair] = "larger" if observed[rows[largest]] > 0 else "smaller"
-            decided_at[pair] = k + 1
-            keep[largest] = False
-            if not keep.any():
-                break
-        level_spent += level_to_add
-        alive[survivors] = np.max(live, axis=0, where=keep[:, None], initial=0.0) <= boundary
         if k == big_k - 1:
-            for j in np.flatnonzero(keep):
-                verdicts[comparisons[rows[j]]] = decided[comparisons[rows[j]]] = "undecided"
-                decided_at[comparisons[rows[j]]] = k + 1
-        interims.append(Interim(k + 1, (k + 1) * n, boundary, level_spent, statistics, decided))
+            for pair in still:
+                if pair not in decided:
+                    verdicts[pair] = decided[pair] = "undecided"
+                    decided_at[pair] = k + 1
+        interims.append(
+            Interim(
+                index=k + 1,
+                seeds=(k + 1) * n,
+                statistics={p: tests[p].observed[k] / (k + 1) for p in still},
+                boundaries={p: boundaries[p] / (k + 1) for p in still},
+                levels=levels,
+                spent=spent,
+                decided=decided,
+            )
+        )
     return Outcome(design, comparisons, verdicts, decided_at, tuple(interims))

@@ -340,9 +340,10 @@ def _record(db: sqlite_utils.Database, now: StudyState) -> list[str]:
     for interim in now.outcome.interims[known:]:
         for pair, statistic in interim.statistics.items():
             verdict = interim.decided.get(pair, "continue")
+            boundary = interim.boundaries[pair]
             db.execute(
-                "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level_spent,"
-                " seeds, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level,"
+                " level_spent, seeds, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     now.study.id,
                     interim.index,
@@ -350,8 +351,9 @@ def _record(db: sqlite_utils.Database, now: StudyState) -> list[str]:
                     pair[1],
                     verdict,
                     statistic,
-                    None if not np.isfinite(interim.boundary) else interim.boundary,
-                    interim.level_spent,
+                    None if not np.isfinite(boundary) else boundary,
+                    interim.levels[pair],
+                    interim.spent[pair],
                     interim.seeds,
                     time.time(),
                 ],
@@ -370,8 +372,8 @@ def decision_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
         return []
     cursor = db.execute(
         "SELECT d.study_id, s.name, s.algo, s.env, d.interim, d.method, d.other, d.verdict, d.statistic, d.boundary,"
-        " d.level_spent, d.seeds, s.design, s.estimand, d.recorded FROM decisions d JOIN studies s ON s.id = d.study_id"
-        " ORDER BY d.study_id, d.interim, d.id"
+        " d.level, d.level_spent, d.seeds, s.design, s.estimand, d.recorded"
+        " FROM decisions d JOIN studies s ON s.id = d.study_id ORDER BY d.study_id, d.interim, d.id"
     )
     columns = [c[0] for c in cursor.description]
     rows = []

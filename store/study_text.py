@@ -47,14 +47,18 @@ def pair_line(now: StudyState, pair: Pair) -> str:
 
 
 def history(now: StudyState) -> str:
-    """``interim 1: |S| 12.3 ≤ 40.1 · interim 2: |S| 55.0 > 41.2``: each interim's largest statistic and boundary."""
+    """``interim 1: TD3 + ACE − TD3 −12.3 (|d| ≤ 40.1 to decide) · …``: each interim's comparisons, their mean
+    differences and the boundary each had to pass, on the estimand's scale."""
     parts = []
     for interim in now.outcome.interims:
-        if not interim.statistics:
-            continue
-        top = max(abs(s) for s in interim.statistics.values())
-        boundary = "∞" if math.isinf(interim.boundary) else f"{interim.boundary:,.1f}"
-        parts.append(f"interim {interim.index}: max |S| {top:,.1f} vs boundary {boundary}")
+        cells = []
+        for pair, statistic in interim.statistics.items():
+            bound = interim.boundaries[pair]
+            limit = "∞" if math.isinf(bound) else f"{bound:,.1f}"
+            sign = ">" if pair in interim.decided and interim.decided[pair] != "undecided" else "≤"
+            cells.append(f"{label(now, pair[0])} − {label(now, pair[1])} {statistic:+,.1f} (|d| {sign} {limit})")
+        if cells:
+            parts.append(f"interim {interim.index}: " + "; ".join(cells))
     return " · ".join(parts)
 
 

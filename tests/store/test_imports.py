@@ -369,7 +369,7 @@ def test_a_version_1_store_migrates_keeping_its_data(tmp_path: Path) -> None:
         conn.execute("INSERT INTO weights VALUES (1, 1, 1, 501, 2, 'lambda', 0.375, ?)", [blob])
         conn.execute("INSERT INTO histograms VALUES (1, 1, 1000, '[1, 1]')")
     db = open_store(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 14
     # Schema 12: AC-Off-POC's divergence and ref_std are its options; the store names the corrections built in.
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     assert json.loads(meta["option_owners"]) == {"ris_beta": ["ris-off-pac"], "divergence": ["acoffpoc"],

@@ -53,10 +53,11 @@ def test_the_first_interim_is_the_authors_exactly(n: int, big_k: int) -> None:
     for values in _studies(40, n * big_k, np.random.default_rng(n)):
         theirs = _theirs(values, design, 1)
         ours = decide({m: v[:n] for m, v in values.items()}, [("a", "b")], design)
-        if math.isinf(ours.interims[0].boundary):
+        boundary = ours.interims[0].boundaries["a", "b"]  # interim 1: a mean difference is the package's sum
+        if math.isinf(boundary):
             assert design.first_possible_decision() != 1
         else:
-            assert ours.interims[0].boundary == pytest.approx(theirs.boundary[0][1], rel=1e-12)
+            assert boundary == pytest.approx(theirs.boundary[0][1], rel=1e-12)
         verdict = _their_verdicts(theirs)["a", "b"]
         open_end = "undecided" if big_k == 1 else "continue"  # the package names an open end "equal"
         assert ours.verdicts["a", "b"] == (verdict if verdict in ("larger", "smaller") else open_end)
@@ -98,13 +99,17 @@ def test_no_difference_is_called_different_more_often_than_alpha() -> None:
     assert rate <= design.alpha + 2.5 * error, rate
 
 
-def test_a_clear_difference_is_decided_at_the_first_interim_and_its_sign_is_right() -> None:
+def test_a_clear_difference_is_decided_at_the_first_interim_that_can_and_its_sign_is_right() -> None:
+    """Two comparisons: the first is tested at α/2, which 5 seeds a method cannot reach at interim 1 of 4."""
     rng = np.random.default_rng(0)
     values = {"acoffpoc": rng.normal(10.0, 1.0, 20), "none": rng.normal(0.0, 1.0, 20), "ace": rng.normal(0, 1, 20)}
-    outcome = decide(values, [("acoffpoc", "none"), ("ace", "none")], Design())
-    assert outcome.verdicts[("acoffpoc", "none")] == "larger" and outcome.decided_at[("acoffpoc", "none")] == 1
-    flipped = decide(values, [("none", "acoffpoc")], Design())
-    assert flipped.verdicts[("none", "acoffpoc")] == "smaller"
+    design = Design()
+    outcome = decide(values, [("acoffpoc", "none"), ("ace", "none")], design)
+    first = design.first_possible_decision(comparisons=2)
+    assert (first, design.first_possible_decision()) == (2, 1)
+    assert outcome.verdicts[("acoffpoc", "none")] == "larger" and outcome.decided_at[("acoffpoc", "none")] == first
+    flipped = decide(values, [("none", "acoffpoc")], design)
+    assert flipped.verdicts[("none", "acoffpoc")] == "smaller" and flipped.decided_at[("none", "acoffpoc")] == 1
     assert outcome.open_methods() <= {"ace", "none"}  # acoffpoc runs no further seed for this study
 
 
@@ -129,9 +134,10 @@ def test_a_decision_recomputed_later_keeps_every_earlier_interim() -> None:
 
 
 def test_methods_decided_are_not_read_past_their_interim() -> None:
+    """6 seeds an interim: enough to decide at interim 1 at Holm's first level, α/2."""
     rng = np.random.default_rng(4)
-    values = {"big": rng.normal(50, 1, 5), "none": rng.normal(0, 1, 20), "same": rng.normal(0, 1, 20)}
-    outcome = decide(values, [("big", "none"), ("same", "none")], Design(interim_seeds=5, max_interims=4))
+    values = {"big": rng.normal(50, 1, 6), "none": rng.normal(0, 1, 24), "same": rng.normal(0, 1, 24)}
+    outcome = decide(values, [("big", "none"), ("same", "none")], Design(interim_seeds=6, max_interims=4))
     assert outcome.verdicts[("big", "none")] == "larger"
     assert outcome.finished and outcome.verdicts[("same", "none")] in ("undecided", "larger", "smaller")
 
@@ -141,7 +147,7 @@ def test_the_cap_closes_what_is_open_as_undecided() -> None:
     values = {"a": rng.normal(0, 1, 6), "b": rng.normal(0, 1, 6)}
     outcome = decide(values, [("a", "b")], Design(interim_seeds=3, max_interims=2))
     assert outcome.finished and outcome.verdicts[("a", "b")] == "undecided" and outcome.decided_at[("a", "b")] == 2
-    assert outcome.interims[-1].level_spent <= 0.05
+    assert outcome.interims[-1].spent["a", "b"] <= 0.05
 
 
 @pytest.mark.parametrize(
@@ -191,7 +197,7 @@ def test_a_design_decides_a_huge_difference_exactly_when_it_says_it_can(n: int, 
     first = design.first_possible_decision()
     if first is None:
         assert outcome.verdicts["a", "b"] == "undecided"
-        assert all(i.boundary == float("inf") for i in outcome.interims)
+        assert all(i.boundaries["a", "b"] == float("inf") for i in outcome.interims)
     else:
         assert outcome.verdicts["a", "b"] == "larger" and outcome.decided_at["a", "b"] == first
-        assert all(i.boundary == float("inf") for i in outcome.interims[: first - 1])
+        assert all(i.boundaries["a", "b"] == float("inf") for i in outcome.interims[: first - 1])

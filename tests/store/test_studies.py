@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,23 @@ def test_export_decisions_lists_every_interims_verdict(tmp_path: Path) -> None:
         ("acoffpoc", "none", "larger", "1", "0.05")
     ]
     assert rows[0]["estimand"] == "mean return over the last 10 evaluations"
+    assert 790 < float(rows[0]["statistic"]) < 810 and float(rows[0]["level"]) == 0.05  # a mean difference
+
+
+def test_a_schema_13_stores_decisions_become_mean_differences(tmp_path: Path) -> None:
+    """Schema 13 recorded a sum over interims and no level: opened, its rows read on today's scale."""
+    db_path, study_id, _ = _study(tmp_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("ALTER TABLE decisions DROP COLUMN level")
+        conn.execute(
+            "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level_spent, seeds,"
+            " recorded) VALUES (?, 2, 'acoffpoc', 'none', 'larger', 900.0, 600.0, 0.02, 10, 0)",
+            [study_id],
+        )
+        conn.execute("PRAGMA user_version = 13")
+    conn.close()
+    row = decision_rows(open_store(db_path))[0]
+    assert (row["statistic"], row["boundary"], row["level"], row["level_spent"]) == (450.0, 300.0, None, 0.02)
 
 
 def test_a_decided_method_runs_no_further_seed_while_the_others_go_on(tmp_path: Path) -> None:
@@ -288,7 +306,8 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
 
     drive(db_path, scenario)
     once = offpoc(db_path, "dashboard", "--once", env={"COLUMNS": "200"}).stdout
-    assert decided in once and "AdaStop, α = 0.05 family-wise" in once and "interim 1: max |S| 5" in once
+    assert decided in once and "AdaStop, α = 0.05 family-wise" in once
+    assert "interim 1: TD3 + AC-Off-POC − TD3 +500.6 (|d| > 301.3)" in once  # a mean difference and its bound
 
 
 def test_export_decisions_takes_the_filters_of_the_other_tables(tmp_path: Path) -> None:

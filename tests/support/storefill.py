@@ -105,8 +105,8 @@ def as_schema_2(db_path: Path) -> None:
     schema 5 the runs' ``duplicate_of``; schema 6 their ``backend`` and ``stop_requested``; schema 7 their ``owner``;
     schema 8 their ``revision``; schema 9 the studies, their decisions and the runs' study, interim and arm;
     schema 10 the weights' stride; schema 11 the tags, the runs' note and env_path; schema 12 the corrections'
-    record and the weights table's new name (quantity_blocks); schema 13 the runs' lane group. Before schema 4
-    only λ was logged: the other quantities' rows go.
+    record and the weights table's new name (quantity_blocks); schema 13 the runs' lane group; schema 14 the
+    decisions' level. Before schema 4 only λ was logged: the other quantities' rows go.
     """
     with sqlite3.connect(db_path) as conn:
         conn.executescript(_UNDO_V4)
