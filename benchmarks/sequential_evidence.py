@@ -27,6 +27,11 @@ N(0, 1); on the published seeds, per task, the equal method drawn from the basel
 from AC-Off-POC's, ACE's, Geoff-PAC's and IPG's; n = 5, K = 2. The rate at which the equal pair is called
 different, with its 95% Wilson interval, is to be ≤ α.
 
+**Coverage.** ``--coverage`` studies per shift (0, 0.5, 1 and 2 sd) of two methods on normal data, the
+default design (n = 5, K = 4; 2,000 permutation samples), each stopped where its test stops: the share whose
+repeated confidence interval at the stop covers the true difference, against the same seeds' fixed-sample
+interval (the test inverted as if the seeds at the stop had been planned as one look).
+
 **No undoing.** 200 draws of a baseline N(0, 1) and a method N(1.3, 1), 10 seeds each: the pairs decided in a
 study of the two alone, and how many stay decided (the same way) when a third method N(20, 1) joins it.
 """
@@ -45,7 +50,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from store.sequential import Design, decide
+from store.sequential import Design, decide, interval
 from store.stats import welch_p
 
 ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference-curves" / "Learning Curves"
@@ -212,6 +217,30 @@ def partial_null(data: dict, studies: int, progress: Progress, seed: int) -> lis
     return rows
 
 
+def coverage(studies: int, progress: Progress, seed: int) -> list[tuple[float, int, float, float, float]]:
+    """(shift, studies, share stopped early, coverage of the repeated interval, of the fixed-sample one)."""
+    design = Design(alpha=ALPHA, interim_seeds=5, max_interims=4, permutations=2000)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for shift in (0.0, 0.5, 1.0, 2.0):
+        bar = progress.add_task(f"coverage, shift {shift} sd", total=studies)
+        early = covered = fixed = 0
+        for _ in range(studies):
+            values = {"a": rng.normal(shift, 1.0, 20), "b": rng.normal(0.0, 1.0, 20)}
+            study = replace(design, seed=int(rng.integers(2**31)))
+            stop = decide(values, [("a", "b")], study).decided_at["a", "b"]
+            low, high = interval(values, ("a", "b"), study, stop)
+            one_look = replace(study, interim_seeds=5 * stop, max_interims=1)
+            seen = {m: v[: 5 * stop] for m, v in values.items()}
+            fixed_low, fixed_high = interval(seen, ("a", "b"), one_look, 1)
+            early += stop < design.max_interims
+            covered += low <= shift <= high
+            fixed += fixed_low <= shift <= fixed_high
+            progress.advance(bar)
+        rows.append((shift, studies, early / studies, covered / studies, fixed / studies))
+    return rows
+
+
 def no_undoing(seed: int) -> tuple[int, int]:
     """(pairs decided alone, of them still decided the same way with a far-better third method)."""
     design = Design(alpha=ALPHA, interim_seeds=5, max_interims=2)
@@ -244,6 +273,7 @@ def main() -> None:
     parser.add_argument("--estimand", choices=("final", "auc"), default="final")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--partial", type=int, default=2000, help="partial-null studies per setting")
+    parser.add_argument("--coverage", type=int, default=2000, help="coverage studies per shift")
     parser.add_argument(
         "--designs", default="5x2,2x5,3x3", help="power and cost: designs n×K (seeds per interim × interims), n·K ≤ 10"
     )
@@ -258,7 +288,15 @@ def main() -> None:
         fixed = FixedPermutation(10)
         powers = [power_and_cost(data, args.orders, progress, args.seed + 1, d, fixed) for d in designs]
         partial = partial_null(data, args.partial, progress, args.seed + 2)
+        covering = coverage(args.coverage, progress, args.seed + 4)
     decided, kept = no_undoing(args.seed + 3)
+
+    table = Table(title="Coverage of the difference's 95% interval at the stop, n = 5, K = 4, normal data")
+    for column in ("shift (sd)", "studies", "stopped early", "repeated interval", "fixed-sample interval"):
+        table.add_column(column, justify="right")
+    for shift, count, early, covered, fixed in covering:
+        table.add_row(f"{shift}", f"{count:,}", f"{early:.1%}", f"{covered:.1%}", f"{fixed:.1%}")
+    console.print(table)
 
     table = Table(title=f"Partial null: one method equal to the baseline among five, n = 5, K = 2, α = {ALPHA}")
     for column in ("setting", "studies", "equal pair called different", "95% interval"):

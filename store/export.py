@@ -50,12 +50,14 @@ _META_SQL = (
 
 
 DECISION_COLUMNS = (
-    "study_id", "name", "algo", "env", "interim", "method", "other", "verdict", "statistic", "boundary", "level",
-    "level_spent", "seeds", "alpha", "interim_seeds", "max_interims", "estimand", "recorded",
+    "study_id", "name", "algo", "env", "interim", "method", "other", "verdict", "statistic", "ci_low", "ci_high",
+    "boundary", "level", "level_spent", "seeds", "alpha", "interim_seeds", "max_interims", "estimand", "recorded",
 )  # fmt: skip
 """One row per comparison open at an interim of a sequential study (store.studies): ``verdict`` is where it
 stood after that interim (continue, larger, smaller, undecided); ``statistic`` the difference of the two
-methods' means over the seeds so far (method − other, in the estimand's units); ``boundary`` what
+methods' means over the seeds so far (method − other, in the estimand's units); ``ci_low``, ``ci_high`` its
+95% (1 − alpha) repeated confidence interval, valid at whichever interim the study stopped (empty: unbounded at
+that interim, or recorded before offpoc kept it); ``boundary`` what
 |statistic| had to exceed (empty: nothing could be rejected yet); ``level`` the comparison's share of alpha
 then (Holm: alpha over the comparisons not yet called different; empty in rows recorded before offpoc kept
 it); ``level_spent`` its own test's error spent by then (≤ level·interim/max_interims)."""

@@ -274,10 +274,13 @@ ALTER TABLE runs ADD COLUMN lane_group INTEGER
 """
 
 # Each comparison of a sequential study is its own two-arm test at Holm's level (store/sequential.py): a
-# decision records that level, and its statistic and boundary are on the scale of a mean difference (they were
-# sums over the interims: divided by the interim, which is exact, as every interim adds n seeds a method).
+# decision records that level and its mean difference's repeated confidence interval (empty in rows recorded
+# before); its statistic and boundary are on the scale of a mean difference (they were sums over the
+# interims: divided by the interim, which is exact, as every interim adds n seeds a method).
 _V14 = """
 ALTER TABLE decisions ADD COLUMN level REAL;
+ALTER TABLE decisions ADD COLUMN ci_low REAL;
+ALTER TABLE decisions ADD COLUMN ci_high REAL;
 UPDATE decisions SET statistic = statistic / interim, boundary = boundary / interim
 """
 

@@ -174,33 +174,45 @@ def _exceeds(statistic: float, boundary: float) -> bool:
     return statistic > boundary + 1e-9 * max(1.0, abs(boundary))
 
 
+def _boundary(live: np.ndarray, spent: float, level: float, count: int, exact: bool) -> tuple[float, float]:
+    """(The smallest boundary t, P(|S| > t)) such that ``spent`` + P(|S| > t, no earlier crossing) ≤ ``level``:
+    ``live`` holds the |S| of the samples that crossed no earlier boundary, out of ``count``. Tails are counted
+    strictly above, as the exact product repeats values. inf where no boundary fits, or where only the largest
+    split's value does (in an exact enumeration the observed split is one of them: it cannot pass it)."""
+    allowed = min(len(live), max(-1, math.floor((level - spent) * count)))  # samples the level left can hold
+    while allowed < len(live) and spent + (allowed + 1) / count <= level:  # the float test decides, as ever
+        allowed += 1
+    while allowed >= 0 and not spent + allowed / count <= level:
+        allowed -= 1
+    if allowed < 0 or len(live) == 0:
+        return math.inf, 0.0
+    rank = max(0, len(live) - allowed - 1)  # at most ``allowed`` samples lie strictly above this order statistic
+    boundary = float(np.partition(live, rank)[rank])
+    added = int(np.count_nonzero(live > boundary)) / count
+    if exact and added == 0.0:
+        return math.inf, 0.0
+    return boundary, added
+
+
 class _Spending:
     """One comparison's boundaries at one level, interim by interim: AdaStop's for two arms. Boundary b_j is
     the smallest value such that the share of permutation samples that crossed no earlier boundary and whose
     |S_j| exceeds it, added to the level spent before, is at most level·j/K."""
 
-    def __init__(self, test: _PairTest, level: float) -> None:
-        self.test, self.level = test, level
+    def __init__(self, paths: list[np.ndarray], perms: _Permutations, level: float) -> None:
+        self.paths, self.perms, self.level = paths, perms, level
         self.boundaries: list[float] = []
         self.spent: list[float] = []
-        self._alive = np.ones(test.perms.count, dtype=bool)
+        self._alive = np.ones(perms.count, dtype=bool)
 
     def through(self, k: int) -> None:
         """Boundaries for interims 0..k (0-based)."""
-        perms, big_k = self.test.perms, self.test.perms.design.max_interims
+        perms, big_k = self.perms, self.perms.design.max_interims
         while len(self.boundaries) <= k:
             j = len(self.boundaries)
             spent = self.spent[-1] if self.spent else 0.0
-            live = np.abs(self.test.paths[j][self._alive])
-            tail = np.sort(live)
-            # P(|S| > tail[i], no earlier crossing): counted strictly above, as the exact product repeats values.
-            above = (len(tail) - np.searchsorted(tail, tail, side="right")) / perms.count
-            admissible = spent + above <= self.level * (j + 1) / big_k
-            boundary, added = math.inf, 0.0
-            if admissible.any():  # the smallest boundary whose tail still fits in the level left
-                boundary, added = float(tail[admissible][0]), float(above[admissible][0])
-                if perms.exact and added == 0.0:  # the largest split's value: the observed one cannot pass it
-                    boundary = math.inf
+            live = np.abs(self.paths[j][self._alive])
+            boundary, added = _boundary(live, spent, self.level * (j + 1) / big_k, perms.count, perms.exact)
             self.boundaries.append(boundary)
             self.spent.append(spent + added)
             self._alive[np.flatnonzero(self._alive)] = live <= boundary
@@ -216,6 +228,8 @@ class _PairTest:
         """S (a sum of per-interim mean differences) under each permutation sample, after each interim."""
         self.observed: list[float] = []
         """The observed S after each interim."""
+        self._slopes: list[np.ndarray] = []
+        self._spread = 0.0
         self._levels = [alpha / r for r in range(1, comparisons + 1)]
         self._spending: dict[int, _Spending] = {}
 
@@ -226,6 +240,44 @@ class _PairTest:
         difference = means[0] - means[1] if first else means[1] - means[0]
         self.paths.append(difference if not self.paths else self.paths[-1] + difference)
         self.observed.append(float(a.mean() - b.mean()) + (self.observed[-1] if self.observed else 0.0))
+        self._spread = max(self._spread, float(np.std(np.concatenate([a, b]))))
+        # How each sample's S moves when a's values move by δ: −δ·(share of a's values dealt to a − to b).
+        ones, zeros = np.ones_like(a), np.zeros_like(b)
+        dealt = self.perms.arm_means(interim, np.array([ones, zeros] if first else [zeros, ones]))
+        share = dealt[0] - dealt[1] if first else dealt[1] - dealt[0]
+        self._slopes.append(share if not self._slopes else self._slopes[-1] + share)
+
+    def interval(self, k: int, alpha: float) -> tuple[float, float]:
+        """The repeated confidence interval at interim ``k`` (0-based): every shift δ of a over b that this
+        comparison's own test at level ``alpha`` (the same spending) does not reject at interim k, with a's
+        values moved by −δ. It covers the true shift at every interim at once with probability ≥ 1 − alpha,
+        so also at whichever interim the study stopped."""
+        count = k + 1
+        estimate = self.observed[k] / count
+
+        def rejected(delta: float) -> bool:
+            paths = [self.paths[j] - delta * self._slopes[j] for j in range(count)]
+            spending = _Spending(paths, self.perms, alpha)
+            spending.through(k)
+            return _exceeds(abs(self.observed[k] - delta * count), spending.boundaries[k])
+
+        scale = max(abs(estimate), self._spread, 1e-12)
+        ends = []
+        for sign in (-1.0, 1.0):
+            inside, step = estimate, scale / 4
+            for _ in range(60):  # out from the estimate until a shift is rejected
+                if rejected(estimate + sign * step):
+                    break
+                inside, step = estimate + sign * step, step * 2
+            else:
+                ends.append(sign * math.inf)
+                continue
+            outside = estimate + sign * step
+            while abs(outside - inside) > 1e-6 * scale:  # then in between, to a millionth of the scale
+                middle = (inside + outside) / 2
+                inside, outside = (inside, middle) if rejected(middle) else (middle, outside)
+            ends.append(inside)
+        return ends[0], ends[1]
 
     def boundary(self, k: int, remaining: int) -> tuple[float, float]:
         """(b_k on the |S| scale, the level spent by k) at level α/``remaining``. Made monotone in the level:
@@ -234,7 +286,7 @@ class _PairTest:
         at its own level, so its test's error stays within that level."""
         out = 0.0
         for r in range(1, remaining + 1):
-            spending = self._spending.setdefault(r, _Spending(self, self._levels[r - 1]))
+            spending = self._spending.setdefault(r, _Spending(self.paths, self.perms, self._levels[r - 1]))
             spending.through(k)
             out = max(out, spending.boundaries[k])
         return out, self._spending[remaining].spent[k]
@@ -315,3 +367,18 @@ def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequ
             )
         )
     return Outcome(design, comparisons, verdicts, decided_at, tuple(interims))
+
+
+def interval(
+    values: Mapping[str, Sequence[float] | np.ndarray], pair: Pair, design: Design, interim: int
+) -> tuple[float, float]:
+    """The difference of ``pair``'s means (a − b) after ``interim`` (1-based): its repeated confidence interval
+    at the design's α, from the two methods' seeds of interims 1..``interim`` (docs/sequential.md). Valid
+    whenever the study stopped; (−inf, inf) where the design cannot reject at that interim."""
+    a, b = pair
+    n = design.interim_seeds
+    test = _PairTest(pair, _Permutations(design), design.alpha, 1)
+    for k in range(interim):
+        this = slice(k * n, (k + 1) * n)
+        test.add(k, np.asarray(values[a], dtype=np.float64)[this], np.asarray(values[b], dtype=np.float64)[this])
+    return test.interval(interim - 1, design.alpha)

@@ -23,7 +23,7 @@ import sqlite_utils
 
 from store.db import write
 from store.runs import RunSpec, insert_runs
-from store.sequential import Design, Outcome, Pair, decide
+from store.sequential import Design, Outcome, Pair, decide, interval
 from store.stats import LAST_EVALUATIONS, FinalWindow
 
 HOLDING = ("failed", "lost", "stopped")
@@ -88,6 +88,13 @@ class StudyState:
     """Method → its runs (id, seed, interim, status), by seed."""
     holds: list[tuple[int, str]] = field(default_factory=list)
     """(run id, status) of the runs holding the next interim: failed, lost or stopped."""
+    values: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Method → its seeds' statistics over its complete interims, in seed order: what was decided on."""
+
+    def interval(self, pair: Pair, interim: int) -> tuple[float, float]:
+        """The repeated confidence interval of ``pair``'s mean difference after ``interim`` (1-based)."""
+        a, b = pair
+        return _interval(self.values[a], self.values[b], self.study.design, interim)
 
     @property
     def interim(self) -> int:
@@ -235,6 +242,12 @@ def _decide(
     return decide(dict(values), comparisons, design)
 
 
+@functools.lru_cache(maxsize=256)
+def _interval(a: tuple[float, ...], b: tuple[float, ...], design: Design, interim: int) -> tuple[float, float]:
+    """:func:`store.sequential.interval`, remembered per input (a few tens of ms each)."""
+    return interval({"a": a, "b": b}, ("a", "b"), design, interim)
+
+
 def state(db: sqlite_utils.Database, study: Study) -> StudyState:
     """Where ``study`` stands: recomputed from its runs, so every reader of the store agrees."""
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in study.methods}
@@ -252,7 +265,7 @@ def state(db: sqlite_utils.Database, study: Study) -> StudyState:
         for r in runs[m]
         if r["interim"] == next_interim and r["status"] in HOLDING
     ]
-    return StudyState(study, outcome, runs, holds)
+    return StudyState(study, outcome, runs, holds, dict(values))
 
 
 def advance(db: sqlite_utils.Database, seen: dict[int, tuple[Any, ...]] | None = None) -> list[str]:
@@ -341,9 +354,10 @@ def _record(db: sqlite_utils.Database, now: StudyState) -> list[str]:
         for pair, statistic in interim.statistics.items():
             verdict = interim.decided.get(pair, "continue")
             boundary = interim.boundaries[pair]
+            low, high = now.interval(pair, interim.index)
             db.execute(
-                "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level,"
-                " level_spent, seeds, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, ci_low, ci_high,"
+                " boundary, level, level_spent, seeds, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     now.study.id,
                     interim.index,
@@ -351,6 +365,8 @@ def _record(db: sqlite_utils.Database, now: StudyState) -> list[str]:
                     pair[1],
                     verdict,
                     statistic,
+                    low if np.isfinite(low) else None,
+                    high if np.isfinite(high) else None,
                     None if not np.isfinite(boundary) else boundary,
                     interim.levels[pair],
                     interim.spent[pair],
@@ -371,7 +387,8 @@ def decision_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     if not db["decisions"].exists():
         return []
     cursor = db.execute(
-        "SELECT d.study_id, s.name, s.algo, s.env, d.interim, d.method, d.other, d.verdict, d.statistic, d.boundary,"
+        "SELECT d.study_id, s.name, s.algo, s.env, d.interim, d.method, d.other, d.verdict, d.statistic, d.ci_low,"
+        " d.ci_high, d.boundary,"
         " d.level, d.level_spent, d.seeds, s.design, s.estimand, d.recorded"
         " FROM decisions d JOIN studies s ON s.id = d.study_id ORDER BY d.study_id, d.interim, d.id"
     )

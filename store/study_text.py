@@ -20,8 +20,22 @@ def label(now: StudyState, method: str) -> str:
     return method_label(now.study.algo, arm["correction"], arm.get("divergence"), variant=variant)
 
 
+def _signed(value: float) -> str:
+    return "∞" if value == math.inf else "−∞" if value == -math.inf else f"{value:+,.1f}".replace("-", "−")
+
+
+def effect(now: StudyState, pair: Pair, interim: int) -> str:
+    """``difference +412.3, 95% interval [+120.5, +704.1]``: the mean difference after ``interim`` and its
+    repeated confidence interval, valid whenever the study stopped."""
+    statistic = now.outcome.interims[interim - 1].statistics[pair]
+    low, high = now.interval(pair, interim)
+    level = round(100 * (1 - now.study.design.alpha))
+    return f"difference {_signed(statistic)}, {level}% interval [{_signed(low)}, {_signed(high)}]"
+
+
 def pair_line(now: StudyState, pair: Pair) -> str:
-    """``TD3 + AC-Off-POC > TD3, decided after 2 interims (10 seeds each)``, or where it stands."""
+    """``TD3 + AC-Off-POC > TD3, decided after 2 interims (10 seeds each); difference +412.3, 95% interval
+    [+120.5, +704.1]``, or where it stands."""
     design, outcome = now.study.design, now.outcome
     a, b = label(now, pair[0]), label(now, pair[1])
     verdict = outcome.verdicts[pair]
@@ -29,17 +43,23 @@ def pair_line(now: StudyState, pair: Pair) -> str:
         k = outcome.decided_at[pair]
         sign = ">" if verdict == "larger" else "<"
         plural = "s" if k > 1 else ""
-        return f"{a} {sign} {b}, decided after {k} interim{plural} ({k * design.interim_seeds} seeds each)"
+        return (
+            f"{a} {sign} {b}, decided after {k} interim{plural} ({k * design.interim_seeds} seeds each);"
+            f" {effect(now, pair, k)}"
+        )
     if verdict == "undecided":
         return (
             f"{a} vs {b}: undecided at the cap, no difference found at α = {design.alpha} after"
-            f" {design.max_interims} interims ({design.seeds_at_most} seeds each); not a proof they are equal"
+            f" {design.max_interims} interims ({design.seeds_at_most} seeds each); not a proof they are equal;"
+            f" {effect(now, pair, design.max_interims)}"
         )
     interim = len(outcome.interims) + 1
     runs = [r for m in pair for r in now.runs[m] if r["interim"] == interim]
     done = sum(r["status"] == "finished" for r in runs)
     held = [(i, status) for i, status in now.holds if any(r["id"] == i for r in runs)]
     line = f"{a} vs {b}: continue, interim {interim} of {design.max_interims} runs ({done} of {len(runs)} seeds done)"
+    if interim > 1:
+        line += f"; after interim {interim - 1}: {effect(now, pair, interim - 1)}"
     if held:
         listed = ", ".join(f"run {i} {status}" for i, status in held)
         line += f"; held by {listed} until resumed: " + "; ".join(f"offpoc resume {i}" for i, _ in held)
@@ -77,6 +97,13 @@ def study_lines(now: StudyState) -> list[str]:
     lines += [pair_line(now, pair) for pair in study.comparisons]
     if text := history(now):
         lines.append(text)
+    early = [p for p, v in now.outcome.verdicts.items() if v in ("larger", "smaller")]
+    if any(now.outcome.decided_at[p] < design.max_interims for p in early):
+        lines.append(
+            "stopped early: the fixed-sample figures beside it (means, vs base, P(>base), Welch p) use the seeds"
+            " it stopped on and lean away from zero; read them as conditional on stopping, the interval above"
+            " as the estimate"
+        )
     fixed = design.seeds_at_most * len(study.arms)
     used, saved = sum(now.seeds_run().values()), now.seeds_saved()
     so_far = "" if now.outcome.finished else " so far, by the methods no longer compared"

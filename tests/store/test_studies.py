@@ -197,7 +197,8 @@ def test_a_schema_13_stores_decisions_become_mean_differences(tmp_path: Path) ->
     """Schema 13 recorded a sum over interims and no level: opened, its rows read on today's scale."""
     db_path, study_id, _ = _study(tmp_path)
     with sqlite3.connect(db_path) as conn:
-        conn.execute("ALTER TABLE decisions DROP COLUMN level")
+        for column in ("level", "ci_low", "ci_high"):
+            conn.execute(f"ALTER TABLE decisions DROP COLUMN {column}")
         conn.execute(
             "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level_spent, seeds,"
             " recorded) VALUES (?, 2, 'acoffpoc', 'none', 'larger', 900.0, 600.0, 0.02, 10, 0)",
@@ -300,7 +301,9 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         await until(pilot, lambda: decided in shown_text(app, "#compare-decisions"))
         shown = " ".join(shown_text(app, "#compare-decisions").split())
         assert "seeds run 10 of the fixed design's 30 (15 a method): 20 saved" in shown
-        assert pane.decisions.size.height == 4  # every line on screen: the study, its pair, its interim, its seeds
+        assert "difference +500.6, 95% interval [+" in shown and "stopped early: the fixed-sample figures" in shown
+        # every line on screen: the study, its pair, its interim, the early stop's note (two lines), its seeds
+        assert pane.decisions.size.height == 6
         note = " ".join(shown_text(app, "#compare-note").split())
         assert "p is one look at the seeds there are, not a decision if looked at again" in note
 
