@@ -94,6 +94,13 @@ def sweep(
         grid = load_sweep(file, checked_tags(tag))
         if study is not None and not retry:
             baseline = sweep_baseline(grid)
+            comparisons, can = _first_look(grid, study[0])
+            if can is None:
+                raise UsageError(
+                    f"{study[0].interim_seeds} seeds an interim, at most {study[0].max_interims} interims, can never"
+                    f" call a method different: {_holm(study[0], comparisons)}; give more --interim-seeds or"
+                    " --max-interims"
+                )
         if not dry_run:
             check_writable(db)
             check_run_files(db)
@@ -193,6 +200,17 @@ def sweep_baseline(grid: Any) -> str:
     return found[0]
 
 
+def _first_look(grid: Any, design: Any) -> tuple[int, int | None]:
+    """(The comparisons of the file's largest study, the first interim at which it can call one different)."""
+    comparisons = max(len(arms) for arms in grid.tasks().values()) - 1
+    return comparisons, design.first_possible_decision(comparisons)
+
+
+def _holm(design: Any, comparisons: int) -> str:
+    level = design.alpha / comparisons
+    return f"with {comparisons} comparisons a study tests its first at α/{comparisons} = {level:.3g}"
+
+
 def _sweep_studies(
     db: Path,
     store: Any,
@@ -223,6 +241,14 @@ def _sweep_studies(
         markup=False,
         highlight=False,
     )
+    comparisons, can = _first_look(grid, design)
+    if can is not None and can > 1:
+        out.print(
+            f"note: interim 1 cannot decide anything ({_holm(design, comparisons)}, which {n} seeds a method"
+            f" reach from interim {can})",
+            markup=False,
+            highlight=False,
+        )
     if len(grid.seeds) > 1:
         out.print(
             f"note: the file's seeds ({len(grid.seeds)} of them) are not queued: --decide queues seeds {n} at a time"

@@ -390,6 +390,22 @@ def test_sweep_decide_refuses_a_file_without_one_baseline_in_one_line(
     assert not (tmp_path / "s.db").exists()
 
 
+def test_sweep_decide_says_when_interim_1_cannot_decide_and_refuses_a_design_that_never_can(tmp_path: Path) -> None:
+    """Holm tests a study's first comparison at α/m: with three methods (two comparisons) 5 seeds a method
+    decide from interim 2 of 4; 4 seeds in one interim never do (2/C(8, 4) = 0.029 > 0.025), where they would
+    with one comparison."""
+    file = tmp_path / "three.toml"
+    file.write_text('name = "t"\nalgos = ["td3"]\nenvs = ["Pendulum-v1"]\n[[methods]]\ncorrection = "none"\n'
+                    '[[methods]]\ncorrection = "acoffpoc"\n[[methods]]\ncorrection = "ace"\n')  # fmt: skip
+    said = offpoc(tmp_path / "s.db", "sweep", str(file), "--decide", "--dry-run").stdout
+    assert "note: interim 1 cannot decide anything (with 2 comparisons a study tests its first at α/2 = 0.025" in said
+    assert "reach from interim 2)" in said
+    result = offpoc(tmp_path / "n.db", "sweep", str(file), "--decide", "--interim-seeds", "4", "--max-interims", "1",
+                    check=False)  # fmt: skip
+    assert result.returncode == 2 and "can never call a method different" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "n.db").exists()
+
+
 def test_the_scheduler_reads_a_study_again_only_when_its_runs_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
