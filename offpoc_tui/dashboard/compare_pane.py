@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
 from offpoc_tui.dashboard.data.compare import CompareData
-from offpoc_tui.dashboard.groups import BASELINE, CompareRow, row_label, shared_settings, versions_shown
+from offpoc_tui.dashboard.groups import BASELINE, MIN_SEEDS, CompareRow, row_label, shared_settings, versions_shown
 from offpoc_tui.dashboard.plots import FigurePlot, short
 from offpoc_tui.dashboard.request import Request
 from offpoc_tui.views import number
@@ -40,8 +40,8 @@ def note(window: FinalWindow, group_by: str = "") -> str:
         unit, against = ("run", f"the reference row ({group_by}'s default value, else its first), every method pooled")
     return (
         f"final: mean over {unit}s of each {unit}'s {window.describe()} ± mean per-point 95% t half-width · vs"
-        f" baseline, Welch p, P(>base): against {against}; p is one look at the seeds there are, not a"
-        " decision if looked at again (--decide)"
+        f' baseline, Welch p, P(>base): against {against}, "–" under {MIN_SEEDS} {unit}s a side; p is one look at'
+        " the seeds there are, not a decision if looked at again (--decide)"
     )
 
 

@@ -197,6 +197,10 @@ def varying_options(configs: list[dict[str, Any]], baseline: dict[str, Any]) -> 
     return frozenset(k for k in keys if len({repr(c.get(k)) for c in configs}) > 1)
 
 
+MIN_SEEDS = 2
+"""Seeds a side that Welch's p and P(>base) need (with one, P(>base) reads 0 or 1, a certainty it is not)."""
+
+
 def compare(
     groups: dict[GroupKey, list[RunRow]],
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
@@ -252,8 +256,9 @@ def compare(
         if base is not None and key != base and len(finals[base]) and n:
             reference = performance[base][1]
             diff = 100.0 * (mean - reference) / abs(reference) if reference else None
-            p = welch_p(finals[key], finals[base])
-            improvement = probability_of_improvement({key[1]: finals[key]}, {key[1]: finals[base]})
+            if min(n, len(finals[base])) >= MIN_SEEDS:  # below it "–": one seed each is no probability
+                p = welch_p(finals[key], finals[base])
+                improvement = probability_of_improvement({key[1]: finals[key]}, {key[1]: finals[base]})
         base_config = configs.get(groups[base][0]["id"], {}) if base is not None else {}
         config = configs.get(groups[key][0]["id"], {})
         same_correction = [configs.get(groups[k][0]["id"], {}) for k in keys if k[1:3] == key[1:3]]

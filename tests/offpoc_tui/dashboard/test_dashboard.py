@@ -374,6 +374,15 @@ def test_once_prints_runs_and_the_comparison(dashboard_store: Path) -> None:
     assert "acoffpoc/jsd" in result.output and "baseline" in result.output
 
 
+def test_one_seed_a_side_gives_no_p_and_no_probability(filled_store: Path) -> None:
+    """One TD3 seed a method: P(>base) would read 1.00 or 0.00 from one seed against one; it says "–", and why."""
+    result = CliRunner().invoke(cli, ["dashboard", "--once", "--db", str(filled_store)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    row = next(line.split() for line in result.output.splitlines() if line.strip().startswith("acoffpoc/jsd"))
+    assert row[1] == "1" and row[-4:-2] == ["–", "–"], row  # Welch p, P(>base); then steps to thr., config
+    assert '"–" under 2 seeds a side' in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
