@@ -10,6 +10,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import sqlite_utils
@@ -56,8 +57,9 @@ DECISION_COLUMNS = (
 """One row per comparison open at an interim of a sequential study (store.studies): ``verdict`` is where it
 stood after that interim (continue, larger, smaller, undecided); ``statistic`` the difference of the two
 methods' means over the seeds so far (method − other, in the estimand's units); ``ci_low``, ``ci_high`` its
-95% (1 − alpha) repeated confidence interval, valid at whichever interim the study stopped (empty: unbounded at
-that interim, or recorded before offpoc kept it); ``boundary`` what
+95% (1 − alpha) repeated confidence interval, valid at whichever interim the study stopped (infinite where the
+design cannot reject at that interim: ``-inf``/``inf`` in CSV, ``null`` in JSON, ∞ in Markdown; empty in rows
+recorded before offpoc kept it); ``boundary`` what
 |statistic| had to exceed (empty: nothing could be rejected yet); ``level`` the comparison's share of alpha
 then (Holm: alpha over the comparisons not yet called different; empty in rows recorded before offpoc kept
 it); ``level_spent`` its own test's error spent by then (≤ level·interim/max_interims)."""
@@ -129,10 +131,20 @@ def _quantity_rows(db: sqlite_utils.Database, where: str, params: list[Any]) -> 
                 yield (*meta, quantity, update, step, *row)
 
 
-def _md_cell(value: Any) -> str:
+TIME_COLUMNS = ("created", "started", "finished", "heartbeat", "recorded")
+"""Columns holding a time (seconds since the epoch): written for a reader as an ISO date in Markdown."""
+UNBOUNDED_COLUMNS = ("boundary",)
+"""Columns where an empty value means ∞ (a decision's boundary where nothing can be rejected yet)."""
+
+
+def _md_cell(value: Any, column: str = "") -> str:
     if value is None:
-        return ""
+        return "∞" if column in UNBOUNDED_COLUMNS else ""
+    if column in TIME_COLUMNS and isinstance(value, int | float) and math.isfinite(value):
+        return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     if isinstance(value, float):
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
         return f"{value:.6g}" if math.isfinite(value) else str(value)
     return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -163,7 +175,7 @@ def write_rows(
         out.write("| " + " | ".join(header) + " |\n")
         out.write("|" + "|".join("---" for _ in header) + "|\n")
         for row in data:
-            out.write("| " + " | ".join(_md_cell(v) for v in row) + " |\n")
+            out.write("| " + " | ".join(_md_cell(v, c) for v, c in zip(row, header, strict=True)) + " |\n")
             n += 1
     else:
         raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")

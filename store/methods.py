@@ -109,4 +109,4 @@ def rank(correction: str) -> tuple[int, str]:
     order = _ORDER
     if correction in order:
         return order.index(correction), correction
-    return (0 if correction == "none" else len(order)), correction
+    return (0 if correction == "none" else max(len(order), 1)), correction  # the baseline first, even unregistered

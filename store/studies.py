@@ -24,7 +24,7 @@ import sqlite_utils
 from store.db import write
 from store.runs import RunSpec, insert_runs
 from store.sequential import Design, Outcome, Pair, decide, interval
-from store.stats import LAST_EVALUATIONS, FinalWindow
+from store.stats import LAST_EVALUATIONS, LAST_SHARE, FinalWindow
 
 HOLDING = ("failed", "lost", "stopped")
 """Run statuses that hold an interim until the run is resumed."""
@@ -41,11 +41,18 @@ class Estimand:
     """``final``: this many last evaluations (unless ``steps``)."""
     steps: int | None = None
     """``final``: the evaluations within the run's last this-many steps instead."""
+    share: float | None = LAST_SHARE
+    """``final``: the window's cap (:class:`store.stats.FinalWindow`); None in studies declared before it, whose
+    seeds are read as they were declared."""
+
+    @property
+    def window(self) -> FinalWindow:
+        return FinalWindow(self.evaluations, self.steps, self.share)
 
     def describe(self) -> str:
         if self.kind == "auc":
             return "area under the return curve per step"
-        return "mean return over the " + FinalWindow(self.evaluations, self.steps).describe()
+        return "mean return over the " + self.window.describe()
 
     def value(self, steps: np.ndarray, returns: np.ndarray) -> float:
         """One seed's statistic from its evaluations (steps increasing)."""
@@ -53,7 +60,10 @@ class Estimand:
             if len(steps) < 2:
                 return float(returns[0])
             return float(np.trapezoid(returns, steps) / (steps[-1] - steps[0]))
-        return float(np.mean(FinalWindow(self.evaluations, self.steps).select(steps, returns)[1]))
+        chosen = self.window.select(steps, returns)[1]
+        if not len(chosen):
+            raise ValueError(f"a run too short for the window ({self.window.describe()}): its only evaluation is at 0")
+        return float(np.mean(chosen))
 
 
 @dataclass(frozen=True)
@@ -203,7 +213,7 @@ def studies(db: sqlite_utils.Database, status: str | None = None) -> list[Study]
             algo=r[2],
             env=r[3],
             design=Design(**json.loads(r[4])),
-            estimand=Estimand(**json.loads(r[5])),
+            estimand=Estimand(**{"share": None, **json.loads(r[5])}),  # declared before the cap: none
             arms=json.loads(r[6]),
             comparisons=tuple((a, b) for a, b in json.loads(r[7])),
             first_seed=r[8],
@@ -365,8 +375,8 @@ def _record(db: sqlite_utils.Database, now: StudyState) -> list[str]:
                     pair[1],
                     verdict,
                     statistic,
-                    low if np.isfinite(low) else None,
-                    high if np.isfinite(high) else None,
+                    low,  # −inf, inf where unbounded (SQLite keeps them; NULL is a row from before intervals)
+                    high,
                     None if not np.isfinite(boundary) else boundary,
                     interim.levels[pair],
                     interim.spent[pair],
@@ -396,7 +406,7 @@ def decision_rows(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     rows = []
     for r in cursor.fetchall():
         row = dict(zip(columns, r, strict=True))
-        design, estimand = json.loads(row.pop("design")), Estimand(**json.loads(row.pop("estimand")))
+        design, estimand = json.loads(row.pop("design")), Estimand(**{"share": None, **json.loads(row.pop("estimand"))})
         row["alpha"], row["interim_seeds"], row["max_interims"] = (
             design["alpha"],
             design["interim_seeds"],

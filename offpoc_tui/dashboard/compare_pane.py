@@ -50,8 +50,8 @@ def span_text(span: tuple[int, int] | None) -> str:
 
 
 def seeds_text(row: CompareRow) -> str:
-    """``3``, or ``2 of 3`` when seeds are short of the budget or queued."""
-    total = row.n_seeds + row.short + row.queued
+    """``3``, or ``2 of 3`` when seeds are short of the budget or of the window, or queued."""
+    total = row.n_seeds + row.short + row.too_short + row.queued
     return str(total) if row.n_seeds == total else f"{row.n_seeds} of {total}"
 
 
@@ -63,6 +63,8 @@ def shared_text(shared: list[str]) -> str:
 def final_text(row: CompareRow) -> str:
     """The final return ± its interval (none with one seed); where no seed is at the budget, why: training
     (a seed running), queued (seeds waiting), or ended short (every seed left ended before the budget)."""
+    if row.training and row.too_short:
+        return f"too short for the window ({row.too_short} seed{'s' if row.too_short > 1 else ''})"
     if row.training:
         return "training" if row.running_now else "queued" if row.queued_now else "ended short"
     if math.isnan(row.final_mean):

@@ -31,6 +31,7 @@ from store.stats import (
     final_returns,
     final_span,
     steps_to_reach,
+    too_short,
     welch_p,
 )
 from store.summary import POOLED, series_order
@@ -143,6 +144,8 @@ class CompareRow:
     """The steps the final statistic covers, first to last, over the seeds."""
     short: int = 0
     """Seeds with evaluations short of the budget (still training, or ended before it): not in ``n_seeds``."""
+    too_short: int = 0
+    """Seeds at the budget too short for the final window (their only evaluation at step 0): not in ``n_seeds``."""
     queued: int = 0
     """Seeds without an evaluation yet (queued, or ended before their first)."""
     running_now: int = 0
@@ -283,7 +286,8 @@ def compare(
                 ),
                 curve=curve,
                 final_span=final_span(seeds[key], last),
-                short=len(every[key]) - n,
+                short=len(every[key]) - n - too_short(seeds[key], last),
+                too_short=too_short(seeds[key], last),
                 queued=len(groups[key]) - len(every[key]),
                 running_now=_waiting(groups[key], "running", budgeted, reach),
                 queued_now=_waiting(groups[key], "queued", budgeted, reach),

@@ -47,7 +47,7 @@ def test_compare_sets_a_correction_at_3k_beside_its_baseline_at_3k_not_at_20k() 
     rows, _, b, _ = compare(group_runs(runs), curves, {i: {} for i in curves})
     assert b.step == 3_000
     base, corrected = rows
-    assert base.final_span == corrected.final_span == (0, 3_000)
+    assert base.final_span == corrected.final_span == (3_000, 3_000)  # the last 10% of 3,000 steps
     assert corrected.diff_pct is not None and abs(corrected.diff_pct) < 1e-9  # the same curves, cut alike
     # Asked for 20,000 steps: the correction has no seed there, so it is training, with no difference or test.
     rows, _, b, _ = compare(group_runs(runs), curves, {i: {} for i in curves}, until=20_000)
@@ -177,3 +177,15 @@ def test_the_improvement_table_meets_the_tasks_only_baseline_as_compare_does() -
     scores = {base: {"Hopper-v4": np.array([0.1, 0.2])}, method: {"Hopper-v4": np.array([0.5, 0.6])}}
     (row,) = improvement_rows(scores, resamples=50)  # type: ignore[arg-type]
     assert row[3] == "none {start_steps=500}" and row[4] == 1.0
+
+
+def test_a_seed_whose_only_evaluation_is_at_step_0_is_too_short_and_said_so() -> None:
+    """Finished at step 0 (a run stopped at once): its window has no evaluation, so no final return, and the
+    row says why instead of a number; the seeds column counts it."""
+    runs = [run(1, "none", "finished"), run(2, "acoffpoc", "finished")]
+    curves = {1: (np.array([0]), np.array([-5.0])), 2: (np.array([0]), np.array([-6.0]))}
+    rows, *_ = compare(group_runs(runs), curves, {i: {} for i in curves})
+    for row in rows:
+        assert row.training and row.too_short == 1 and row.short == 0
+        cells = [str(c) for c in row_cells(row)]
+        assert cells[1] == "0 of 1" and cells[2] == "too short for the window (1 seed)", cells

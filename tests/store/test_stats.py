@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from store.stats import band, ci95, final_returns, smooth, steps_to_reach, welch_p
+from store.stats import (
+    FinalWindow,
+    band,
+    ci95,
+    final_performance,
+    final_returns,
+    smooth,
+    steps_to_reach,
+    too_short,
+    welch_p,
+)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -60,7 +70,24 @@ def test_ci95_seed_counts_varying_along_the_curve_match_scipy() -> None:
 
 def test_final_returns_smoothing_and_threshold() -> None:
     curve = (np.arange(12) * 1000, np.arange(12, dtype=float))
-    assert final_returns([curve], last=10).tolist() == [np.mean(np.arange(2, 12))]
+    assert final_returns([curve], last=FinalWindow(10, share=None)).tolist() == [np.mean(np.arange(2, 12))]
+    assert final_returns([curve], last=10).tolist() == [10.5]  # the last 10% of 11,000 steps: 10,000 and 11,000
     assert smooth(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
     assert steps_to_reach(curve[0], curve[1], 4.5) == 5000
     assert steps_to_reach(curve[0], curve[1], 99.0) is None
+
+
+def test_the_final_window_never_reaches_the_start() -> None:
+    """The last 10 evaluations, but none before the last 10% of the run's steps and never step 0: a short run
+    reads its end, not its untrained start (a 3,000-step run evaluated every 500 read −1,239 where its last
+    evaluation was −23); a run whose only evaluation is at step 0 has none, and is counted as too short."""
+
+    short = (np.arange(0, 3001, 500), np.array([-2000.0, -1500, -1400, -1300, -1000, -450, -23]))
+    assert final_returns([short]).tolist() == [-23.0]
+    assert final_returns([short], last=FinalWindow(10, share=None)).tolist() == [np.mean(short[1])]  # step 0 too
+    published = (np.arange(0, 1_000_001, 1000), np.arange(1001, dtype=float))  # the paper's 1M steps
+    assert final_returns([published]).tolist() == [np.mean(np.arange(991, 1001))]  # its last 10, as ever
+    only_start = (np.array([0]), np.array([5.0]))
+    assert final_returns([only_start, short]).tolist() == [-23.0] and too_short([only_start, short]) == 1
+    assert final_returns([only_start], last=FinalWindow(steps=10_000)).tolist() == []
+    assert final_performance([only_start])[0] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -150,15 +151,26 @@ def test_the_design_and_estimand_are_stored_with_the_study_before_any_seed(tmp_p
     db_path, _study_id, _ = _study(tmp_path, Design(alpha=0.01, interim_seeds=3, max_interims=2))
     row = open_store(db_path).execute("SELECT design, estimand, status FROM studies").fetchone()
     assert json.loads(row[0])["alpha"] == 0.01 and json.loads(row[0])["interim_seeds"] == 3
-    assert json.loads(row[1]) == {"kind": "final", "evaluations": 10, "steps": None}
+    assert json.loads(row[1]) == {"kind": "final", "evaluations": 10, "steps": None, "share": 0.1}
     assert row[2] == "running" and len(_runs(db_path)) == 6
 
 
 def test_auc_and_final_read_a_seed_as_declared() -> None:
     steps, returns = np.array([0, 1000, 2000, 3000]), np.array([0.0, 10.0, 20.0, 30.0])
     assert Estimand("auc").value(steps, returns) == pytest.approx(15.0)
-    assert Estimand("final", evaluations=2).value(steps, returns) == pytest.approx(25.0)
+    assert Estimand("final", evaluations=2).value(steps, returns) == pytest.approx(30.0)  # the last 10% of steps
+    assert Estimand("final", evaluations=2, share=None).value(steps, returns) == pytest.approx(25.0)  # as before
     assert Estimand("final", steps=1500).value(steps, returns) == pytest.approx(25.0)
+    with pytest.raises(ValueError, match="too short for the window"):  # a study fails, saying why
+        Estimand("final").value(np.array([0]), np.array([1.0]))
+
+
+def test_a_study_declared_before_the_windows_cap_reads_its_seeds_as_declared(tmp_path: Path) -> None:
+    db_path, *_ = _study(tmp_path)
+    db = open_store(db_path)
+    db.execute("UPDATE studies SET estimand = ?", [json.dumps({"kind": "final", "evaluations": 10, "steps": None})])
+    db.conn.commit()
+    assert studies(db)[0].estimand.share is None and studies(db)[0].estimand.describe().endswith("10 evaluations")
 
 
 @pytest.mark.parametrize(
@@ -189,8 +201,26 @@ def test_export_decisions_lists_every_interims_verdict(tmp_path: Path) -> None:
     assert [(r["method"], r["other"], r["verdict"], r["interim"], r["alpha"]) for r in rows] == [
         ("acoffpoc", "none", "larger", "1", "0.05")
     ]
-    assert rows[0]["estimand"] == "mean return over the last 10 evaluations"
+    assert (
+        rows[0]["estimand"] == "mean return over the last 10 evaluations (within the last 10% of steps, after step 0)"
+    )
     assert 790 < float(rows[0]["statistic"]) < 810 and float(rows[0]["level"]) == 0.05  # a mean difference
+
+
+def test_decisions_in_markdown_give_dates_and_infinity_as_a_reader_reads_them(tmp_path: Path) -> None:
+    """3 seeds cannot reject at interim 1 (its boundary is ∞, stored empty); the time it was recorded is a date."""
+    db_path, *_ = _study(tmp_path, Design(alpha=0.05, interim_seeds=3, max_interims=2))
+    for run_id, arm, *_ in _runs(db_path):
+        _finish(db_path, run_id, _levels(arm, 800.0))
+    advance(open_store(db_path))
+    md = offpoc(db_path, "export", "--table", "decisions", "--format", "md").stdout.splitlines()
+    header, row = [c.strip() for c in md[0].split("|")], [c.strip() for c in md[2].split("|")]
+    cell = dict(zip(header, row, strict=True))
+    assert cell["boundary"] == "∞" and cell["verdict"] == "continue"
+    assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ", cell["recorded"]), cell["recorded"]
+    assert (cell["ci_low"], cell["ci_high"]) == ("−∞", "∞")  # unbounded at an interim that cannot reject
+    rows = export(db_path, "decisions")  # CSV
+    assert (rows[0]["boundary"], rows[0]["ci_low"], rows[0]["ci_high"]) == ("", "-inf", "inf")
 
 
 def test_a_schema_13_stores_decisions_become_mean_differences(tmp_path: Path) -> None:
@@ -302,8 +332,8 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         shown = " ".join(shown_text(app, "#compare-decisions").split())
         assert "seeds run 10 of the fixed design's 30 (15 a method): 20 saved" in shown
         assert "difference +500.6, 95% interval [+" in shown and "stopped early: the fixed-sample figures" in shown
-        # every line on screen: the study, its pair, its interim, the early stop's note (two lines), its seeds
-        assert pane.decisions.size.height == 6
+        # every line on screen: the study (two lines), its pair, its interim, the early stop's note (two), its seeds
+        assert pane.decisions.size.height == 7
         note = " ".join(shown_text(app, "#compare-note").split())
         assert "p is one look at the seeds there are, not a decision if looked at again" in note
 

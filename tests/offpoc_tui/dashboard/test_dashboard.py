@@ -98,15 +98,17 @@ def test_filter_select_sort_and_group(dashboard_store: Path) -> None:
 
 def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> None:
     db = open_store(dashboard_store)
+    # The window: the last 10 evaluations, but none before the last 10% of 20,000 steps: 18k, 19k and 20k.
     finals = {
         run_id: np.mean([r[0] for r in db.execute(
-            "SELECT return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT 10", [run_id]
+            "SELECT return_mean FROM evaluations WHERE run_id = ? AND step >= 18000", [run_id]
         )])
         for run_id in range(1, 7)
     }  # fmt: skip
     last10 = np.asarray([[r[0] for r in db.execute(
-        "SELECT return_mean FROM evaluations WHERE run_id = ? ORDER BY step DESC LIMIT 10", [run_id])]
+        "SELECT return_mean FROM evaluations WHERE run_id = ? AND step >= 18000 ORDER BY step", [run_id])]
         for run_id in (1, 2, 3)])  # fmt: skip
+    assert last10.shape == (3, 3)
     db.close()
     base, corrected = [finals[i] for i in (1, 2, 3)], [finals[i] for i in (4, 5, 6)]
     half = np.mean(stats.t.ppf(0.975, 2) * last10.std(axis=0, ddof=1) / np.sqrt(3))  # the paper's ±
@@ -120,7 +122,7 @@ def test_compare_table_reports_the_seeds_statistics(dashboard_store: Path) -> No
         assert str(baseline[0]) == "none" and str(correction[0]) == "acoffpoc/jsd"
         assert str(baseline[2]) == f"{np.mean(base):,.1f} ± {half:,.1f}"
         diff = 100 * (np.mean(corrected) - np.mean(base)) / abs(np.mean(base))
-        assert str(baseline[3]) == str(correction[3]) == "11k–20k"  # the last 10 evaluations, every 1,000 steps
+        assert str(baseline[3]) == str(correction[3]) == "18k–20k"  # the last 10% of 20,000 steps
         assert str(correction[4]) == f"{diff:+.1f}%"
         p = welch_p(corrected, base)
         assert str(correction[5]) == ("<0.001" if p < 0.001 else f"{p:.3f}")
@@ -147,13 +149,14 @@ def test_compare_shows_published_curves_beside_the_users_runs(dashboard_store: P
         assert labels[:2] == ["none v4", "acoffpoc/jsd v4"]  # the user's Hopper-v4 first, versions named
         assert labels[2:] == ["none pub v2", "acoffpoc/jsd pub v2", "ace pub v2", "geoff-pac pub v2", "ipg pub v2",
                               "ris-off-pac pub v2"]  # fmt: skip
-        # The published curves meet the user's runs at their budget, 20,000 steps: the last 10 evaluations to it.
+        # The published curves meet the user's runs at their budget, 20,000 steps: the window's evaluations to it
+        # (its last 10% of steps: 18k to 20k).
         curves = {name: np.stack([np.load(root / "TD3" / "Hopper-v2" / f"{name}Hopper-v2_{seed}.npy")
                                   for seed in range(10)]) for name in ("AC-Off-POC_TD3_", "TD3_")}  # fmt: skip
-        at_budget = {name: float(c[:, 11:21].mean()) for name, c in curves.items()}
+        at_budget = {name: float(c[:, 18:21].mean()) for name, c in curves.items()}
         published = pane.table.get_row_at(3)
         assert str(published[2]).startswith(f"{at_budget['AC-Off-POC_TD3_']:,.1f} ± ")
-        assert str(published[3]) == "11k–20k"
+        assert str(published[3]) == "18k–20k"
         expected = 100 * (at_budget["AC-Off-POC_TD3_"] / at_budget["TD3_"] - 1)
         assert str(published[4]) == f"{expected:+.1f}%"  # vs published TD3, at the same budget
         assert "compared at 20,000 steps, reached by all 66 runs" in shown_text(app, "#compare-note")  # 6 + 60
