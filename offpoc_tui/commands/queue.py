@@ -3,6 +3,7 @@ with ``offpoc sweep`` (:mod:`.sweeps`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,6 +115,12 @@ def run(
     name: Annotated[str | None, typer.Option(help="A name for these runs.")] = None,
     tag: TagOption = None,
     follow_: Annotated[bool, typer.Option("--follow", help="Show progress bars until they finish.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be queued (with --decide: the design) and its CPU-hours.")
+    ] = False,
+    again: Annotated[
+        bool, typer.Option("--again", help="--decide: start a study though the same one exists (it spends α again).")
+    ] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Queue training runs; the store's scheduler runs them in the background (at most --jobs at a time)."""
@@ -165,12 +172,19 @@ def run(
             local=where is None,
             tags=checked_tags(tag),
         )
+        if again and study is None:
+            raise UsageError("--again applies to --decide")
         specs = assign_lanes(build_specs(request), lanes)
         random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
+        if dry_run:
+            _dry_run(db, specs, study)
+            return
         check_writable(db)
         check_run_files(db)
     except (UsageError, StoreError) as error:
         fail(str(error))
+    if study is not None and not again:
+        _refuse_a_second_study(db, specs, study)
 
     store = open_db(db, create=True)
     configure(store, jobs, where, address, checkpoint_dir)
@@ -262,6 +276,58 @@ def study_design(
             f" at --alpha {alpha}: give more --interim-seeds or --max-interims"
         )
     return design, Estimand(kind="final" if estimand == "final" else "auc", steps=last_steps)
+
+
+def _dry_run(db: Path, specs: list[Any], study: tuple[Any, Any] | None) -> None:
+    """``run --dry-run``: the runs (with --decide, the design: its first interim that can decide, its seeds at
+    most) and their CPU-hours at the store's measured speed; nothing written."""
+    from offpoc_tui.sweep import cpu_hours
+
+    store = open_db(db) if db.exists() else None
+    if study is None:
+        planned = specs
+        said = f"would queue {len(specs)} run{'s' if len(specs) > 1 else ''}"
+    else:
+        design, target = study
+        planned = [spec for spec in specs for _ in range(design.seeds_at_most)]  # one spec a method: n·K seeds each
+        correction = next(spec.correction for spec in specs if spec.correction != "none")
+        said = (
+            f"would start a study: {correction} vs none, interims of {design.interim_seeds} seeds a method, at"
+            f" most {design.max_interims}, α = {design.alpha}; the first interim that can decide:"
+            f" {design.first_possible_decision()}; {len(specs) * design.interim_seeds} runs first,"
+            f" {len(planned)} at most ({design.seeds_at_most} seeds a method); a seed's statistic: {target.describe()}"
+        )
+    hours, basis = cpu_hours(store, planned)
+    cost = f"{hours:,.1f} CPU-hours" if hours >= 1 else f"{hours * 60:.0f} CPU-minutes"
+    if store is not None:
+        store.close()
+    out.print(f"{said}; about {cost}{' at most' if study else ''} ({basis}); nothing written", markup=False)
+
+
+def _refuse_a_second_study(db: Path, specs: list[Any], study: tuple[Any, Any]) -> None:
+    """The same ``run --decide`` twice would make a second study of the same seeds, spending α again: refused
+    in one line naming the first, unless --again."""
+    from dataclasses import asdict
+
+    from store.studies import studies
+
+    if not db.exists():
+        return
+    store = open_db(db)
+    design, target = study
+    asked = json.loads(json.dumps({spec.correction: {**asdict(spec), "seed": None} for spec in specs}))  # as stored
+    for made in studies(store):
+        arms = {m: {**arm, "seed": None} for m, arm in made.arms.items()}
+        same = (made.algo, made.env, made.design, made.estimand, made.first_seed) == (
+            specs[0].algo, specs[0].env, design, target, specs[0].seed
+        )  # fmt: skip
+        if same and arms == asked and made.status not in ("abandoned", "failed"):
+            store.close()
+            fail(
+                f"study {made.id} ({made.name}) is this study, {made.status}: offpoc follow or the dashboard shows it;"
+                " --again starts another (spending α again)"
+            )
+    store.close()
 
 
 def configure(store: Any, jobs: int | None, where: str | None, address: str | None, path: Path | None) -> None:

@@ -183,6 +183,7 @@ def test_a_study_declared_before_the_windows_cap_reads_its_seeds_as_declared(tmp
         (["--compare", "--decide", "--interim-seeds", "0"], "--interim-seeds must be 1 to 100"),
         (["--compare", "--decide", "--estimand", "median"], "unknown --estimand 'median'"),
         (["--compare", "--decide", "--interim-seeds", "2", "--max-interims", "2"], "can never tell two methods apart"),
+        (["--compare", "--again"], "--again applies to --decide"),
     ],
 )
 def test_decide_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -190,6 +191,33 @@ def test_decide_usage_errors_are_one_line(tmp_path: Path, args: list[str], messa
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "s.db").exists()
+
+
+def test_run_decide_dry_run_says_the_design_and_its_cost_and_writes_nothing(tmp_path: Path) -> None:
+    result = offpoc(tmp_path / "s.db", "run", "td3", "Pendulum-v1", "--correction", "acoffpoc", "--compare",
+                    "--decide", "--interim-seeds", "3", "--max-interims", "3", "--dry-run")  # fmt: skip
+    said = " ".join(result.stdout.split())
+    assert "would start a study: acoffpoc vs none, interims of 3 seeds a method, at most 3" in said
+    assert "the first interim that can decide: 2; 6 runs first, 18 at most (9 seeds a method)" in said
+    assert "CPU-minutes at most" in said or "CPU-hours at most" in said
+    assert said.endswith("nothing written") and not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.process
+def test_the_same_study_twice_is_refused_naming_the_first_unless_again(tmp_path: Path) -> None:
+    db_path = tmp_path / "s.db"
+    args = ["run", "td3", "Pendulum-v1", "--correction", "acoffpoc", "--compare", "--decide", "--steps", "1000",
+            "--set", "start_steps=200", "--set", "correction_start=200", "--set", "hidden=16,16"]  # fmt: skip
+    offpoc(db_path, *args)
+    again = offpoc(db_path, *args, check=False)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert "study 1 (td3-Pendulum-v1-acoffpoc-vs-none) is this study" in again.stderr
+    assert len(studies(open_store(db_path))) == 1
+    offpoc(db_path, *args, "--again")
+    assert len(studies(open_store(db_path))) == 2
+    other = offpoc(db_path, *args, "--seed", "10", check=False)  # another first seed: another study
+    assert other.returncode == 0 and len(studies(open_store(db_path))) == 3
+    offpoc(db_path, "stop", "--all")
 
 
 def test_export_decisions_lists_every_interims_verdict(tmp_path: Path) -> None:
