@@ -11,6 +11,7 @@ paper's tables.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +22,12 @@ import sqlite_utils
 from store import methods
 from store.reader import DEFAULT_SAMPLER, configs, list_runs
 from store.runs import RunRow
-from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance
+from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance, paper_half_width
 from store.tasks import SOURCES, env_family, env_matches, source_of
 from store.variants import label_variants
 
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
-COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant")
+COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm")
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 
@@ -85,7 +86,8 @@ class SummaryRow:
     mean: float
     """Mean over seeds of each seed's last N evaluation returns."""
     ci95: float
-    """Mean over those N points of the per-point 95% Student-t half-width across seeds (NaN: one seed)."""
+    """The 95% Student-t half-width of ``mean`` over the seeds (NaN: one seed): the interval of the per-seed
+    statistic, as Compare's."""
     source: str
     env_family: str
     last_step: int
@@ -101,6 +103,9 @@ class SummaryRow:
     the statistics. A row whose seeds are all short has no mean (NaN)."""
     variant: str = ""
     """The settings that set these runs apart from other runs of the method (:mod:`store.variants`)."""
+    paper_pm: float = math.nan
+    """The paper's ±: the mean over the window's points of the per-point 95% half-width across seeds
+    (:func:`store.stats.paper_half_width`), kept so the paper's tables can be checked cell by cell."""
 
     @property
     def training(self) -> bool:
@@ -254,6 +259,7 @@ def summary_rows(
                 step,
                 short.get(key, 0),
                 variant,
+                paper_half_width(curves, window),
             )
         )
     return sorted(rows, key=_summary_order)

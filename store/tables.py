@@ -101,8 +101,9 @@ def markdown(rows: list[SummaryRow], window: str) -> str:
             if line is not None:
                 text += "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |\n"
         parts.append(text)
-    note = f"Mean over seeds of the {window} ± the mean over those points of the 95% Student-t"
-    note += " half-width across seeds. Bold: the best per algorithm and environment.\n"
+    note = f"Mean over seeds of the {window} ± its 95% Student-t interval over the seeds (the paper's ±, the"
+    note += " mean per-point half-width, is the paper_pm column of --format csv or json)."
+    note += " Bold: the best per algorithm and environment.\n"
     return "\n".join(parts) + ("\n" if parts else "") + note + budget_note(rows)
 
 

@@ -39,7 +39,7 @@ def note(window: FinalWindow, group_by: str = "") -> str:
     if group_by:
         unit, against = ("run", f"the reference row ({group_by}'s default value, else its first), every method pooled")
     return (
-        f"final: mean over {unit}s of each {unit}'s {window.describe()} ± mean per-point 95% t half-width · vs"
+        f"final: mean over {unit}s of each {unit}'s {window.describe()} ± its 95% t interval over {unit}s · vs"
         f' baseline, Welch p, P(>base): against {against}, "–" under {MIN_SEEDS} {unit}s a side; p is one look at'
         " the seeds there are, not a decision if looked at again (--decide)"
     )

@@ -128,7 +128,8 @@ class CompareRow:
     final_mean: float
     """Mean over seeds of the last N evaluations (the paper's statistic)."""
     final_ci: float
-    """Mean over those N points of the per-point 95% Student-t half-width across seeds."""
+    """The 95% Student-t half-width of ``final_mean`` over the seeds: the interval of the per-seed statistic
+    that Welch's p and a sequential decision compare."""
     diff_pct: float | None
     """Final return relative to its baseline's (same env and source), in % of the baseline's magnitude."""
     p_value: float | None

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 from offpoc_tui.cli import app
 from store import open_store
 from store.runs import create_runs, finish
-from store.stats import final_performance
+from store.stats import final_performance, paper_half_width
 from store.summary import method_label, method_rank
 from store.tasks import env_family
 from tests.conftest import REFERENCE_CURVES, needs_reference
@@ -37,27 +37,35 @@ def summary_json(db: Path, *args: str) -> list[dict]:
     return json.loads(result.stdout)
 
 
-def paper_cell(algo: str, env: str, prefix: str, last: int = 10) -> tuple[float, float]:
-    """The paper's statistic straight from the .npy files, with scipy.stats (independent of store.stats)."""
+def paper_cell(algo: str, env: str, prefix: str, last: int = 10) -> tuple[float, float, float]:
+    """Straight from the .npy files, with scipy.stats (independent of store.stats): the paper's mean, the
+    paper's ± (the mean per-point half-width) and the 95% interval of the seeds' final means (offpoc's ±)."""
     folder = REFERENCE_CURVES / "Learning Curves" / algo / env
     matrix = np.stack([np.load(folder / f"{prefix}{algo}_{env}_{seed}.npy")[-last:] for seed in range(10)])
     half = stats.t.ppf(0.975, 9) * matrix.std(axis=0, ddof=1) / np.sqrt(10)
-    return matrix.mean(), half.mean()
+    seeds = stats.t.ppf(0.975, 9) * matrix.mean(axis=1).std(ddof=1) / np.sqrt(10)
+    return matrix.mean(), half.mean(), seeds
+
+
+def pm(algo: str, env: str, prefix: str) -> str:
+    """offpoc's ± of one published cell, as the tables print it."""
+    return f"{paper_cell(algo, env, prefix)[2]:.2f}"
 
 
 # ---- the statistic --------------------------------------------------------------------------------
-def test_final_performance_is_the_papers_statistic() -> None:
+def test_final_performance_is_the_papers_mean_with_the_interval_of_the_seeds() -> None:
     rng = np.random.default_rng(0)
     matrix = rng.normal(100, 20, (5, 30))
     curves = [(np.arange(971, 1001) * 1000, row) for row in matrix]  # the last 30 of 1M steps, as published
     n, mean, half = final_performance(curves, last=10)
     assert n == 5
     assert mean == pytest.approx(matrix[:, -10:].mean())
-    expected = stats.t.ppf(0.975, 4) * matrix[:, -10:].std(axis=0, ddof=1) / np.sqrt(5)
-    assert half == pytest.approx(expected.mean())
-    # the ± is not the CI of the seeds' final means: the two differ on the same data
-    assert half != pytest.approx(stats.t.ppf(0.975, 4) * matrix[:, -10:].mean(axis=1).std(ddof=1) / np.sqrt(5))
-    assert np.isnan(final_performance(curves[:1])[2])
+    finals = matrix[:, -10:].mean(axis=1)  # the per-seed statistic Welch's p and a decision compare
+    assert half == pytest.approx(stats.t.ppf(0.975, 4) * finals.std(ddof=1) / np.sqrt(5))
+    # The paper's ± is another figure: the mean per-point half-width, wider on the same data.
+    paper = stats.t.ppf(0.975, 4) * matrix[:, -10:].std(axis=0, ddof=1) / np.sqrt(5)
+    assert paper_half_width(curves, last=10) == pytest.approx(paper.mean()) and paper.mean() > half
+    assert np.isnan(final_performance(curves[:1])[2]) and np.isnan(paper_half_width(curves[:1]))
     assert final_performance([])[0] == 0 and np.isnan(final_performance([])[1])
 
 
@@ -84,10 +92,11 @@ def test_summary_cells_match_an_independent_computation(
     correction = {"": "none", "AC-Off-POC_": "acoffpoc", "IPG_": "ipg"}[prefix]
     rows = summary_json(reference_store, "--algo", algo.lower(), "--env", env, "--correction", correction)
     assert len(rows) == 1
-    mean, half = paper_cell(algo, env, prefix)
+    mean, half, seeds = paper_cell(algo, env, prefix)
     assert rows[0]["n_seeds"] == 10 and rows[0]["source"] == "published" and rows[0]["last_step"] == 1_000_000
     assert rows[0]["mean"] == pytest.approx(mean, rel=1e-12)
-    assert rows[0]["ci95"] == pytest.approx(half, rel=1e-9)
+    assert rows[0]["ci95"] == pytest.approx(seeds, rel=1e-9)  # the interval of the per-seed statistic
+    assert rows[0]["paper_pm"] == pytest.approx(half, rel=1e-9)  # the paper's
     other = summary_json(
         reference_store, "--algo", algo.lower(), "--env", env, "--correction", correction, "--last", "3"
     )
@@ -155,7 +164,7 @@ def test_the_summary_reproduces_the_papers_tables_1_and_2(reference_store: Path)
     expected = paper_tables()
     assert len(expected) == 3 * 6 * 8
     ours = {
-        (method_label(r["algo"], r["correction"], r["divergence"]), r["env_family"]): (r["mean"], r["ci95"])
+        (method_label(r["algo"], r["correction"], r["divergence"]), r["env_family"]): (r["mean"], r["paper_pm"])
         for r in summary_json(reference_store)
     }
     assert len(ours) == len(expected)
@@ -174,18 +183,21 @@ def test_markdown_and_latex_lay_out_like_the_paper(reference_store: Path) -> Non
     methods = ["", " + AC-Off-POC", " + ACE", " + Geoff-PAC", " + IPG", " + RIS-Off-PAC"]
     assert labels == [algo + m for algo in ("DDPG", "SAC", "TD3") for m in methods]
     td3 = lines[2 + 12 + 1].split(" | ")
-    assert td3[0] == "| TD3 + AC-Off-POC" and td3[4].rstrip(" |") == "**3658.85 ± 354.52**"
+    hopper = pm("TD3", "Hopper-v2", "AC-Off-POC_")
+    assert td3[0] == "| TD3 + AC-Off-POC" and td3[4].rstrip(" |") == f"**3658.85 ± {hopper}**"
     bold = [cell for line in lines[2:] for cell in line.split(" | ") if cell.startswith("**")]
     assert len(bold) == 3 * 4  # one best per algorithm and environment
     second = tables[1].splitlines()
     lunar = next(line for line in second if line.startswith("| DDPG + Geoff-PAC"))
-    assert "**210.53 ± 70.60**" in lunar  # the one column AC-Off-POC does not win for DDPG
+    assert f"**210.53 ± {pm('DDPG', 'LunarLanderContinuous-v2', 'Geoff-PAC_')}**" in lunar  # AC-Off-POC's one loss
 
     tex = invoke("export", "--table", "summary", "--format", "latex", "--db", str(reference_store)).stdout
     assert tex.count("\\begin{table*}") == 2 and tex.count("\\toprule") == 2
     assert "\\begin{tabular}{lcccc}" in tex and tex.count("\\addlinespace") == 4
-    assert "TD3 + AC-Off-POC & \\textbf{5472.19 $\\pm$ 276.49} & \\textbf{322.38 $\\pm$ 6.92}" in tex
-    assert "DDPG + AC-Off-POC & \\textbf{1115.81 $\\pm$ 641.76} & 173.02 $\\pm$ 85.59" in tex
+    ant, walker = pm("TD3", "Ant-v2", "AC-Off-POC_"), pm("TD3", "BipedalWalker-v3", "AC-Off-POC_")
+    assert f"TD3 + AC-Off-POC & \\textbf{{5472.19 $\\pm$ {ant}}} & \\textbf{{322.38 $\\pm$ {walker}}}" in tex
+    humanoid, lunar = pm("DDPG", "Humanoid-v2", "AC-Off-POC_"), pm("DDPG", "LunarLanderContinuous-v2", "AC-Off-POC_")
+    assert f"DDPG + AC-Off-POC & \\textbf{{1115.81 $\\pm$ {humanoid}}} & 173.02 $\\pm$ {lunar}" in tex
 
 
 @needs_reference
@@ -215,7 +227,8 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
     assert not any("3658.85" in line for line in lines)  # their 1M figure would set 12k runs beside 1M ones
     asked = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--env", "Hopper", "--until",
                    "1000000", "--db", str(db)).stdout.splitlines()  # fmt: skip
-    assert any(line.startswith("| TD3 + AC-Off-POC [published] | **3658.85 ± 354.52 (v2)**") for line in asked)
+    cell = f"**3658.85 ± {pm('TD3', 'Hopper-v2', 'AC-Off-POC_')} (v2)**"
+    assert any(line.startswith(f"| TD3 + AC-Off-POC [published] | {cell}") for line in asked)
     assert any(line.startswith("| TD3 [offpoc] | none at 1,000,000 (2 short) (v4)") for line in asked)
 
     out = invoke("export", "--table", "summary", "--env", "Hopper-v4", "--db", str(db), "-o", str(tmp_path / "s.csv"))
