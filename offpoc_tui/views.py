@@ -21,6 +21,7 @@ STATUS_STYLE = {
     "failed": "red",
     "stopped": "yellow",
     "lost": "magenta",
+    "cancelled": "dim",
 }
 
 

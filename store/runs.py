@@ -34,10 +34,10 @@ from store.files import RunFiles
 from store.schema import DATA_TABLES
 from store.tags import add_tags
 
-STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost")
-TERMINAL = frozenset({"finished", "failed", "stopped", "lost"})
+STATUSES = ("queued", "running", "finished", "failed", "stopped", "lost", "cancelled")
+TERMINAL = frozenset({"finished", "failed", "stopped", "lost", "cancelled"})
 """Statuses in which no process works on the run."""
-RESUMABLE = frozenset({"stopped", "lost", "failed"})
+RESUMABLE = frozenset({"stopped", "lost", "failed", "cancelled"})
 """A failed run resumes too: from its own checkpoint when the failure came from outside (a full disk, a
 lock held too long); a failure in its own code simply fails again, with its traceback."""
 LOST_AFTER_S = 300.0
@@ -343,28 +343,44 @@ class RunBusy(RuntimeError):
     """A run to delete is running (it may have started since it was listed): nothing was deleted."""
 
 
-def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> None:
+def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> list[int]:
     """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`).
 
     The status is checked in the deleting transaction: a run that is running by then raises
     :class:`RunBusy` and nothing is deleted. A worker that claims a run after it was deleted finds no run.
-    A sequential study still running whose runs are deleted is ``abandoned`` in the same transaction.
+    A sequential study still running whose runs are deleted is ``abandoned`` in the same transaction, and its
+    queued runs are ``cancelled`` (resumable, as a stopped run is): the ids cancelled.
     """
     files = RunFiles.of(db, db_path)
+    cancelled: list[int] = []
     with write(db):
         marks = ", ".join("?" for _ in run_ids)
         busy = db.execute(f"SELECT id FROM runs WHERE status = 'running' AND id IN ({marks})", run_ids).fetchone()
         if busy is not None:
             raise RunBusy(f"run {busy[0]} is running (it started meanwhile): nothing deleted; stop it first")
         if db["studies"].exists():  # a study's seeds deleted: it cannot go on (it would queue them again)
-            db.execute(
-                f"UPDATE studies SET status = 'abandoned', finished = ? WHERE status = 'running' AND id IN"
-                f" (SELECT study_id FROM runs WHERE id IN ({marks}))",
-                [time.time(), *run_ids],
-            )
+            now = time.time()
+            abandoned = [
+                row[0]
+                for row in db.execute(
+                    f"SELECT id FROM studies WHERE status = 'running' AND id IN"
+                    f" (SELECT study_id FROM runs WHERE id IN ({marks}))",
+                    run_ids,
+                )
+            ]
+            for study_id in abandoned:
+                db.execute("UPDATE studies SET status = 'abandoned', finished = ? WHERE id = ?", [now, study_id])
+                queued = db.execute(
+                    f"SELECT id FROM runs WHERE study_id = ? AND status = 'queued' AND id NOT IN ({marks})",
+                    [study_id, *run_ids],
+                ).fetchall()
+                for (run_id,) in queued:  # the scheduler claims only queued runs: none of these starts now
+                    db.execute("UPDATE runs SET status = 'cancelled', finished = ? WHERE id = ?", [now, run_id])
+                    cancelled.append(run_id)
         for run_id in run_ids:
             for table in DATA_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             db.execute("DELETE FROM runs WHERE id = ?", [run_id])
     for run_id in run_ids:
         files.remove(run_id)
+    return cancelled

@@ -13,6 +13,7 @@ from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
     fail,
+    id_list,
     open_db,
     out,
     resolve_one,
@@ -115,10 +116,18 @@ def rm(
         out.print("nothing deleted")
         raise typer.Exit(1)
     try:
-        delete_runs(store, db, ids)
+        cancelled = delete_runs(store, db, ids)
     except RunBusy as error:
         fail(str(error), code=1)
     out.print(f"deleted {len(ids)} run{'s' if len(ids) > 1 else ''}")
+    if cancelled:
+        plural = "s" if len(cancelled) > 1 else ""
+        out.print(
+            f"their study is abandoned: its {len(cancelled)} queued run{plural} cancelled (id {id_list(cancelled)});"
+            " offpoc resume RUN runs one anyway, outside the study",
+            markup=False,
+            highlight=False,
+        )
 
 
 def duplicates(

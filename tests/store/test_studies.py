@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from store import open_store
-from store.runs import finish
+from store.runs import finish, requeue
 from store.sequential import Design
 from store.studies import Estimand, advance, create_study, decision_rows, state, studies
 from store.study_text import task_lines
@@ -325,6 +325,21 @@ def test_deleting_a_studys_runs_abandons_it_and_queues_nothing_again(tmp_path: P
     assert studies(db)[0].status == "abandoned"
     assert advance(db) == [] and len(_runs(db_path)) == 8
     assert "abandoned: runs of it were deleted" in " ".join(task_lines(db, "td3", "Hopper"))
+
+
+def test_an_abandoned_studys_queued_runs_are_cancelled_and_can_be_resumed(tmp_path: Path) -> None:
+    """Deleting two of interim 1's seeds abandons the study: its eight other queued runs would have trained
+    on, unsaid; they are cancelled (resumable), and rm says so."""
+    db_path, _, ids = _study(tmp_path)
+    result = offpoc(db_path, "rm", str(ids[0]), str(ids[1]), "--yes")
+    assert "their study is abandoned: its 8 queued runs cancelled (id 3-10)" in " ".join(result.stdout.split())
+    db = open_store(db_path)
+    assert studies(db)[0].status == "abandoned"
+    assert {status for *_, status in _runs(db_path)} == {"cancelled"} and len(_runs(db_path)) == 8
+    assert run_row(db_path, 3)["finished"] is not None
+    ps = offpoc(db_path, "ps").stdout
+    assert "cancelled" in ps  # listed with the runs that can resume
+    assert requeue(db, 3) and run_row(db_path, 3)["status"] == "queued"  # what offpoc resume does
 
 
 def test_a_study_whose_values_cannot_be_decided_fails_once_saying_why(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 from pathlib import Path
 
@@ -146,8 +148,8 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
         "export", "--table", "summary", "--format", "csv", "--group-by", "batch_size", "--db", str(db_path)
     )
     assert summary.exit_code == 0, summary.output
-    rows = [line.split(",") for line in summary.stdout.splitlines()[1:]]
-    assert sorted((row[2], row[4], row[-1]) for row in rows) == [
+    rows = list(csv.DictReader(io.StringIO(summary.stdout)))
+    assert sorted((row["correction"], row["n_seeds"], row["variant"]) for row in rows) == [
         ("all", "2", "batch_size=256"),
         ("all", "2", "batch_size=64"),
     ]
