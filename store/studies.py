@@ -115,12 +115,18 @@ class StudyState:
         """Seeds each method was queued for so far."""
         return {m: len(rs) for m, rs in self.runs.items()}
 
+    @property
+    def equal_power_seeds(self) -> int:
+        """Seeds a method of the fixed-sample design with this study's power (:meth:`Design.equal_power_seeds`
+        at Holm's first level, α over the study's comparisons)."""
+        return self.study.design.equal_power_seeds(len(self.study.comparisons))
+
     def seeds_saved(self) -> int:
-        """Seeds the fixed design (n·K for every method) would run that this study does not (so far: its
-        finished decisions' methods only)."""
-        if not self.outcome.finished:
-            return sum(self.study.design.seeds_at_most - n for m, n in self.seeds_run().items() if _done(self, m))
-        return sum(self.study.design.seeds_at_most - n for n in self.seeds_run().values())
+        """Seeds the fixed design of equal power would run, every method (the baseline included), less what this
+        study ran; so far, while it runs, only over the methods no longer compared. Negative: it ran more."""
+        run = self.seeds_run()
+        methods = list(run) if self.outcome.finished else [m for m in run if _done(self, m)]
+        return sum(self.equal_power_seeds - run[m] for m in methods)
 
 
 def _done(state: StudyState, method: str) -> bool:

@@ -104,12 +104,13 @@ def study_lines(now: StudyState) -> list[str]:
             " it stopped on and lean away from zero; read them as conditional on stopping, the interval above"
             " as the estimate"
         )
-    fixed = design.seeds_at_most * len(study.arms)
-    used, saved = sum(now.seeds_run().values()), now.seeds_saved()
+    equal, used, saved = now.equal_power_seeds, sum(now.seeds_run().values()), now.seeds_saved()
     so_far = "" if now.outcome.finished else " so far, by the methods no longer compared"
+    tally = f": {saved} saved{so_far}" if saved > 0 else f": {-saved} more{so_far}" if saved < 0 else ""
     lines.append(
-        f"seeds run {used} of the fixed design's {fixed} ({design.seeds_at_most} a method)"
-        + (f": {saved} saved{so_far}" if saved else "")
+        f"seeds run {used}, the baseline's included; a fixed design of equal power runs {equal} a method,"
+        f" {equal * len(study.arms)} in all (80% power where this design has 80%, at α/{len(study.comparisons)};"
+        f" a normal approximation){tally}"
     )
     return lines
 

@@ -149,3 +149,13 @@ def test_a_pairs_boundary_never_falls_as_its_level_falls() -> None:
     for k in range(4):
         used = [test.boundary(k, r)[0] for r in (1, 2, 3)]
         assert used == sorted(used) and all(u >= o[k] for u, o in zip(used, own, strict=True)), (k, used)
+
+
+def test_a_fixed_design_of_equal_power_needs_fewer_seeds_than_the_cap() -> None:
+    """Seeds saved are counted against the fixed design with this design's power, not its cap n·K: with one
+    interim the two are the same design; with four the sequential design's looks cost it seeds (n = 5, K = 4:
+    18 a method have its power, not 20)."""
+    assert [Design(interim_seeds=n, max_interims=1).equal_power_seeds() for n in (3, 5, 10)] == [3, 5, 10]
+    assert Design(interim_seeds=5, max_interims=4).equal_power_seeds() == 18
+    assert Design(interim_seeds=10, max_interims=4).equal_power_seeds() in (35, 36)
+    assert Design(interim_seeds=5, max_interims=4).equal_power_seeds(comparisons=5) >= 18

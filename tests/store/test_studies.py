@@ -75,7 +75,8 @@ def test_a_clear_difference_stops_the_study_after_its_first_interim(tmp_path: Pa
     ]
     assert advance(db) == [] and len(decision_rows(db)) == 1  # recorded once
     now = state(db, studies(db)[0])
-    assert now.seeds_saved() == 2 * (15 - 5)
+    assert now.equal_power_seeds == 14  # n = 5, K = 3: the cap is 15, a fixed design of equal power 14
+    assert now.seeds_saved() == 2 * (14 - 5)  # both methods, the baseline's seeds counted
 
 
 def test_no_difference_runs_interim_after_interim_to_the_cap_and_says_undecided(tmp_path: Path) -> None:
@@ -373,7 +374,9 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         await until(pilot, lambda: pane.table.row_count == 2)
         await until(pilot, lambda: decided in shown_text(app, "#compare-decisions"))
         shown = " ".join(shown_text(app, "#compare-decisions").split())
-        assert "seeds run 10 of the fixed design's 30 (15 a method): 20 saved" in shown
+        equal = "a fixed design of equal power runs 14 a method, 28 in all"  # n = 5, K = 3: the cap is 15
+        assert f"seeds run 10, the baseline's included; {equal}" in shown
+        assert "a normal approximation): 18 saved" in shown
         assert "difference +500.6, 95% interval [+" in shown and "stopped early: the fixed-sample figures" in shown
         # every line on screen: the study (two lines), its pair, its interim, the early stop's note (two), its seeds
         assert pane.decisions.size.height == 7
