@@ -97,8 +97,9 @@ def aggregate_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0) -
 
 def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0) -> list[tuple[Any, ...]]:
     """P(method > its baseline) for each method but the baselines, on their shared tasks
-    (:data:`IMPROVEMENT_COLUMNS`)."""
-    rows = []
+    (:data:`IMPROVEMENT_COLUMNS`); no probability (None) where a shared task has under :data:`MIN_SEEDS` seeds
+    a side."""
+    rows: list[tuple[Any, ...]] = []
     for key, tasks in scores.items():
         algo, correction, _, sampler, source, variant = key
         base: MethodKey = (algo, BASELINE, None, sampler, source, baseline_variant(variant))
@@ -109,14 +110,25 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
             base = alone[0]
         if correction == BASELINE or base not in scores or not set(tasks) & set(scores[base]):
             continue
+        shared_tasks = set(tasks) & set(scores[base])
+        fewest = min(min(len(tasks[t]), len(scores[base][t])) for t in shared_tasks)
+        if fewest < MIN_SEEDS:  # P(>base) from one seed against one reads 0, ½ or 1: no probability
+            rows.append((algo, method_name(key), source, method_name(base), None, None, None, len(shared_tasks)))
+            continue
         probability, low, high = improvement_interval(tasks, scores[base], resamples, seed)
-        shared = len(set(tasks) & set(scores[base]))
-        rows.append((algo, method_name(key), source, method_name(base), probability, low, high, shared))
+        rows.append((algo, method_name(key), source, method_name(base), probability, low, high, len(shared_tasks)))
     return rows
 
 
-def interval_text(estimate: float, low: float, high: float) -> str:
-    """``0.28 [0.25, 0.32]``: an estimate and its 95% interval, as tables in the docs show them."""
+MIN_SEEDS = 2
+"""Seeds a side, on every shared task, that P(> baseline) needs (as Compare's P(>base))."""
+
+
+def interval_text(estimate: float | None, low: float | None, high: float | None) -> str:
+    """``0.28 [0.25, 0.32]``: an estimate and its 95% interval, as tables in the docs show them; "–" and why
+    where there is none."""
+    if estimate is None or low is None or high is None:
+        return f"– (under {MIN_SEEDS} seeds a side on a task)"
     return f"{estimate:.2f} [{low:.2f}, {high:.2f}]"
 
 

@@ -69,11 +69,14 @@ def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
     axes = fig.subplots()
     algos = sorted({row[0] for row in rows})
     for i, (algo, *_, probability, low, high, _shared) in enumerate(rows):
+        if probability is None:  # under two seeds a side on a task: the label says so, nothing is drawn
+            continue
         colour = COLOURS[algos.index(algo) % len(COLOURS)]
         axes.barh(i, high - low, left=low, height=0.6, color=colour, alpha=0.35)
         axes.plot([probability, probability], [i - 0.3, i + 0.3], color=colour, linewidth=2)
     labels = [f"{algo.upper()}: {method} > {baseline}" + ("" if src == "offpoc" else f" [{src}]")
-              for algo, method, src, baseline, *_ in rows]  # fmt: skip
+              + (" (–: under 2 seeds a side)" if row[4] is None else "")
+              for row in rows for algo, method, src, baseline in [row[:4]]]  # fmt: skip
     axes.set_yticks(range(len(rows)), labels)
     axes.invert_yaxis()
     axes.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")

@@ -210,6 +210,15 @@ def run(
             f" most {design.max_interims}, α = {design.alpha} (AdaStop); a seed's statistic: {target.describe()}",
             markup=False,
         )
+        first = design.first_possible_decision()
+        if first is not None and first > 1:
+            out.print(
+                f"note: interim 1 cannot decide ({design.interim_seeds} seeds a method cannot reach α·1/"
+                f"{design.max_interims} = {design.alpha / design.max_interims:.3g}); the first that can is interim"
+                f" {first}",
+                markup=False,
+                highlight=False,
+            )
     with write(store):  # agents is loaded already: build_specs checked the configs
         record_plugins(store)
     files = RunFiles.of(store, db)

@@ -288,3 +288,16 @@ def test_published_aggregate_rows_do_not_move_when_own_runs_are_added(reference_
     md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "td3", "--bootstrap",
                              "50", "--db", str(db)])  # fmt: skip
     assert "budgets differ between tasks pooled: td3 Ant offpoc 5,000, td3 Hopper offpoc 3,000 steps" in md.stdout
+
+
+def test_improvement_from_one_seed_a_side_is_no_probability_and_says_why(filled_store: Path, tmp_path: Path) -> None:
+    """One TD3 seed a method: P(> baseline) from one run against one reads 0, ½ or 1; the export says "–"."""
+    md = runner.invoke(app, ["export", "--table", "improvement", "--format", "md", "--db", str(filled_store)])
+    assert md.exit_code == 0, md.output
+    row = next(line for line in md.stdout.splitlines() if line.startswith("| td3 | acoffpoc"))
+    assert "– (under 2 seeds a side on a task)" in row, row
+    data = runner.invoke(app, ["export", "--table", "improvement", "--format", "json", "--db", str(filled_store)])
+    assert [(r["probability"], r["ci_low"], r["ci_high"]) for r in json.loads(data.stdout)] == [(None, None, None)]
+    figure = runner.invoke(app, ["plot", "--kind", "improvement", "-o", str(tmp_path / "p.png"), "--db",
+                                 str(filled_store)])  # fmt: skip
+    assert figure.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0, figure.output

@@ -208,8 +208,10 @@ def test_run_decide_dry_run_says_the_design_and_its_cost_and_writes_nothing(tmp_
 def test_the_same_study_twice_is_refused_naming_the_first_unless_again(tmp_path: Path) -> None:
     db_path = tmp_path / "s.db"
     args = ["run", "td3", "Pendulum-v1", "--correction", "acoffpoc", "--compare", "--decide", "--steps", "1000",
-            "--set", "start_steps=200", "--set", "correction_start=200", "--set", "hidden=16,16"]  # fmt: skip
-    offpoc(db_path, *args)
+            "--set", "start_steps=200", "--set", "correction_start=200", "--set", "hidden=16,16",
+            "--interim-seeds", "3", "--max-interims", "3"]  # fmt: skip
+    first = " ".join(offpoc(db_path, *args).stdout.split())
+    assert "note: interim 1 cannot decide (3 seeds a method cannot reach α·1/3 = 0.0167); the first" in first
     again = offpoc(db_path, *args, check=False)
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "study 1 (td3-Pendulum-v1-acoffpoc-vs-none) is this study" in again.stderr
