@@ -67,7 +67,7 @@ def pair_line(now: StudyState, pair: Pair) -> str:
 
 
 def history(now: StudyState) -> str:
-    """``interim 1: TD3 + ACE − TD3 −12.3 (|d| ≤ 40.1 to decide) · …``: each interim's comparisons, their mean
+    """``interim 1: TD3 + ACE − TD3 −12.3 (|d| ≤ 40.1) · …``: each interim's comparisons, their mean
     differences and the boundary each had to pass, on the estimand's scale."""
     parts = []
     for interim in now.outcome.interims:

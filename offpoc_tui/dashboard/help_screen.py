@@ -46,6 +46,11 @@ Compare shows one algo on one env family at one budget: the largest step every r
 here has reached (`offpoc dashboard --until STEP` asks for another); a method with no seed
 there is training. The threshold defaults to the baseline's final return (mean of each
 seed's last 10 evaluations).
+
+A study's lines (`run --decide`): each verdict's *difference* is the method's mean minus the
+baseline's over the seeds so far, in return units; its *95% interval* holds wherever the study
+stopped. Each interim's *|d| ≤ b* (or *> b*) is that difference against the *boundary* it had to
+pass to decide, on the same scale (∞: it could not decide yet).
 """
 
 
