@@ -72,7 +72,9 @@ def method_scores(
         budget = budgets[(*task_of(run), source_of(run))]
         if not budget.counts(reach.get(run["id"])):
             continue
-        _, returns = final_evaluations(db, run["id"], window, budget.step)
+        _, returns = window.select(*final_evaluations(db, run["id"], window, budget.step))
+        if not len(returns):  # too short for the window (its only evaluation at step 0): no final score
+            continue
         offset, scale = normaliser(run["env"], normalise)
         sampler = run.get("sampler") or DEFAULT_SAMPLER
         key = (run["algo"], run["correction"], run["divergence"], sampler, source_of(run), run.get("variant", ""))

@@ -57,7 +57,8 @@ DECISION_COLUMNS = (
 """One row per comparison open at an interim of a sequential study (store.studies): ``verdict`` is where it
 stood after that interim (continue, larger, smaller, undecided); ``statistic`` the difference of the two
 methods' means over the seeds so far (method − other, in the estimand's units); ``ci_low``, ``ci_high`` its
-95% (1 − alpha) repeated confidence interval, valid at whichever interim the study stopped (infinite where the
+repeated confidence interval at the comparison's ``level`` (confidence 1 − level: 95% with one comparison),
+valid at whichever interim the study stopped (infinite where the
 design cannot reject at that interim: ``-inf``/``inf`` in CSV, ``null`` in JSON, ∞ in Markdown; empty in rows
 recorded before offpoc kept it); ``boundary`` what
 |statistic| had to exceed (empty: nothing could be rejected yet); ``level`` the comparison's share of alpha

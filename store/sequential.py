@@ -105,8 +105,9 @@ def _equal_power_seeds(n: int, big_k: int, level: float, power: float, paths: in
     """:meth:`Design.equal_power_seeds`: the sequential test's boundaries on standard normal partial sums
     (the same linear spending and crossing rule as :class:`_Spending`), the drift per interim at which it
     crosses with chance ``power`` (bisection, the same seeded paths), then the fixed n_f whose one look at
-    level ``level`` has that power at that difference: n_f = n·K·((z₁₋ₗ/₂ + z_power) / (θ·√K))², rounded up
-    past a 2% Monte-Carlo tolerance (so that K = 1, a fixed design itself, gives n). About 0.3 s a design."""
+    level ``level`` has that power at that difference: n_f = n·K·((z₁₋ₗ/₂ + z_power) / (θ·√K))², less 2% for
+    the Monte-Carlo error of θ, then rounded up (so that K = 1, a fixed design itself, gives n rather than
+    n + 1). About 0.3 s a design."""
     from statistics import NormalDist
 
     steps = np.random.default_rng(12345).standard_normal((paths, big_k)).cumsum(axis=1)
@@ -291,19 +292,24 @@ class _PairTest:
         share = dealt[0] - dealt[1] if first else dealt[1] - dealt[0]
         self._slopes.append(share if not self._slopes else self._slopes[-1] + share)
 
-    def interval(self, k: int, alpha: float) -> tuple[float, float]:
-        """The repeated confidence interval at interim ``k`` (0-based): every shift δ of a over b that this
-        comparison's own test at level ``alpha`` (the same spending) does not reject at interim k, with a's
-        values moved by −δ. It covers the true shift at every interim at once with probability ≥ 1 − alpha,
-        so also at whichever interim the study stopped."""
+    def interval(self, k: int, remaining: int = 1) -> tuple[float, float]:
+        """The repeated confidence interval at interim ``k`` (0-based), at the level this comparison was tested
+        at there, α/``remaining``: every shift δ of a over b that its own test (the same spending, the same
+        boundaries monotone in the level as the verdict's) does not reject at interim k, with a's values moved
+        by −δ. It covers the true shift at every interim at once with probability ≥ 1 − α/``remaining``, so
+        also at whichever interim the study stopped; and it leaves out 0 exactly where the verdict is a
+        difference."""
         count = k + 1
         estimate = self.observed[k] / count
 
         def rejected(delta: float) -> bool:
             paths = [self.paths[j] - delta * self._slopes[j] for j in range(count)]
-            spending = _Spending(paths, self.perms, alpha)
-            spending.through(k)
-            return _exceeds(abs(self.observed[k] - delta * count), spending.boundaries[k])
+            boundary = 0.0
+            for r in range(1, remaining + 1):
+                spending = _Spending(paths, self.perms, self._levels[r - 1])
+                spending.through(k)
+                boundary = max(boundary, spending.boundaries[k])
+            return _exceeds(abs(self.observed[k] - delta * count), boundary)
 
         scale = max(abs(estimate), self._spread, 1e-12)
         ends = []
@@ -414,15 +420,17 @@ def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequ
 
 
 def interval(
-    values: Mapping[str, Sequence[float] | np.ndarray], pair: Pair, design: Design, interim: int
+    values: Mapping[str, Sequence[float] | np.ndarray], pair: Pair, design: Design, interim: int, remaining: int = 1
 ) -> tuple[float, float]:
     """The difference of ``pair``'s means (a − b) after ``interim`` (1-based): its repeated confidence interval
-    at the design's α, from the two methods' seeds of interims 1..``interim`` (docs/sequential.md). Valid
-    whenever the study stopped; (−inf, inf) where the design cannot reject at that interim."""
+    at the level the comparison was tested at there (α/``remaining``, ``remaining`` the study's comparisons not
+    yet called different: :attr:`Interim.levels`), from the two methods' seeds of interims 1..``interim``
+    (docs/sequential.md). The same permutation samples as the verdict's (the pair's real names order them).
+    Valid whenever the study stopped; (−inf, inf) where the design cannot reject at that interim."""
     a, b = pair
     n = design.interim_seeds
-    test = _PairTest(pair, _Permutations(design), design.alpha, 1)
+    test = _PairTest(pair, _Permutations(design), design.alpha, remaining)
     for k in range(interim):
         this = slice(k * n, (k + 1) * n)
         test.add(k, np.asarray(values[a], dtype=np.float64)[this], np.asarray(values[b], dtype=np.float64)[this])
-    return test.interval(interim - 1, design.alpha)
+    return test.interval(interim - 1, remaining)

@@ -160,7 +160,8 @@ class FinalWindow:
     evaluations: int = LAST_EVALUATIONS
     steps: int | None = None
     share: float | None = LAST_SHARE
-    """None: the last ``evaluations`` whatever the run's length (a study declared before the cap)."""
+    """None: the last ``evaluations`` whatever the run's length, step 0 included (a study declared before the
+    cap and the floor keeps its window)."""
 
     def select(self, steps: np.ndarray, values: np.ndarray) -> Curve:
         """The part of one seed's curve the window takes (empty: the run is too short for it)."""
@@ -174,7 +175,7 @@ class FinalWindow:
             keep[-self.evaluations :] = True
             if self.share is not None:
                 keep &= steps >= steps[-1] * (1 - self.share)
-        if self.share is not None or self.steps is not None:
+        if self.share is not None:  # None: a study declared before the floor, read as it was declared
             keep &= steps > 0
         return steps[keep], values[keep]
 

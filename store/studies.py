@@ -27,6 +27,8 @@ from store.sequential import Design, Outcome, Pair, decide, interval
 from store.stats import LAST_EVALUATIONS, LAST_SHARE, FinalWindow
 
 HOLDING = ("failed", "lost", "stopped")
+UNDECIDABLE = (ValueError, ArithmeticError, LookupError, TypeError)
+"""What :func:`store.sequential.decide` or a seed's statistic raises on data they cannot use."""
 """Run statuses that hold an interim until the run is resumed."""
 
 
@@ -100,11 +102,20 @@ class StudyState:
     """(run id, status) of the runs holding the next interim: failed, lost or stopped."""
     values: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Method → its seeds' statistics over its complete interims, in seed order: what was decided on."""
+    problem: str | None = None
+    """Why its seeds cannot be decided on (a non-finite value, a run too short for the window): it decides
+    nothing, and :func:`advance` marks it failed with this reason."""
 
     def interval(self, pair: Pair, interim: int) -> tuple[float, float]:
-        """The repeated confidence interval of ``pair``'s mean difference after ``interim`` (1-based)."""
+        """The repeated confidence interval of ``pair``'s mean difference after ``interim`` (1-based), at the
+        level the pair was tested at there (:meth:`level`)."""
         a, b = pair
-        return _interval(self.values[a], self.values[b], self.study.design, interim)
+        remaining = round(self.study.design.alpha / self.level(pair, interim))
+        return _interval(a, self.values[a], b, self.values[b], self.study.design, interim, remaining)
+
+    def level(self, pair: Pair, interim: int) -> float:
+        """Holm's level of ``pair`` at ``interim`` (1-based): α over the comparisons not yet called different."""
+        return self.outcome.interims[interim - 1].levels[pair]
 
     @property
     def interim(self) -> int:
@@ -259,9 +270,18 @@ def _decide(
 
 
 @functools.lru_cache(maxsize=256)
-def _interval(a: tuple[float, ...], b: tuple[float, ...], design: Design, interim: int) -> tuple[float, float]:
-    """:func:`store.sequential.interval`, remembered per input (a few tens of ms each)."""
-    return interval({"a": a, "b": b}, ("a", "b"), design, interim)
+def _interval(
+    a: str,
+    a_values: tuple[float, ...],
+    b: str,
+    b_values: tuple[float, ...],
+    design: Design,
+    interim: int,
+    remaining: int,
+) -> tuple[float, float]:
+    """:func:`store.sequential.interval`, remembered per input (tens of ms each). The methods keep their names:
+    they order the permutation samples, which must be the verdict's."""
+    return interval({a: a_values, b: b_values}, (a, b), design, interim, remaining)
 
 
 def state(db: sqlite_utils.Database, study: Study) -> StudyState:
@@ -272,8 +292,12 @@ def state(db: sqlite_utils.Database, study: Study) -> StudyState:
     ).fetchall():
         if arm in runs:
             runs[arm].append({"id": run_id, "seed": seed, "interim": interim, "status": status})
-    values = tuple((m, tuple(_values(db, study, rs))) for m, rs in runs.items())
-    outcome = _decide(values, study.comparisons, study.design)
+    try:
+        values = tuple((m, tuple(_values(db, study, rs))) for m, rs in runs.items())
+        outcome = _decide(values, study.comparisons, study.design)
+    except UNDECIDABLE as error:  # every reader still gets a state; advance marks the study failed
+        undecided = Outcome(study.design, study.comparisons, dict.fromkeys(study.comparisons, "continue"), {})
+        return StudyState(study, undecided, runs, [], {}, problem=f"{type(error).__name__}: {error}")
     next_interim = len(outcome.interims) + 1
     holds = [
         (r["id"], r["status"])
@@ -297,11 +321,14 @@ def advance(db: sqlite_utils.Database, seen: dict[int, tuple[Any, ...]] | None =
                 continue
             seen[study.id] = mark
         try:
-            if _pending(db, state(db, study)):
+            now = state(db, study)
+            reason = now.problem
+            if reason is None and _pending(db, now):
                 with write(db):
                     lines += _advance(db, study.id)
-        except (ValueError, ArithmeticError, LookupError, TypeError) as error:  # data decide() cannot use
+        except UNDECIDABLE as error:
             reason = f"{type(error).__name__}: {error}"
+        if reason is not None:
             with write(db):  # said once, and the study left alone after: the scheduler serves the rest
                 db.execute(
                     "UPDATE studies SET status = 'failed', note = ?, finished = ? WHERE id = ? AND status = 'running'",

@@ -26,11 +26,13 @@ def _signed(value: float) -> str:
 
 def effect(now: StudyState, pair: Pair, interim: int) -> str:
     """``difference +412.3, 95% interval [+120.5, +704.1]``: the mean difference after ``interim`` and its
-    repeated confidence interval, valid whenever the study stopped."""
+    repeated confidence interval, valid whenever the study stopped, at the level the pair was tested at there
+    (Holm's: 97.5% with two comparisons open), so that it leaves out 0 exactly where the verdict is a
+    difference."""
     statistic = now.outcome.interims[interim - 1].statistics[pair]
     low, high = now.interval(pair, interim)
-    level = round(100 * (1 - now.study.design.alpha))
-    return f"difference {_signed(statistic)}, {level}% interval [{_signed(low)}, {_signed(high)}]"
+    confidence = f"{100 * (1 - now.level(pair, interim)):.3g}"
+    return f"difference {_signed(statistic)}, {confidence}% interval [{_signed(low)}, {_signed(high)}]"
 
 
 def pair_line(now: StudyState, pair: Pair) -> str:
@@ -94,6 +96,8 @@ def study_lines(now: StudyState) -> list[str]:
         return [*lines, "abandoned: runs of it were deleted; what it had decided is in export --table decisions"]
     if study.status == "failed":
         return [*lines, f"failed, not decided: {study.note}"]
+    if now.problem is not None:  # the scheduler marks it failed at its next look
+        return [*lines, f"cannot be decided: {now.problem}"]
     lines += [pair_line(now, pair) for pair in study.comparisons]
     if text := history(now):
         lines.append(text)

@@ -316,7 +316,7 @@ def _dry_run(db: Path, specs: list[Any], study: tuple[Any, Any] | None) -> None:
 def _refuse_a_second_study(db: Path, specs: list[Any], study: tuple[Any, Any]) -> None:
     """The same ``run --decide`` twice would make a second study of the same seeds, spending α again: refused
     in one line naming the first, unless --again."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from store.studies import studies
 
@@ -327,8 +327,9 @@ def _refuse_a_second_study(db: Path, specs: list[Any], study: tuple[Any, Any]) -
     asked = json.loads(json.dumps({spec.correction: {**asdict(spec), "seed": None} for spec in specs}))  # as stored
     for made in studies(store):
         arms = {m: {**arm, "seed": None} for m, arm in made.arms.items()}
+        declared = replace(target, share=None) if made.estimand.share is None else target  # before the cap
         same = (made.algo, made.env, made.design, made.estimand, made.first_seed) == (
-            specs[0].algo, specs[0].env, design, target, specs[0].seed
+            specs[0].algo, specs[0].env, design, declared, specs[0].seed
         )  # fmt: skip
         if same and arms == asked and made.status not in ("abandoned", "failed"):
             store.close()

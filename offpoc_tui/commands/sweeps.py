@@ -157,7 +157,7 @@ def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any
     """A study this sweep made before must be the one asked for now: its design, estimand and methods are
     fixed before its first seed runs, so a changed file is refused (exit 2), not silently kept; one that
     was abandoned or failed cannot go on, and is said so."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from agents.config import TrainConfig
     from store.studies import studies
@@ -175,7 +175,8 @@ def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any
         asked = {m: asdict(spec) for m, spec in tasks[(study.algo, study.env)].items()}
         if study.first_seed != first_seed:
             fail(f"{where} starts at seed {study.first_seed}, the file now at {first_seed}: give the sweep a new name")
-        if (study.design, study.estimand) != (design, target) or resolved(asked) != resolved(study.arms):
+        declared = replace(target, share=None) if study.estimand.share is None else target  # before the cap: as then
+        if (study.design, study.estimand) != (design, declared) or resolved(asked) != resolved(study.arms):
             fail(
                 f"{where} was declared with another design, estimand or methods, fixed before its first seed:"
                 " give the sweep a new name to start another study"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from offpoc_tui.dashboard.groups import BASELINE, group_key
+from offpoc_tui.dashboard.groups import BASELINE, MIN_SEEDS, group_key
 from store.aggregate import improvement_interval, interval, iqm
 from store.budget import cut, mixed_note, reach_of_curves, source_budgets
 from store.normalise import NormalisationError, normaliser
@@ -52,7 +52,10 @@ def across_tasks(
             return f"across tasks: no random and reference scores for {run['env']}, so no aggregate"
         key = group_key(run)
         method = (key[2], key[3], key[4], key[5], key[6])  # correction, divergence, source, sampler, variant
-        score = (float(final_returns([(steps, returns)], window)[0]) - offset) / scale
+        finals = final_returns([(steps, returns)], window)
+        if not len(finals):  # too short for the window (its only evaluation at step 0): no final score
+            continue
+        score = (float(finals[0]) - offset) / scale
         methods.setdefault(method, {}).setdefault(run["env"], []).append(score)
     tasks = sorted({env for tasks in methods.values() for env in tasks})
     if len(tasks) < 2:
@@ -71,8 +74,12 @@ def across_tasks(
             methods.get((BASELINE, None, method[2], method[3], ""), methods[alone[0]] if len(alone) == 1 else None),
         )
         if method[0] != BASELINE and base is not None and set(base) & set(scores):
-            p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
-            text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"
+            shared = set(base) & set(scores)
+            if min(min(len(base[t]), len(scores[t])) for t in shared) < MIN_SEEDS:  # as the improvement table
+                text += f", P(>base) – (under {MIN_SEEDS} seeds a side on a task)"
+            else:
+                p, p_low, p_high = improvement_interval(arrays, {t: np.asarray(v) for t, v in base.items()}, RESAMPLES)
+                text += f", P(>base) {p:.2f} [{p_low:.2f}, {p_high:.2f}]"
         parts.append(text)
     per_family = Counter(env_family(t) for t in tasks)  # Hopper-v2 (published) and Hopper-v4 are two tasks
     families = ", ".join(f"{f} ×{n}" if n > 1 else f for f, n in sorted(per_family.items()))

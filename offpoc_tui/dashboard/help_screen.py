@@ -48,9 +48,10 @@ there is training. The threshold defaults to the baseline's final return (mean o
 seed's last 10 evaluations).
 
 A study's lines (`run --decide`): each verdict's *difference* is the method's mean minus the
-baseline's over the seeds so far, in return units; its *95% interval* holds wherever the study
-stopped. Each interim's *|d| ≤ b* (or *> b*) is that difference against the *boundary* it had to
-pass to decide, on the same scale (∞: it could not decide yet).
+baseline's over the seeds so far, in return units; its *interval* holds wherever the study stopped,
+at the confidence printed (Holm's level: 95% with one comparison, more with several open). Each
+interim's *|d| ≤ b* (or *> b*) is that difference against the *boundary* it had to pass to decide,
+on the same scale (∞: it could not decide yet).
 """
 
 

@@ -257,6 +257,12 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     assert across_tasks(runs + older, older_curves, FinalWindow()).startswith("across 3 tasks (Hopper ×2, Walker2d)")
     pendulum = [dict(r, env="Pendulum-v1") for r in runs[:3]] + runs[6:9]
     assert "no random and reference scores for Pendulum-v1" in across_tasks(pendulum, curves, FinalWindow())
+    # One seed a side on each task: no P(>base) (it would read 1.00 [1.00, 1.00]), and why.
+    single = [r for r in runs if r["seed"] % 10 in (0, 3)]
+    assert "P(>base) – (under 2 seeds a side on a task)" in across_tasks(single, curves, FinalWindow())
+    # Runs that have evaluated only at step 0 (a sweep just started): too short for the window, no score.
+    started = {i: (np.array([0]), np.array([5.0])) for i in finals}
+    assert across_tasks(runs, started, FinalWindow()) == ""
 
 
 @needs_reference
@@ -301,3 +307,16 @@ def test_improvement_from_one_seed_a_side_is_no_probability_and_says_why(filled_
     figure = runner.invoke(app, ["plot", "--kind", "improvement", "-o", str(tmp_path / "p.png"), "--db",
                                  str(filled_store)])  # fmt: skip
     assert figure.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0, figure.output
+
+
+def test_scores_across_tasks_take_the_same_window_as_the_summary(filled_store: Path) -> None:
+    """A seed's score across tasks is its summary's final return: the same window (none before the last 10% of
+    steps, never step 0), not the plain last 10 evaluations."""
+    from store import open_store
+    from store.aggregate_tables import method_scores
+    from store.summary import summary_rows
+
+    db = open_store(filled_store)
+    summary = {(r.algo, r.correction): r.mean for r in summary_rows(db)}
+    scores = method_scores(db, normalise="none")
+    assert {(k[0], k[1]): float(v["Hopper-v4"][0]) for k, v in scores.items()} == pytest.approx(summary)

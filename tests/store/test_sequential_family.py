@@ -159,3 +159,26 @@ def test_a_fixed_design_of_equal_power_needs_fewer_seeds_than_the_cap() -> None:
     assert Design(interim_seeds=5, max_interims=4).equal_power_seeds() == 18
     assert Design(interim_seeds=10, max_interims=4).equal_power_seeds() in (35, 36)
     assert Design(interim_seeds=5, max_interims=4).equal_power_seeds(comparisons=5) >= 18
+
+
+def test_the_interval_leaves_out_zero_exactly_where_the_verdict_is_a_difference() -> None:
+    """At the level each pair was tested at (Holm's), with its own permutation samples: a verdict and its
+    interval never disagree, whatever the methods' names (they order the samples)."""
+    rng = np.random.default_rng(34)
+    design = Design(interim_seeds=5, max_interims=2, permutations=500)
+    pairs = [("ris-off-pac", "none"), ("ace", "none"), ("acoffpoc", "none")]
+    checked = decided = 0
+    for study in range(60):
+        values = {"none": rng.normal(0.0, 1.0, 10)}
+        for (method, _), shift in zip(pairs, rng.normal(0.0, 1.2, 3), strict=True):
+            values[method] = rng.normal(shift, 1.0, 10)
+        this = Design(**{**design.__dict__, "seed": study})
+        outcome = decide(values, pairs, this)
+        for pair in pairs:
+            k = outcome.decided_at[pair]
+            level = outcome.interims[k - 1].levels[pair]
+            low, high = interval(values, pair, this, k, round(this.alpha / level))
+            different = outcome.verdicts[pair] in ("larger", "smaller")
+            assert (not low <= 0.0 <= high) == different, (study, pair, outcome.verdicts[pair], low, high)
+            checked, decided = checked + 1, decided + different
+    assert checked == 180 and 30 <= decided <= 150

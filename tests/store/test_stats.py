@@ -91,3 +91,6 @@ def test_the_final_window_never_reaches_the_start() -> None:
     assert final_returns([only_start, short]).tolist() == [-23.0] and too_short([only_start, short]) == 1
     assert final_returns([only_start], last=FinalWindow(steps=10_000)).tolist() == []
     assert final_performance([only_start])[0] == 0
+    # A study declared before the cap and the floor reads its window as declared: step 0 included.
+    assert final_returns([short], last=FinalWindow(steps=5000, share=None)).tolist() == [np.mean(short[1])]
+    assert final_returns([short], last=FinalWindow(steps=5000)).tolist() == [np.mean(short[1][1:])]

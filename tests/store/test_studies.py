@@ -17,7 +17,7 @@ import pytest
 
 from store import open_store
 from store.runs import finish, requeue
-from store.sequential import Design
+from store.sequential import Design, interval
 from store.studies import Estimand, advance, create_study, decision_rows, state, studies
 from store.study_text import task_lines
 from store.writer import RunWriter
@@ -330,6 +330,23 @@ def test_deleting_a_studys_runs_abandons_it_and_queues_nothing_again(tmp_path: P
     assert "abandoned: runs of it were deleted" in " ".join(task_lines(db, "td3", "Hopper"))
 
 
+def test_a_studys_interval_comes_from_its_verdicts_own_permutation_samples(tmp_path: Path) -> None:
+    """A method whose name sorts after the baseline's (ris-off-pac > none) is dealt out second: the interval
+    shown must be computed with the names kept, from the same samples as the verdict."""
+    db_path = tmp_path / "s.db"
+    db = open_store(db_path, create=True)
+    design = Design(alpha=0.05, interim_seeds=5, max_interims=1, permutations=200)  # C(10, 5) > 200: drawn
+    arms = {"ris-off-pac": spec(correction="ris-off-pac"), "none": spec(correction="none")}
+    create_study(db, name="t", design=design, estimand=Estimand(), arms=arms, comparisons=[("ris-off-pac", "none")])
+    for run_id, arm, *_ in _runs(db_path):
+        _finish(db_path, run_id, 1.0 if arm == "ris-off-pac" else 0.0)
+    now = state(open_store(db_path), studies(open_store(db_path))[0])
+    pair = ("ris-off-pac", "none")
+    assert now.interval(pair, 1) == interval(now.values, pair, design, 1, 1)
+    renamed = {"a": now.values[pair[0]], "b": now.values[pair[1]]}  # dealt out in the other order
+    assert now.interval(pair, 1) != interval(renamed, ("a", "b"), design, 1)
+
+
 def test_an_abandoned_studys_queued_runs_are_cancelled_and_can_be_resumed(tmp_path: Path) -> None:
     """Deleting two of interim 1's seeds abandons the study: its eight other queued runs would have trained
     on, unsaid; they are cancelled (resumable), and rm says so."""
@@ -352,9 +369,12 @@ def test_a_study_whose_values_cannot_be_decided_fails_once_saying_why(tmp_path: 
     db = open_store(db_path)
     db.execute("UPDATE evaluations SET return_mean = 1e309 WHERE run_id = ?", [ids[0]])  # stored as inf
     db.conn.commit()
+    said = " ".join(task_lines(db, "td3", "Hopper"))  # Compare and dashboard --once read it before the scheduler
+    assert "cannot be decided: ValueError: the values of 'acoffpoc' must be a 1-d sequence of finite" in said
     seen: dict[int, tuple[Any, ...]] = {}
     lines = advance(db, seen)
     assert len(lines) == 1 and "cannot be decided, marked failed: ValueError" in lines[0]
+    assert "failed, not decided: ValueError" in " ".join(task_lines(db, "td3", "Hopper"))
     assert studies(db)[0].status == "failed" and advance(db, seen) == [] and len(_runs(db_path)) == 10
 
 
@@ -380,8 +400,9 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         assert f"seeds run 10, the baseline's included; {equal}" in shown
         assert "a normal approximation): 18 saved" in shown
         assert "difference +500.6, 95% interval [+" in shown and "stopped early: the fixed-sample figures" in shown
-        # every line on screen: the study (two lines), its pair, its interim, the early stop's note (two), its seeds
-        assert pane.decisions.size.height == 7
+        # every line on screen: the study (two lines), its pair, its interim, the early stop's note (two), its
+        # seeds (two)
+        assert pane.decisions.size.height == 8
         note = " ".join(shown_text(app, "#compare-note").split())
         assert "p is one look at the seeds there are, not a decision if looked at again" in note
 
@@ -437,7 +458,11 @@ def test_sweep_decide_follows_each_study_through_its_interims_to_the_end_once(tm
     assert "made before: nothing queued" in again.stdout and len(_runs(db)) == 12
     changed = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "4", "--max-interims", "2", check=False)
     assert changed.returncode == 2 and "was declared with another design, estimand or methods" in changed.stderr
-    store = open_store(db)
+    store = open_store(db)  # declared before the window's cap: its estimand has no share, read as then
+    store.execute("""UPDATE studies SET estimand = '{"kind": "final", "evaluations": 10, "steps": null}'""")
+    store.conn.commit()
+    older = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2")
+    assert "made before: nothing queued" in older.stdout and len(_runs(db)) == 12
     store.execute("UPDATE studies SET status = 'abandoned'")  # as `offpoc rm` of a running study's seeds leaves it
     store.conn.commit()
     abandoned = offpoc(db, "sweep", str(file), "--decide", "--interim-seeds", "3", "--max-interims", "2", check=False)
