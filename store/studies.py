@@ -27,9 +27,9 @@ from store.sequential import Design, Outcome, Pair, decide, interval
 from store.stats import LAST_EVALUATIONS, LAST_SHARE, FinalWindow
 
 HOLDING = ("failed", "lost", "stopped")
+"""Run statuses that hold an interim until the run is resumed."""
 UNDECIDABLE = (ValueError, ArithmeticError, LookupError, TypeError)
 """What :func:`store.sequential.decide` or a seed's statistic raises on data they cannot use."""
-"""Run statuses that hold an interim until the run is resumed."""
 
 
 @dataclass(frozen=True)
