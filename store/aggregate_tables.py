@@ -17,7 +17,7 @@ import numpy as np
 import sqlite_utils
 
 from store import methods
-from store.aggregate import METRICS, improvement_interval, interval
+from store.aggregate import METRICS, MIN_SEEDS, improvement_interval, interval
 from store.budget import Budget, reach_of, source_budgets
 from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER
@@ -120,10 +120,6 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
         probability, low, high = improvement_interval(tasks, scores[base], resamples, seed)
         rows.append((algo, method_name(key), source, method_name(base), probability, low, high, len(shared_tasks)))
     return rows
-
-
-MIN_SEEDS = 2
-"""Seeds a side, on every shared task, that P(> baseline) needs (as Compare's P(>base))."""
 
 
 def interval_text(estimate: float | None, low: float | None, high: float | None) -> str:

@@ -263,6 +263,14 @@ class _Spending:
             self._alive[np.flatnonzero(self._alive)] = live <= boundary
 
 
+def _monotone(spendings: list[_Spending], k: int) -> float:
+    """Interim ``k``'s boundary made monotone in the level: the largest of the boundaries of ``spendings``
+    (one per level α/1 … α/r), so a comparison that crosses at a lower level crosses at every higher one."""
+    for spending in spendings:
+        spending.through(k)
+    return max(spending.boundaries[k] for spending in spendings)
+
+
 class _PairTest:
     """One comparison's own test: AdaStop for its two arms alone. Its permutation samples deal out only these
     two arms' values, so what other methods of the study did never moves its statistic's reference."""
@@ -304,12 +312,8 @@ class _PairTest:
 
         def rejected(delta: float) -> bool:
             paths = [self.paths[j] - delta * self._slopes[j] for j in range(count)]
-            boundary = 0.0
-            for r in range(1, remaining + 1):
-                spending = _Spending(paths, self.perms, self._levels[r - 1])
-                spending.through(k)
-                boundary = max(boundary, spending.boundaries[k])
-            return _exceeds(abs(self.observed[k] - delta * count), boundary)
+            spendings = [_Spending(paths, self.perms, level) for level in self._levels[:remaining]]
+            return _exceeds(abs(self.observed[k] - delta * count), _monotone(spendings, k))
 
         scale = max(abs(estimate), self._spread, 1e-12)
         ends = []
@@ -334,12 +338,11 @@ class _PairTest:
         the largest of the boundaries at α/r for r ≤ ``remaining``, so a comparison that crosses at a lower
         level also crosses at every higher one (what Holm's step-down needs); each is at least the boundary
         at its own level, so its test's error stays within that level."""
-        out = 0.0
-        for r in range(1, remaining + 1):
-            spending = self._spending.setdefault(r, _Spending(self.paths, self.perms, self._levels[r - 1]))
-            spending.through(k)
-            out = max(out, spending.boundaries[k])
-        return out, self._spending[remaining].spent[k]
+        spendings = [
+            self._spending.setdefault(r, _Spending(self.paths, self.perms, self._levels[r - 1]))
+            for r in range(1, remaining + 1)
+        ]
+        return _monotone(spendings, k), spendings[-1].spent[k]
 
 
 def decide(values: Mapping[str, Sequence[float] | np.ndarray], comparisons: Sequence[Pair], design: Design) -> Outcome:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from store.aggregate import probability_of_improvement
+from store.aggregate import MIN_SEEDS, probability_of_improvement
 from store.budget import Budget, budget, cut, reach_of_curves
 from store.methods import method_options
 from store.reader import DEFAULT_SAMPLER
@@ -199,10 +199,6 @@ def varying_options(configs: list[dict[str, Any]], baseline: dict[str, Any]) -> 
     """The entries the baseline lacks whose values differ between ``configs`` (one correction's groups)."""
     keys = {k for c in configs for k in c} - set(baseline)
     return frozenset(k for k in keys if len({repr(c.get(k)) for c in configs}) > 1)
-
-
-MIN_SEEDS = 2
-"""Seeds a side that Welch's p and P(>base) need (with one, P(>base) reads 0 or 1, a certainty it is not)."""
 
 
 def compare(
