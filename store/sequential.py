@@ -294,11 +294,18 @@ class _PairTest:
         self.paths.append(difference if not self.paths else self.paths[-1] + difference)
         self.observed.append(float(a.mean() - b.mean()) + (self.observed[-1] if self.observed else 0.0))
         self._spread = max(self._spread, float(np.std(np.concatenate([a, b]))))
-        # How each sample's S moves when a's values move by δ: −δ·(share of a's values dealt to a − to b).
-        ones, zeros = np.ones_like(a), np.zeros_like(b)
-        dealt = self.perms.arm_means(interim, np.array([ones, zeros] if first else [zeros, ones]))
-        share = dealt[0] - dealt[1] if first else dealt[1] - dealt[0]
-        self._slopes.append(share if not self._slopes else self._slopes[-1] + share)
+
+    def _slope(self, count: int) -> list[np.ndarray]:
+        """How each sample's S moves when a's values move by δ, after each of the first ``count`` interims:
+        −δ·(share of a's values dealt to a − to b), summed. Only an interval needs it: made on first use."""
+        first = self.pair[0] < self.pair[1]
+        n = self.perms.design.interim_seeds
+        ones, zeros = np.ones(n), np.zeros(n)
+        while len(self._slopes) < count:
+            dealt = self.perms.arm_means(len(self._slopes), np.array([ones, zeros] if first else [zeros, ones]))
+            share = dealt[0] - dealt[1] if first else dealt[1] - dealt[0]
+            self._slopes.append(share if not self._slopes else self._slopes[-1] + share)
+        return self._slopes
 
     def interval(self, k: int, remaining: int = 1) -> tuple[float, float]:
         """The repeated confidence interval at interim ``k`` (0-based), at the level this comparison was tested
@@ -310,8 +317,10 @@ class _PairTest:
         count = k + 1
         estimate = self.observed[k] / count
 
+        slopes = self._slope(count)
+
         def rejected(delta: float) -> bool:
-            paths = [self.paths[j] - delta * self._slopes[j] for j in range(count)]
+            paths = [self.paths[j] - delta * slopes[j] for j in range(count)]
             spendings = [_Spending(paths, self.perms, level) for level in self._levels[:remaining]]
             return _exceeds(abs(self.observed[k] - delta * count), _monotone(spendings, k))
 
