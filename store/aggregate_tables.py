@@ -20,8 +20,8 @@ from store import methods
 from store.aggregate import METRICS, MIN_SEEDS, improvement_interval, interval
 from store.budget import Budget, reach_of, source_budgets
 from store.normalise import normaliser
-from store.reader import DEFAULT_SAMPLER
-from store.stats import LAST_EVALUATIONS, FinalWindow
+from store.reader import DEFAULT_SAMPLER, configs
+from store.stats import LAST_EVALUATIONS, FinalWindow, learning_start
 from store.summary import final_evaluations, matching_runs, method_rank
 from store.tasks import source_of, task_of
 from store.variants import baseline_variant
@@ -68,12 +68,14 @@ def method_scores(
     runs = matching_runs(db, **filters)
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = source_budgets(runs, reach, until)
+    settings = configs(db, [r["id"] for r in runs])
     for run in runs:
         budget = budgets[(*task_of(run), source_of(run))]
         if not budget.counts(reach.get(run["id"])):
             continue
-        _, returns = window.select(*final_evaluations(db, run["id"], window, budget.step))
-        if not len(returns):  # too short for the window (its only evaluation at step 0): no final score
+        start = learning_start(settings.get(run["id"], {}))
+        _, returns = window.select(*final_evaluations(db, run["id"], window, budget.step), start)
+        if not len(returns):  # too short for the window (no evaluation after learning starts): no final score
             continue
         offset, scale = normaliser(run["env"], normalise)
         sampler = run.get("sampler") or DEFAULT_SAMPLER

@@ -15,6 +15,7 @@ import sqlite_utils
 
 from store.codec import decode_counts, decode_values
 from store.runs import RunRow
+from store.stats import learning_start
 from store.tags import tags_of
 
 META_COLUMNS = ("run_id", "name", "algo", "env", "correction", "divergence", "sampler", "seed")
@@ -235,3 +236,8 @@ def configs(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, dict[str
         return {}
     rows = db.execute(f"SELECT id, config FROM runs WHERE id IN ({_in(run_ids)})", run_ids)
     return {run_id: json.loads(config) for run_id, config in rows}
+
+
+def learning_starts(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, int]:
+    """Each run's learning start (:func:`store.stats.learning_start`): the floor of its final window."""
+    return {run_id: learning_start(config) for run_id, config in configs(db, run_ids).items()}

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -150,8 +150,9 @@ class FinalWindow:
     """The evaluations that make a seed's final return: its last ``evaluations`` (the paper's
     statistic, 10 at every 1,000 steps) but none further back than the last ``share`` of its steps,
     whichever are fewer; or, with ``steps``, those within its last ``steps`` steps, which means the
-    same span whatever each run's evaluation frequency. Never the evaluation at step 0 (before any
-    training, and the same for every method of a seed), so a run too short for the window has none.
+    same span whatever each run's evaluation frequency. Never the evaluation at step 0 nor any up to
+    the step its learning starts (:func:`learning_start`: before any update, and alike for every
+    method of a seed), so a run too short for the window has none.
 
     On the published curves (1M steps, 1,000 apart, or cut at a budget of 100k or more) the share
     takes more than 10 evaluations: the window is the paper's. On a 3,000-step run evaluated every
@@ -163,8 +164,9 @@ class FinalWindow:
     """None: the last ``evaluations`` whatever the run's length, step 0 included (a study declared before the
     cap and the floor keeps its window)."""
 
-    def select(self, steps: np.ndarray, values: np.ndarray) -> Curve:
-        """The part of one seed's curve the window takes (empty: the run is too short for it)."""
+    def select(self, steps: np.ndarray, values: np.ndarray, start: int = 0) -> Curve:
+        """The part of one seed's curve the window takes (empty: the run is too short for it); ``start``:
+        the step its learning starts (:func:`learning_start`), the window's floor."""
         steps, values = np.asarray(steps), np.asarray(values, dtype=np.float64)
         if not len(steps):
             return steps, values
@@ -176,7 +178,7 @@ class FinalWindow:
             if self.share is not None:
                 keep &= steps >= steps[-1] * (1 - self.share)
         if self.share is not None:  # None: a study declared before the floor, read as it was declared
-            keep &= steps > 0
+            keep &= steps > max(start, 0)
         return steps[keep], values[keep]
 
     @classmethod
@@ -185,32 +187,54 @@ class FinalWindow:
         return last if isinstance(last, FinalWindow) else cls(last)
 
     def describe(self) -> str:
-        """``last 10 evaluations (within the last 10% of steps, after step 0)`` or ``last 10,000 steps``."""
+        """``last 10 evaluations (within the last 10% of steps, after learning starts)`` or ``last 10,000
+        steps (after learning starts)``."""
         if self.steps is not None:
-            return f"last {self.steps:,} steps (after step 0)"
+            return f"last {self.steps:,} steps (after learning starts)"
         if self.share is None:
             return f"last {self.evaluations} evaluations"
-        return f"last {self.evaluations} evaluations (within the last {self.share:.0%} of steps, after step 0)"
+        return f"last {self.evaluations} evaluations (within the last {self.share:.0%} of steps, after learning starts)"
 
 
-def final_returns(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> np.ndarray:
-    """Per seed, the mean of its final window (``last``: evaluations, or a window); seeds with none left out."""
-    window = FinalWindow.of(last)
-    chosen = [window.select(s, v)[1] for s, v in curves]
-    return np.asarray([float(np.mean(v)) for v in chosen if len(v)], dtype=np.float64)
+def learning_start(config: Mapping[str, Any]) -> int:
+    """The step a run's learning starts, from its stored config: its ``start_steps`` (updates begin after
+    it; the evaluations up to it are of the untrained policy). 0 for a run whose config does not say (an
+    imported curve): then only step 0 is left out."""
+    start = config.get("start_steps")
+    return int(start) if isinstance(start, (int, float)) and start > 0 else 0
 
 
-def too_short(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> int:
-    """Seeds with evaluations none of which the window takes (only step 0's): no final return."""
-    window = FinalWindow.of(last)
-    return sum(1 for s, v in curves if len(v) and not len(window.select(s, v)[1]))
+def _chosen(curves: Sequence[Curve], window: FinalWindow, starts: Sequence[int] | None) -> list[Curve]:
+    """Each seed's window (:meth:`FinalWindow.select`), ``starts`` its learning starts (None: step 0 each)."""
+    floors = [0] * len(curves) if starts is None else list(starts)
+    if len(floors) != len(curves):
+        raise ValueError(f"{len(curves)} curves but {len(floors)} learning starts")
+    return [window.select(s, v, start) for (s, v), start in zip(curves, floors, strict=True)]
 
 
-def final_span(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> tuple[int, int] | None:
+def final_returns(
+    curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
+) -> np.ndarray:
+    """Per seed, the mean of its final window (``last``: evaluations, or a window; ``starts``: each seed's
+    learning start, the window's floor); seeds with none left out."""
+    chosen = _chosen(curves, FinalWindow.of(last), starts)
+    return np.asarray([float(np.mean(v)) for _, v in chosen if len(v)], dtype=np.float64)
+
+
+def too_short(
+    curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
+) -> int:
+    """Seeds with evaluations none of which the window takes (all at or before learning starts): no final
+    return."""
+    chosen = _chosen(curves, FinalWindow.of(last), starts)
+    return sum(1 for (_, v), (_, taken) in zip(curves, chosen, strict=True) if len(v) and not len(taken))
+
+
+def final_span(
+    curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
+) -> tuple[int, int] | None:
     """The steps the final windows of these seeds cover, first to last; None without evaluations."""
-    window = FinalWindow.of(last)
-    chosen = [window.select(s, v)[0] for s, v in curves if len(v)]
-    chosen = [c for c in chosen if len(c)]
+    chosen = [s for s, _ in _chosen(curves, FinalWindow.of(last), starts) if len(s)]
     if not chosen:
         return None
     return int(min(c[0] for c in chosen)), int(max(c[-1] for c in chosen))
@@ -222,7 +246,9 @@ def steps_to_reach(steps: np.ndarray, mean: np.ndarray, threshold: float) -> int
     return int(steps[hit[0]]) if len(hit) else None
 
 
-def final_performance(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> tuple[int, float, float]:
+def final_performance(
+    curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
+) -> tuple[int, float, float]:
     """One method's final performance: (seeds, mean, ± half-width).
 
     ``mean``: the mean over seeds of each seed's final window (its last ``last`` evaluations, or a
@@ -230,19 +256,20 @@ def final_performance(curves: Sequence[Curve], last: int | FinalWindow = LAST_EV
     the seeds, the interval of the very quantity the mean, Welch's p and a sequential decision compare
     (the paper's ± is another figure: :func:`paper_half_width`). NaN half-width with a single seed.
     """
-    finals = final_returns(curves, last)
+    finals = final_returns(curves, last, starts)
     if not len(finals):
         return 0, math.nan, math.nan
     return len(finals), float(finals.mean()), float(ci95(finals))
 
 
-def paper_half_width(curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS) -> float:
+def paper_half_width(
+    curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
+) -> float:
     """The paper's ±: the mean, over the window's evaluation points, of the per-point 95% Student-t
     half-width across seeds. Seeds are aligned from their last evaluation, so runs of equal length give
     exactly the paper's figure. It is not an interval of the seeds' final means: on the published seeds
     it is a median 1.27× that interval, up to 2.73×. NaN with a single seed."""
-    window = FinalWindow.of(last)
-    values = [chosen for s, v in curves if len(chosen := window.select(s, v)[1])]
+    values = [v for _, v in _chosen(curves, FinalWindow.of(last), starts) if len(v)]
     if not values:
         return math.nan
     points = max(len(v) for v in values)

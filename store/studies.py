@@ -22,6 +22,7 @@ import numpy as np
 import sqlite_utils
 
 from store.db import write
+from store.reader import learning_starts
 from store.runs import RunSpec, insert_runs
 from store.sequential import Design, Outcome, Pair, decide, interval
 from store.stats import LAST_EVALUATIONS, LAST_SHARE, FinalWindow
@@ -56,15 +57,18 @@ class Estimand:
             return "area under the return curve per step"
         return "mean return over the " + self.window.describe()
 
-    def value(self, steps: np.ndarray, returns: np.ndarray) -> float:
-        """One seed's statistic from its evaluations (steps increasing)."""
+    def value(self, steps: np.ndarray, returns: np.ndarray, start: int = 0) -> float:
+        """One seed's statistic from its evaluations (steps increasing); ``start``: the step its learning
+        starts, the final window's floor (:func:`store.stats.learning_start`)."""
         if self.kind == "auc":
             if len(steps) < 2:
                 return float(returns[0])
             return float(np.trapezoid(returns, steps) / (steps[-1] - steps[0]))
-        chosen = self.window.select(steps, returns)[1]
+        chosen = self.window.select(steps, returns, start)[1]
         if not len(chosen):
-            raise ValueError(f"a run too short for the window ({self.window.describe()}): its only evaluation is at 0")
+            raise ValueError(
+                f"a run too short for the window ({self.window.describe()}): no evaluation in it after step {start:,}"
+            )
         return float(np.mean(chosen))
 
 
@@ -244,6 +248,7 @@ def studies(db: sqlite_utils.Database, status: str | None = None) -> list[Study]
 def _values(db: sqlite_utils.Database, study: Study, runs: list[dict[str, Any]]) -> list[float]:
     """The statistics of a method's leading complete interims (every run of each finished), in seed order."""
     n = study.design.interim_seeds
+    starts = learning_starts(db, [r["id"] for r in runs])
     out: list[float] = []
     for k in range(study.design.max_interims):
         block = [r for r in runs if r["interim"] == k + 1]
@@ -256,7 +261,7 @@ def _values(db: sqlite_utils.Database, study: Study, runs: list[dict[str, Any]])
             if not rows:
                 return out  # a finished run without evaluations cannot count: the interim stays open
             steps, returns = np.array([x[0] for x in rows]), np.array([x[1] for x in rows], dtype=np.float64)
-            out.append(study.estimand.value(steps, returns))
+            out.append(study.estimand.value(steps, returns, starts[r["id"]]))
     return out
 
 

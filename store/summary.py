@@ -22,12 +22,19 @@ import sqlite_utils
 from store import methods
 from store.reader import DEFAULT_SAMPLER, configs, list_runs
 from store.runs import RunRow
-from store.stats import LAST_EVALUATIONS, FinalWindow, final_performance, paper_half_width
+from store.stats import (
+    LAST_EVALUATIONS,
+    FinalWindow,
+    final_performance,
+    learning_start,
+    paper_half_width,
+    too_short,
+)
 from store.tasks import SOURCES, env_family, env_matches, source_of
 from store.variants import label_variants
 
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
-COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm")
+COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm", "n_too_short")
 SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 
@@ -106,6 +113,9 @@ class SummaryRow:
     paper_pm: float = math.nan
     """The paper's ±: the mean over the window's points of the per-point 95% half-width across seeds
     (:func:`store.stats.paper_half_width`), kept so the paper's tables can be checked cell by cell."""
+    n_too_short: int = 0
+    """Seeds that reached the budget with no evaluation in the final window (all at or before their learning
+    starts): counted here, not in the statistics."""
 
     @property
     def training(self) -> bool:
@@ -217,8 +227,9 @@ def summary_rows(
     reach = reach_of(db, [r["id"] for r in runs])
     budgets = task_budgets(runs, reach, until)
     window = FinalWindow.of(last)
-    settings = configs(db, [r["id"] for r in runs]) if group_by else {}
+    settings = configs(db, [r["id"] for r in runs])
     groups: dict[tuple[str, str, str, str | None, str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    starts: dict[tuple[str, str, str, str | None, str, str, str], list[int]] = {}
     short: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     furthest: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     for run in runs:
@@ -232,14 +243,16 @@ def summary_rows(
         furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
         budget = budgets[(run["algo"], env_family(run["env"]))]
         groups.setdefault(key, [])
+        starts.setdefault(key, [])
         if budget.counts(reach[run["id"]]):
             groups[key].append(final_evaluations(db, run["id"], window, budget.step))
+            starts[key].append(learning_start(settings.get(run["id"], {})))
         else:
             short[key] = short.get(key, 0) + 1
     rows = []
     for key, curves in groups.items():
         algo, env, correction, divergence, source, sampler, variant = key
-        n, mean, half = final_performance(curves, window)
+        n, mean, half = final_performance(curves, window, starts[key])
         family = env_family(env)
         step = budgets[(algo, family)].step
         last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest[key])
@@ -259,7 +272,8 @@ def summary_rows(
                 step,
                 short.get(key, 0),
                 variant,
-                paper_half_width(curves, window),
+                paper_half_width(curves, window, starts[key]),
+                too_short(curves, window, starts[key]),
             )
         )
     return sorted(rows, key=_summary_order)

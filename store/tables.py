@@ -60,7 +60,9 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
             best[key] = max(best.get(key, -math.inf), row.mean)
     cells: dict[tuple[str, str], tuple[str, bool]] = {}
     for row in rows:
-        if row.training:
+        if row.training and row.n_too_short:
+            text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''})"
+        elif row.training:
             text = f"none at {row.budget:,} ({row.n_short} short)" if row.budget is not None else "no evaluations"
         else:
             text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
@@ -122,6 +124,10 @@ def budget_note(rows: list[SummaryRow]) -> str:
     if short:
         text += f" {short} seed{'s' if short > 1 else ''} short of the budget (still training, or ended before it)"
         text += " are left out; a row with none there says so."
+    too_short = sum(r.n_too_short for r in rows)
+    if too_short:
+        text += f" {too_short} seed{'s' if too_short > 1 else ''} too short for the window (no evaluation after"
+        text += " learning starts within it) are left out."
     return text + "\n"
 
 

@@ -8,6 +8,7 @@ Computed in the poller thread with the caches' curves (off the UI thread), with 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,12 @@ def across_tasks(
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
     window: FinalWindow,
     until: int | None = None,
+    starts: Mapping[int, int] | None = None,
 ) -> str:
     """One line: ``across 3 tasks (Ant, Hopper, Walker2d), normalised, IQM [95% CI]: none 1.02 [...] · ...``;
     empty with fewer than two tasks, a reason where a task has no normalising scores. Each task's runs
-    count at its budget (:mod:`store.budget`), as in its Compare table."""
+    count at its budget (:mod:`store.budget`), as in its Compare table; ``starts``: each run's learning start
+    (:func:`store.reader.learning_starts`; absent: step 0), the floor of its window."""
     methods: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     if len({run["env"] for run in runs}) < 2:
         return ""
@@ -52,8 +55,8 @@ def across_tasks(
             return f"across tasks: no random and reference scores for {run['env']}, so no aggregate"
         key = group_key(run)
         method = (key[2], key[3], key[4], key[5], key[6])  # correction, divergence, source, sampler, variant
-        finals = final_returns([(steps, returns)], window)
-        if not len(finals):  # too short for the window (its only evaluation at step 0): no final score
+        finals = final_returns([(steps, returns)], window, [(starts or {}).get(run["id"], 0)])
+        if not len(finals):  # too short for the window (no evaluation after learning starts): no final score
             continue
         score = (float(finals[0]) - offset) / scale
         methods.setdefault(method, {}).setdefault(run["env"], []).append(score)

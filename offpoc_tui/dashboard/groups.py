@@ -30,6 +30,7 @@ from store.stats import (
     final_performance,
     final_returns,
     final_span,
+    learning_start,
     steps_to_reach,
     too_short,
     welch_p,
@@ -146,7 +147,8 @@ class CompareRow:
     short: int = 0
     """Seeds with evaluations short of the budget (still training, or ended before it): not in ``n_seeds``."""
     too_short: int = 0
-    """Seeds at the budget too short for the final window (their only evaluation at step 0): not in ``n_seeds``."""
+    """Seeds at the budget too short for the final window (no evaluation after their learning starts): not in
+    ``n_seeds``."""
     queued: int = 0
     """Seeds without an evaluation yet (queued, or ended before their first)."""
     running_now: int = 0
@@ -233,14 +235,13 @@ def compare(
         groups.setdefault(key_of(run), []).append(run)
     budgeted = budget(members, reach, until)
     every = {key: [curves[r["id"]] for r in runs if r["id"] in reach] for key, runs in groups.items()}
-    seeds = {
-        key: [cut(*curves[r["id"]], budgeted.step) for r in runs if budgeted.counts(reach.get(r["id"]))]
-        for key, runs in groups.items()
-    }
+    counted = {key: [r for r in runs if budgeted.counts(reach.get(r["id"]))] for key, runs in groups.items()}
+    seeds = {key: [cut(*curves[r["id"]], budgeted.step) for r in runs] for key, runs in counted.items()}
+    starts = {key: [learning_start(configs.get(r["id"], {})) for r in runs] for key, runs in counted.items()}
     keys = sorted(groups, key=ordered)
     baselines = {(k[1], k[4], k[5], k[6]): k for k in keys if is_reference(k)}
-    finals = {key: final_returns(seeds[key], last) for key in keys}
-    performance = {key: final_performance(seeds[key], last) for key in keys}
+    finals = {key: final_returns(seeds[key], last, starts[key]) for key in keys}
+    performance = {key: final_performance(seeds[key], last, starts[key]) for key in keys}
     if threshold is None:
         first = next((k for k in baselines.values() if len(finals[k])), None)
         threshold = None if first is None else performance[first][1]
@@ -282,9 +283,9 @@ def compare(
                     else config_diff(config, base_config, varying)
                 ),
                 curve=curve,
-                final_span=final_span(seeds[key], last),
-                short=len(every[key]) - n - too_short(seeds[key], last),
-                too_short=too_short(seeds[key], last),
+                final_span=final_span(seeds[key], last, starts[key]),
+                short=len(every[key]) - n - too_short(seeds[key], last, starts[key]),
+                too_short=too_short(seeds[key], last, starts[key]),
                 queued=len(groups[key]) - len(every[key]),
                 running_now=_waiting(groups[key], "running", budgeted, reach),
                 queued_now=_waiting(groups[key], "queued", budgeted, reach),

@@ -15,7 +15,7 @@ from offpoc_tui.dashboard.compare_pane import HEADERS, note, row_cells, shared_t
 from offpoc_tui.dashboard.data.compare import compare_keys, compare_members, compare_rows
 from offpoc_tui.dashboard.groups import shared_settings, task_name, versions_shown
 from offpoc_tui.views import number, runs_table
-from store.reader import list_runs
+from store.reader import learning_starts, list_runs
 from store.seeds import repeats_note
 from store.stats import FinalWindow
 from store.study_text import task_lines
@@ -64,7 +64,8 @@ def summary(
         if i + 1 == len(keys) or keys[i + 1][0] != key[0]:  # the algorithm's last environment: the line across
             algo_runs = [r for r in runs if r["algo"] == key[0]]
             curves = evals.update(db, [r["id"] for r in algo_runs])
-            line = across_tasks(algo_runs, {i: c.arrays()[::2] for i, c in curves.items()}, window, until)
+            returns = {i: c.arrays()[::2] for i, c in curves.items()}
+            line = across_tasks(algo_runs, returns, window, until, learning_starts(db, list(curves)))
             parts += [Text(f"{key[0]} {line}"), Text("")] if line else []
     parts.append(Text(f"{note(window)}; threshold: the first baseline's final return", style="dim"))
     return Group(*parts)

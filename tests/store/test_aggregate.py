@@ -263,6 +263,8 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     # Runs that have evaluated only at step 0 (a sweep just started): too short for the window, no score.
     started = {i: (np.array([0]), np.array([5.0])) for i in finals}
     assert across_tasks(runs, started, FinalWindow()) == ""
+    # Nor runs whose learning starts at their last evaluation (start_steps 11,000): no score after it.
+    assert across_tasks(runs, curves, FinalWindow(), starts=dict.fromkeys(finals, 11_000)) == ""
 
 
 @needs_reference

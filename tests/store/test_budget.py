@@ -10,6 +10,7 @@ import numpy as np
 from offpoc_tui.dashboard.compare_pane import row_cells
 from offpoc_tui.dashboard.groups import compare, group_runs
 from store.budget import budget, task_budgets
+from store.stats import FinalWindow
 
 
 def run(
@@ -189,3 +190,17 @@ def test_a_seed_whose_only_evaluation_is_at_step_0_is_too_short_and_said_so() ->
         assert row.training and row.too_short == 1 and row.short == 0
         cells = [str(c) for c in row_cells(row)]
         assert cells[1] == "0 of 1" and cells[2] == "too short for the window (1 seed)", cells
+
+
+def test_compare_reads_each_seed_after_its_own_learning_start() -> None:
+    """A seed's final window starts after its run's start_steps (from its config): a baseline learning from
+    step 0 and a method whose learning starts at its last evaluation: the method's row is too short."""
+    runs = [run(1, "none", "finished"), run(2, "acoffpoc", "finished")]
+    steps = np.arange(0, 3001, 500)
+    curves = {1: (steps, np.linspace(-100, -10, 7)), 2: (steps, np.linspace(-200, -20, 7))}
+    configs = {1: {"start_steps": 0}, 2: {"start_steps": 3000}}
+    rows, *_ = compare(group_runs(runs), curves, configs, last=FinalWindow(steps=1000))
+    base, method = rows
+    assert base.n_seeds == 1 and base.final_mean == -17.5 and base.too_short == 0
+    assert method.training and method.too_short == 1 and method.n_seeds == 0
+    assert str(row_cells(method)[2]) == "too short for the window (1 seed)"

@@ -14,6 +14,7 @@ from store.stats import (
     ci95,
     final_performance,
     final_returns,
+    learning_start,
     smooth,
     steps_to_reach,
     too_short,
@@ -94,3 +95,19 @@ def test_the_final_window_never_reaches_the_start() -> None:
     # A study declared before the cap and the floor reads its window as declared: step 0 included.
     assert final_returns([short], last=FinalWindow(steps=5000, share=None)).tolist() == [np.mean(short[1])]
     assert final_returns([short], last=FinalWindow(steps=5000)).tolist() == [np.mean(short[1][1:])]
+
+
+def test_the_final_window_never_reaches_before_learning_starts() -> None:
+    """Nor any evaluation up to the step learning starts (the run's start_steps): those are of the untrained
+    policy. A 3,000-step run whose learning starts at 2,600 reads its one evaluation after it; one whose
+    learning starts at its last evaluation is too short. A run whose config does not say starts at 0."""
+    curve = (np.arange(0, 3001, 500), np.array([-2000.0, -1500, -1400, -1300, -1000, -450, -23]))
+    late = (curve[0], curve[1][::-1].copy())  # its last two evaluations: -1500 at 2,500 and -2000 at 3,000
+    assert final_returns([late], FinalWindow(steps=1000)).tolist() == [-1750.0]
+    assert final_returns([late], FinalWindow(steps=1000), starts=[2600]).tolist() == [-2000.0]
+    assert final_returns([late], FinalWindow(steps=1000), starts=[3000]).tolist() == []
+    assert too_short([late, curve], FinalWindow(steps=1000), starts=[3000, 0]) == 1
+    assert final_performance([late, curve], FinalWindow(steps=1000), starts=[3000, 2000])[:2] == (1, -236.5)
+    assert learning_start({"start_steps": 2600}) == 2600 and learning_start({"imported": "x"}) == 0
+    # A study declared before the floor reads its window as declared, learning start or not.
+    assert final_returns([late], FinalWindow(steps=1000, share=None), starts=[3000]).tolist() == [-1750.0]

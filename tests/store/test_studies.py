@@ -164,6 +164,20 @@ def test_auc_and_final_read_a_seed_as_declared() -> None:
     assert Estimand("final", steps=1500).value(steps, returns) == pytest.approx(25.0)
     with pytest.raises(ValueError, match="too short for the window"):  # a study fails, saying why
         Estimand("final").value(np.array([0]), np.array([1.0]))
+    assert Estimand("final", steps=1500).value(steps, returns, start=2000) == pytest.approx(30.0)
+
+
+def test_a_studys_seeds_are_read_after_their_runs_learning_starts(tmp_path: Path) -> None:
+    """Each seed's window starts after its run's start_steps, read from the run: a method whose learning
+    starts at its last evaluation has no final return, and the study says so instead of deciding."""
+    db_path, *_ = _study(tmp_path)
+    db = open_store(db_path)
+    db.execute("UPDATE runs SET config = json_set(config, '$.start_steps', 3000) WHERE arm = 'acoffpoc'")
+    db.conn.commit()
+    for run_id, *_ in _runs(db_path):
+        _finish(db_path, run_id, 0.0)
+    said = " ".join(task_lines(open_store(db_path), "td3", "Hopper"))
+    assert "a run too short for the window" in said and "no evaluation in it after step 3,000" in said, said
 
 
 def test_a_study_declared_before_the_windows_cap_reads_its_seeds_as_declared(tmp_path: Path) -> None:
@@ -233,7 +247,8 @@ def test_export_decisions_lists_every_interims_verdict(tmp_path: Path) -> None:
         ("acoffpoc", "none", "larger", "1", "0.05")
     ]
     assert (
-        rows[0]["estimand"] == "mean return over the last 10 evaluations (within the last 10% of steps, after step 0)"
+        rows[0]["estimand"]
+        == "mean return over the last 10 evaluations (within the last 10% of steps, after learning starts)"
     )
     assert 790 < float(rows[0]["statistic"]) < 810 and float(rows[0]["level"]) == 0.05  # a mean difference
 

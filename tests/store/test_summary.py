@@ -135,8 +135,8 @@ def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_pa
     assert spans["published"]["mean"] == pytest.approx(curves[:, 51:101].mean(), rel=1e-12)
     md = invoke("export", "--table", "summary", "--format", "md", *filters, "--until", "100000", "--db", str(db))
     assert (
-        "Mean over seeds of the last 10 evaluations (within the last 10% of steps, after step 0) up to step 100,000 ±"
-        in md.stdout
+        "Mean over seeds of the last 10 evaluations (within the last 10% of steps, after learning starts)"
+        " up to step 100,000 ±" in md.stdout
     )
     assert "none at 100,000 (2 short)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
     assert "**training" not in md.stdout  # a row short of the budget is never the best
@@ -282,3 +282,27 @@ def test_a_seed_trained_twice_counts_once_in_the_summary_and_the_table_says_so(t
     assert [(r.n_seeds, r.budget) for r in rows] == [(2, 4000)]  # runs 2 and 3, at 4,000: run 1 left out
     md = CliRunner().invoke(app, ["export", "--table", "summary", "--format", "md", "--db", str(db)])
     assert f"1 run repeats a seed of its method, left out (run {ids[0]} for run {ids[1]})" in md.stdout
+
+
+def test_a_seed_too_short_for_its_window_is_counted_and_said(tmp_path: Path) -> None:
+    """A seed whose evaluations all fall at or before its learning start (start_steps) has no final return:
+    the summary counts it in n_too_short, and a row with no other seed says so instead of a number."""
+    import dataclasses
+
+    db = tmp_path / "short.db"
+    store = open_store(db, create=True)
+    late = [dataclasses.replace(s, config={**s.config, "start_steps": 3000}) for s in (spec(seed=0), spec(seed=1))]
+    ids = create_runs(store, [*late, spec(correction="none", seed=0)])
+    store.close()
+    for run_id in ids:
+        fill_learning(db, run_id, 3000, gain=1.0)
+        finish(open_store(db), run_id, "finished", only_from=("queued",))
+    rows = {r["correction"]: r for r in summary_json(db)}
+    assert (rows["acoffpoc"]["n_seeds"], rows["acoffpoc"]["n_too_short"], rows["acoffpoc"]["mean"]) == (0, 2, None)
+    assert (rows["none"]["n_seeds"], rows["none"]["n_too_short"]) == (1, 0)
+    md = invoke("export", "--table", "summary", "--format", "md", "--db", str(db)).stdout
+    assert "too short for the window (2 seeds)" in md and "2 seeds too short for the window" in md, md
+    from store.aggregate_tables import method_scores
+
+    scores = method_scores(open_store(db), normalise="none")  # the scores across tasks: the same window
+    assert [key[1] for key in scores] == ["none"], scores

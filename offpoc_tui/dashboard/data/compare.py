@@ -37,7 +37,7 @@ from offpoc_tui.dashboard.groups import (
 )
 from offpoc_tui.dashboard.request import EMPTY_STORE, Prepared, Request, filtered, no_runs
 from store.methods import method_options
-from store.reader import configs
+from store.reader import configs, learning_starts
 from store.runs import RunRow
 from store.seeds import repeats_note
 from store.stats import BandKind, FinalWindow
@@ -220,6 +220,7 @@ def prepare(sources: Sources, db: sqlite_utils.Database, runs: list[RunRow], req
             db, members, curves, key, request.threshold, request.band, window, until, by, no_runs(request)
         )
         returns = {run_id: c.arrays()[::2] for run_id, c in curves.items()}
-        return dataclasses.replace(data, across=across_tasks(algo_runs, returns, window, until), settings=settings)
+        across = across_tasks(algo_runs, returns, window, until, learning_starts(db, every))
+        return dataclasses.replace(data, across=across, settings=settings)
 
     return basis, build
