@@ -316,7 +316,7 @@ def _dry_run(db: Path, specs: list[Any], study: tuple[Any, Any] | None) -> None:
 def _refuse_a_second_study(db: Path, specs: list[Any], study: tuple[Any, Any]) -> None:
     """The same ``run --decide`` twice would make a second study of the same seeds, spending α again: refused
     in one line naming the first, unless --again."""
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     from store.studies import studies
 
@@ -324,20 +324,38 @@ def _refuse_a_second_study(db: Path, specs: list[Any], study: tuple[Any, Any]) -
         return
     store = open_db(db)
     design, target = study
-    asked = json.loads(json.dumps({spec.correction: {**asdict(spec), "seed": None} for spec in specs}))  # as stored
+    asked = {spec.correction: asdict(spec) for spec in specs}
     for made in studies(store):
-        arms = {m: {**arm, "seed": None} for m, arm in made.arms.items()}
-        declared = replace(target, share=None) if made.estimand.share is None else target  # before the cap
-        same = (made.algo, made.env, made.design, made.estimand, made.first_seed) == (
-            specs[0].algo, specs[0].env, design, declared, specs[0].seed
-        )  # fmt: skip
-        if same and arms == asked and made.status not in ("abandoned", "failed"):
+        same = (made.algo, made.env, made.first_seed) == (specs[0].algo, specs[0].env, specs[0].seed)
+        if same and declared_alike(made, design, target, asked) and made.status not in ("abandoned", "failed"):
             store.close()
             fail(
                 f"study {made.id} ({made.name}) is this study, {made.status}: offpoc follow or the dashboard shows it;"
                 " --again starts another (spending α again)"
             )
     store.close()
+
+
+def declared_alike(made: Any, design: Any, target: Any, arms: dict[str, Any]) -> bool:
+    """Whether the stored study ``made`` was declared with this design, estimand (one declared before the
+    window's cap compared as it was then) and arms. Each arm's config is read by today's config, as its runs
+    are (a setting added since: the value it trained with; a plug-in's option it did not use: dropped), so a
+    study stored by an older offpoc is still the same study."""
+    from dataclasses import replace
+
+    declared = replace(target, share=None) if made.estimand.share is None else target
+    return (made.design, made.estimand) == (design, declared) and _as_read(arms) == _as_read(made.arms)
+
+
+def _as_read(arms: dict[str, Any]) -> dict[str, Any]:
+    """Arms as stored (JSON), each config read by today's :class:`agents.config.TrainConfig`, the seed left out
+    (set per run)."""
+    from agents.config import TrainConfig
+
+    return {
+        m: {**arm, "config": TrainConfig.from_dict(arm["config"]).to_dict(), "seed": None}
+        for m, arm in json.loads(json.dumps(arms)).items()
+    }
 
 
 def configure(store: Any, jobs: int | None, where: str | None, address: str | None, path: Path | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +18,7 @@ from offpoc_tui.commands.queue import (
     TagOption,
     checked_tags,
     configure,
+    declared_alike,
     start_runs,
     study_design,
 )
@@ -157,16 +157,9 @@ def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any
     """A study this sweep made before must be the one asked for now: its design, estimand and methods are
     fixed before its first seed runs, so a changed file is refused (exit 2), not silently kept; one that
     was abandoned or failed cannot go on, and is said so."""
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
-    from agents.config import TrainConfig
     from store.studies import studies
-
-    def resolved(arms: dict[str, Any]) -> dict[str, Any]:  # as the config reads them (a field added since: its value)
-        return {
-            m: {**arm, "config": TrainConfig.from_dict(arm["config"]).to_dict(), "seed": None}
-            for m, arm in json.loads(json.dumps(arms)).items()
-        }
 
     for study in studies(store):
         if study.name != name or (study.algo, study.env) not in tasks:
@@ -175,8 +168,7 @@ def _check_made_before(store: Any, name: str, tasks: dict[Any, Any], design: Any
         asked = {m: asdict(spec) for m, spec in tasks[(study.algo, study.env)].items()}
         if study.first_seed != first_seed:
             fail(f"{where} starts at seed {study.first_seed}, the file now at {first_seed}: give the sweep a new name")
-        declared = replace(target, share=None) if study.estimand.share is None else target  # before the cap: as then
-        if (study.design, study.estimand) != (design, declared) or resolved(asked) != resolved(study.arms):
+        if not declared_alike(study, design, target, asked):
             fail(
                 f"{where} was declared with another design, estimand or methods, fixed before its first seed:"
                 " give the sweep a new name to start another study"

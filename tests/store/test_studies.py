@@ -230,6 +230,14 @@ def test_the_same_study_twice_is_refused_naming_the_first_unless_again(tmp_path:
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "study 1 (td3-Pendulum-v1-acoffpoc-vs-none) is this study" in again.stderr
     assert len(studies(open_store(db_path))) == 1
+    # Stored by an older offpoc, whose configs held every plug-in's options: still this study.
+    db = open_store(db_path)
+    arms = {m: {**arm, "config": {**arm["config"], "geoff_m2": "all"}} for m, arm in studies(db)[0].arms.items()}
+    db.execute("UPDATE studies SET arms = ?", [json.dumps(arms)])
+    db.conn.commit()
+    db.close()
+    older = offpoc(db_path, *args, check=False)
+    assert older.returncode == 2 and "is this study" in older.stderr, older.stderr
     offpoc(db_path, *args, "--again")
     assert len(studies(open_store(db_path))) == 2
     other = offpoc(db_path, *args, "--seed", "10", check=False)  # another first seed: another study
