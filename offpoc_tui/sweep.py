@@ -15,6 +15,9 @@
     [[override]]                   # optional: runs matching every key get these settings last
     match = { envs = ["Humanoid-v4"] }   # algos, envs, corrections
     set = { checkpoint_buffer = false }
+    [[override]]
+    match = { algos = ["sac"] }
+    seeds = "0"                    # and/or their own seeds instead of the file's (the last match's)
 
 Every cell (algorithm × environment × method) is validated as ``offpoc run`` validates its flags
 before anything is written; the runs, named after the sweep, come seed-major (every cell's seed 0,
@@ -80,7 +83,8 @@ class Sweep:
 
     @property
     def seeds(self) -> list[int]:
-        return [spec.seed for spec in self.cells[0].specs] if self.cells else []
+        """Every seed some cell runs, in order (an [[override]] may give its cells their own)."""
+        return sorted({spec.seed for cell in self.cells for spec in cell.specs})
 
     def tasks(self) -> dict[tuple[str, str], dict[str, RunSpec]]:
         """(algorithm, environment) → its methods, each as its first seed's run: ``sweep --decide``'s studies."""
@@ -164,20 +168,35 @@ def _methods(entries: Any) -> list[dict[str, Any]]:
     return methods
 
 
-def _overrides(entries: Any) -> list[tuple[dict[str, list[str]], dict[str, Any]]]:
+@dataclass(frozen=True)
+class Override:
+    """An ``[[override]]`` table: the cells it matches get its settings last and, if it has them, its seeds."""
+
+    match: dict[str, list[str]]
+    settings: dict[str, Any]
+    seeds: list[int] | None
+
+    def matches(self, algo: str, env: str, correction: str) -> bool:
+        cell = {"algo": algo, "env": env, "correction": correction}
+        return all(cell[MATCH_KEYS[k]] in values for k, values in self.match.items())
+
+
+def _overrides(entries: Any) -> list[Override]:
     if entries is None:
         return []
     if not isinstance(entries, list) or not all(isinstance(o, dict) for o in entries):
-        raise UsageError("[[override]] tables need a match and a set")
+        raise UsageError("[[override]] tables need a match and a set or seeds")
     found = []
     for entry in entries:
-        match, settings = entry.get("match"), entry.get("set")
-        if not isinstance(match, dict) or not isinstance(settings, dict) or set(entry) - {"match", "set"}:
-            raise UsageError(f"an [[override]] takes match = {{...}} and set = {{...}}, got {entry!r}")
+        match, settings = entry.get("match"), entry.get("set", {})
+        shape = isinstance(match, dict) and isinstance(settings, dict) and not set(entry) - {"match", "set", "seeds"}
+        if not shape or not {"set", "seeds"} & set(entry):
+            raise UsageError(f"an [[override]] takes match = {{...}} and set = {{...}} or seeds, got {_clipped(entry)}")
         unknown = set(match) - set(MATCH_KEYS)
         if unknown:
             raise UsageError(f"an [[override]] matches on {', '.join(MATCH_KEYS)}, not {', '.join(sorted(unknown))}")
-        found.append(({k: _strings(match, k) for k in match}, settings))
+        seeds = _seeds(entry["seeds"]) if "seeds" in entry else None
+        found.append(Override({k: _strings(match, k) for k in match}, settings, seeds))
     return found
 
 
@@ -213,12 +232,13 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
     if not isinstance(common, dict):
         raise UsageError("[set] must be a table of config fields")
     overrides = _overrides(sweep.get("override"))
-    shared = [*common, *(k for _, extra in overrides for k in extra)]
+    shared = [*common, *(k for o in overrides for k in o.settings)]
     misspelt = [k for k in shared if k not in field_names()]
     if misspelt:
         raise UsageError(f"sweep {name}: {unknown_field(misspelt[0])}")
     methods = _methods(sweep.get("methods"))
-    runs = len(algos) * len(envs) * len(methods) * len(seeds)
+    most = max([len(seeds), *(len(o.seeds) for o in overrides if o.seeds is not None)])
+    runs = len(algos) * len(envs) * len(methods) * most
     if runs > MAX_SWEEP_RUNS:
         raise UsageError(f"sweep {name}: {runs:,} runs, more than {MAX_SWEEP_RUNS:,} (the paper's study is 1,440)")
     used: set[str] = set()
@@ -230,11 +250,11 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         plugin = get("correction", correction)
         key_option = plugin.method_option if plugin is not None else None  # AC-Off-POC's divergence
         own = {k: v for k, v in method.items() if k != "correction"}
-        shared_settings = dict(common)
-        for match, extra in overrides:
-            cell = {"algo": algo, "env": env, "correction": correction}
-            if all(cell[MATCH_KEYS[k]] in values for k, values in match.items()):
-                shared_settings.update(extra)
+        shared_settings, cell_seeds = dict(common), seeds
+        for override in overrides:
+            if override.matches(algo, env, correction):
+                shared_settings.update(override.settings)
+                cell_seeds = override.seeds if override.seeds is not None else cell_seeds
         # [set] and [[override]] reach the runs whose correction and sampler take them; a method's own keys
         # are its own, checked as given.
         sampler = str(own.get("sampler", shared_settings.get("sampler", "uniform")))
@@ -251,7 +271,7 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
             algo=algo,
             env=env,
             correction=correction,
-            seeds=seeds,
+            seeds=cell_seeds,
             flags={"total_steps": steps},
             sets={k: _text(v) for k, v in settings.items()},
             compare=False,
@@ -273,7 +293,8 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         group = group_of(unused[0])
         owner = owner_text(group) if group is not None else "is a plug-in's option"
         raise UsageError(f"sweep {name}: {unused[0]} {owner}, and no run of the sweep uses it")
-    ordered = [cell.specs[i] for i in range(len(seeds)) for cell in cells]  # seed-major
+    longest = max((len(cell.specs) for cell in cells), default=0)
+    ordered = [cell.specs[i] for i in range(longest) for cell in cells if i < len(cell.specs)]  # seed-major
     return Sweep(name, ordered, cells)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,24 @@ def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> N
     batch = {(s.algo, s.env): s.config["batch_size"] for s in sweep.specs}
     assert batch == {("td3", "Pendulum-v1"): 256, ("td3", "Hopper-v4"): 256, ("sac", "Pendulum-v1"): 256,
                      ("sac", "Hopper-v4"): 64}  # fmt: skip
+
+
+def test_an_override_gives_its_cells_their_own_seeds(tmp_path: Path) -> None:
+    """SAC on fewer seeds than TD3 in one file: the matched cells run the override's seeds, seed-major still."""
+    sweep = load_sweep(write(tmp_path, GRID + '[[override]]\nmatch = { algos = ["sac"] }\nseeds = "0"\n'))
+    seeds = {(s.algo, s.env, s.correction, s.divergence): [] for s in sweep.specs}
+    for s in sweep.specs:
+        seeds[(s.algo, s.env, s.correction, s.divergence)].append(s.seed)
+    assert all(v == ([0] if k[0] == "sac" else [0, 1, 2]) for k, v in seeds.items()) and len(seeds) == 12
+    assert [s.seed for s in sweep.specs] == [0] * 12 + [1] * 6 + [2] * 6 and sweep.seeds == [0, 1, 2]
+    batch = {s.config["batch_size"] for s in sweep.specs if (s.algo, s.env) == ("sac", "Hopper-v4")}
+    assert batch == {64}  # the earlier override's settings still reach the cells
+    bad = write(tmp_path, GRID + '[[override]]\nmatch = { algos = ["sac"] }\nseeds = "3-1"\n', "bad.toml")
+    with pytest.raises(UsageError, match="seeds range '3-1' runs backwards"):
+        load_sweep(bad)
+    empty = write(tmp_path, GRID + '[[override]]\nmatch = { algos = ["sac"] }\n', "empty.toml")
+    with pytest.raises(UsageError, match=re.escape("takes match = {...} and set = {...} or seeds")):
+        load_sweep(empty)
 
 
 @pytest.mark.parametrize(
