@@ -57,10 +57,12 @@ def method_scores(
     last: int | FinalWindow = LAST_EVALUATIONS,
     until: int | None = None,
     normalise: str = "minmax",
+    too_short: list[int] | None = None,
     **filters: Any,
 ) -> MethodScores:
     """Per method, per task, its runs' normalised final scores at the task's budget (runs short of it, or
-    without an evaluation, left out).
+    without an evaluation, left out). ``too_short``, if given, gets the ids of the runs left out as too
+    short for the window (no evaluation after their learning starts), for the note that says so.
 
     Raises :class:`store.normalise.NormalisationError` for a task with no normalising scores."""
     window = FinalWindow.of(last)
@@ -76,6 +78,8 @@ def method_scores(
         start = learning_start(settings.get(run["id"], {}))
         _, returns = window.select(*final_evaluations(db, run["id"], window, budget.step), start)
         if not len(returns):  # too short for the window (no evaluation after learning starts): no final score
+            if too_short is not None:
+                too_short.append(run["id"])
             continue
         offset, scale = normaliser(run["env"], normalise)
         sampler = run.get("sampler") or DEFAULT_SAMPLER
@@ -89,13 +93,16 @@ def method_scores(
 
 
 def aggregate_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0) -> list[tuple[Any, ...]]:
-    """One row per method and metric (:data:`AGGREGATE_COLUMNS`)."""
+    """One row per method and metric (:data:`AGGREGATE_COLUMNS`); no interval (None) where a task has under
+    :data:`MIN_SEEDS` runs of the method (resampling one seed gives a zero-width interval, not certainty)."""
     rows = []
     for key, tasks in scores.items():
         runs = sum(len(v) for v in tasks.values())
+        few = min(len(v) for v in tasks.values()) < MIN_SEEDS  # a bootstrap of one seed is no interval
         for name, metric in METRICS.items():
             estimate, low, high = interval(metric, tasks, resamples, seed)
-            rows.append((key[0], method_name(key), key[4], name, estimate, low, high, len(tasks), runs))
+            edges = (None, None) if few else (low, high)
+            rows.append((key[0], method_name(key), key[4], name, estimate, *edges, len(tasks), runs))
     return rows
 
 
@@ -124,11 +131,19 @@ def improvement_rows(scores: MethodScores, resamples: int = 2000, seed: int = 0)
     return rows
 
 
+def too_short_note(count: int) -> str:
+    """``2 seeds too short for the window (no evaluation after learning starts) left out``."""
+    seeds = f"{count} seed{'s' if count > 1 else ''}"
+    return f"{seeds} too short for the window (no evaluation after learning starts) left out"
+
+
 def interval_text(estimate: float | None, low: float | None, high: float | None) -> str:
     """``0.28 [0.25, 0.32]``: an estimate and its 95% interval, as tables in the docs show them; "–" and why
     where there is none."""
-    if estimate is None or low is None or high is None:
+    if estimate is None:
         return f"– (under {MIN_SEEDS} seeds a side on a task)"
+    if low is None or high is None:
+        return f"{estimate:.2f} [– under {MIN_SEEDS} seeds on a task]"
     return f"{estimate:.2f} [{low:.2f}, {high:.2f}]"
 
 
@@ -157,11 +172,11 @@ def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamp
 
     columns: tuple[str, ...] = AGGREGATE_COLUMNS if table == "aggregate" else IMPROVEMENT_COLUMNS
     data = aggregate_rows(scores, resamples) if table == "aggregate" else improvement_rows(scores, resamples)
+    if fmt in ("md", "latex"):  # laid out for reading: an estimate with its interval, or "–" and why
+        columns, data = markdown_rows(table, data)
     if fmt == "latex":
         out.write(latex_rows(columns, data))
         return len(data)
-    if fmt == "md":
-        columns, data = markdown_rows(table, data)
     count = write_rows(out, fmt, columns, iter(data))
     if fmt == "md" and note:
         out.write(f"\n{note}\n")

@@ -145,7 +145,7 @@ def _md_cell(value: Any, column: str = "") -> str:
         return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     if isinstance(value, float):
         if math.isinf(value):
-            return "∞" if value > 0 else "−∞"
+            return "∞" if value > 0 else "-∞"  # the minus of the numbers beside it
         return f"{value:.6g}" if math.isfinite(value) else str(value)
     return str(value).replace("|", "\\|").replace("\n", " ")
 

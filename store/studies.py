@@ -289,6 +289,33 @@ def _interval(
     return interval({a: a_values, b: b_values}, (a, b), design, interim, remaining)
 
 
+JOINT_TEST = (
+    "declared under offpoc's earlier joint test of several methods (weak family-wise control), which no longer"
+    " runs, and not re-read with today's: its recorded verdicts stand (export --table decisions); --again starts"
+    " a study with Holm's strong control"
+)
+"""Why a study of several comparisons that recorded an interim before each comparison became its own test
+(schema 14) is not decided again: the new test could reverse a verdict the store recorded and showed."""
+
+
+def joint_test(db: sqlite_utils.Database, study: Study) -> bool:
+    """Whether ``study`` compared several methods under the earlier joint test: it has more than one
+    comparison and decision rows recorded before levels were (``level`` empty)."""
+    if len(study.comparisons) < 2:  # two arms: the test is the same as it was
+        return False
+    sql = "SELECT 1 FROM decisions WHERE study_id = ? AND level IS NULL LIMIT 1"
+    return db.execute(sql, [study.id]).fetchone() is not None
+
+
+def recorded_verdicts(db: sqlite_utils.Database, study: Study) -> list[tuple[str, str, str, int]]:
+    """(method, other, verdict, interim) of each comparison's last recorded decision, in comparison order."""
+    rows = db.execute(
+        "SELECT method, other, verdict, interim FROM decisions WHERE study_id = ? ORDER BY interim", [study.id]
+    ).fetchall()
+    last = {(m, o): (m, o, v, k) for m, o, v, k in rows}
+    return [last[pair] for pair in study.comparisons if pair in last]
+
+
 def state(db: sqlite_utils.Database, study: Study) -> StudyState:
     """Where ``study`` stands: recomputed from its runs, so every reader of the store agrees."""
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in study.methods}
@@ -297,6 +324,9 @@ def state(db: sqlite_utils.Database, study: Study) -> StudyState:
     ).fetchall():
         if arm in runs:
             runs[arm].append({"id": run_id, "seed": seed, "interim": interim, "status": status})
+    if joint_test(db, study):  # never decided again: advance marks a running one failed, saying why
+        undecided = Outcome(study.design, study.comparisons, dict.fromkeys(study.comparisons, "continue"), {})
+        return StudyState(study, undecided, runs, [], {}, problem=JOINT_TEST)
     try:
         values = tuple((m, tuple(_values(db, study, rs))) for m, rs in runs.items())
         outcome = _decide(values, study.comparisons, study.design)

@@ -8,7 +8,7 @@ import math
 import sqlite_utils
 
 from store.sequential import Pair
-from store.studies import StudyState, state, studies
+from store.studies import JOINT_TEST, Study, StudyState, joint_test, recorded_verdicts, state, studies
 from store.summary import method_label
 from store.tasks import env_matches
 
@@ -84,14 +84,20 @@ def history(now: StudyState) -> str:
     return " · ".join(parts)
 
 
-def study_lines(now: StudyState) -> list[str]:
-    study = now.study
+def heading(study: Study) -> str:
+    """``study 3 (name): AdaStop, α = 0.05 family-wise over its 2 comparisons, interims of …``."""
     design = study.design
-    lines = [
+    return (
         f"study {study.id} ({study.name}): AdaStop, α = {design.alpha} family-wise over its"
         f" {len(study.comparisons)} comparison{'s' if len(study.comparisons) > 1 else ''}, interims of"
         f" {design.interim_seeds} seeds a method, at most {design.max_interims}; a seed: {study.estimand.describe()}"
-    ]
+    )
+
+
+def study_lines(now: StudyState) -> list[str]:
+    study = now.study
+    design = study.design
+    lines = [heading(study)]
     if study.status == "abandoned":  # its seeds were deleted: what it decided before is in `decisions`
         return [*lines, "abandoned: runs of it were deleted; what it had decided is in export --table decisions"]
     if study.status == "failed":
@@ -112,7 +118,7 @@ def study_lines(now: StudyState) -> list[str]:
     so_far = "" if now.outcome.finished else " so far, by the methods no longer compared"
     tally = f": {saved} saved{so_far}" if saved > 0 else f": {-saved} more{so_far}" if saved < 0 else ""
     lines.append(
-        f"seeds run {used}, the baseline's included; a fixed design of equal power runs {equal} a method,"
+        f"seeds queued {used}, the baseline's included; a fixed design of equal power runs {equal} a method,"
         f" {equal * len(study.arms)} in all (80% power where this design has 80%, at α/{len(study.comparisons)};"
         f" a normal approximation){tally}"
     )
@@ -123,5 +129,19 @@ def task_lines(db: sqlite_utils.Database, algo: str, env: str) -> list[str]:
     """Every study of one task (``env`` an id or a family, as Compare keys tasks), newest first."""
     out: list[str] = []
     for study in reversed([s for s in studies(db) if s.algo == algo and env_matches(s.env, [env])]):
-        out += study_lines(state(db, study))
+        now = state(db, study)
+        out += joint_lines(db, now) if joint_test(db, study) else study_lines(now)
     return out
+
+
+def joint_lines(db: sqlite_utils.Database, now: StudyState) -> list[str]:
+    """A study decided under the earlier joint test (:data:`store.studies.JOINT_TEST`): its verdicts as
+    recorded, and why they are not decided again."""
+    lines = [heading(now.study)]
+    for method, other, verdict, interim in recorded_verdicts(db, now.study):
+        a, b = label(now, method), label(now, other)
+        said = {"larger": f"{a} > {b}, as recorded at", "smaller": f"{a} < {b}, as recorded at"}.get(
+            verdict, f"{a} vs {b}: undecided at the cap," if verdict == "undecided" else f"{a} vs {b}: not decided by"
+        )
+        lines.append(f"{said} interim {interim}")
+    return [*lines, JOINT_TEST]

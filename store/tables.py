@@ -65,7 +65,7 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
         elif row.training:
             text = f"none at {row.budget:,} ({row.n_short} short)" if row.budget is not None else "no evaluations"
         else:
-            text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
+            text = f"{row.mean:.2f} (1 seed)" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
         if len(versions[row.env_family]) > 1:
             text += f" ({env_version(row.env)})"
         is_best = not row.training and row.mean == best.get((row.algo, row.env_family))
@@ -145,8 +145,9 @@ def latex(rows: list[SummaryRow], window: str) -> str:
         names = " & ".join(rf"\textbf{{{_tex(h)}}}" for h in layout.headers)
         caption = (
             f"Average return of the {_tex(window)} over the seeds for "
-            f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$ captures a 95\\% confidence interval over the "
-            "seeds. Bold values represent the maximum under each baseline algorithm and environment. "
+            f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$: the 95\\% Student-t interval of that average"
+            " over the seeds (the paper's $\\pm$, the mean per-point half-width, is the paper\\_pm column of the CSV"
+            " export). Bold values represent the maximum under each baseline algorithm and environment. "
             + _tex(budget_note(rows).strip())
         ).strip()
         lines = [

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from offpoc_tui.charts.curves import COLOURS, DPI, style
-from store.aggregate import METRICS, interval, profile_band
+from store.aggregate import METRICS, MIN_SEEDS, interval, profile_band
 from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
 from store.summary import method_label, method_rank
 
@@ -29,17 +29,20 @@ def _label(key: MethodKey) -> str:
 
 def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
     keys = list(scores)
+    few = {key for key in keys if min(len(v) for v in scores[key].values()) < MIN_SEEDS}
     fig = Figure(figsize=(3.2 * len(METRICS), 0.9 + 0.28 * len(keys)), dpi=DPI, layout="constrained")
     grid = fig.subplots(1, len(METRICS), sharey=True, squeeze=False)[0]
     for axes, (metric, function) in zip(grid, METRICS.items(), strict=True):
         for row, key in enumerate(keys):
             estimate, low, high = interval(function, scores[key], resamples)
             colour = COLOURS[method_rank(key[1])[0] % len(COLOURS)]  # a method's colour, whatever its algorithm
-            axes.barh(row, high - low, left=low, height=0.6, color=colour, alpha=0.35)
+            if key not in few:  # one seed on a task: resampling it is no interval; the label says so
+                axes.barh(row, high - low, left=low, height=0.6, color=colour, alpha=0.35)
             axes.plot([estimate, estimate], [row - 0.3, row + 0.3], color=colour, linewidth=2)
         axes.set_title(METRIC_TITLES[metric], fontsize=10)
         style(axes, "normalised score" if normalised else "return", grid="x")
-    grid[0].set_yticks(range(len(keys)), [_label(k) for k in keys])
+    labels = [_label(k) + (f" (no interval: under {MIN_SEEDS} seeds on a task)" if k in few else "") for k in keys]
+    grid[0].set_yticks(range(len(keys)), labels)
     grid[0].invert_yaxis()
     fig.suptitle("95% stratified-bootstrap intervals over runs within tasks", fontsize=9)
     return fig

@@ -22,7 +22,11 @@ def dashboard(
     once: Annotated[bool, typer.Option("--once", help="Print the runs and compare tables, then exit.")] = False,
     refresh: Annotated[float, typer.Option(help="Seconds between polls of the store.", min=0.1)] = 1.0,
     last: Annotated[
-        int | None, typer.Option(help="Compare: final return over each seed's last N evaluations [default: 10].")
+        int | None,
+        typer.Option(
+            help="Compare: final return over each seed's last N evaluations, within its last 10% of steps and"
+            " after learning starts [default: 10]."
+        ),
     ] = None,
     last_steps: Annotated[
         int | None,

@@ -41,7 +41,11 @@ def export(
         ),
     ] = "csv",
     last: Annotated[
-        int | None, typer.Option(help="Final tables: a seed's final return over its last N evaluations [default: 10].")
+        int | None,
+        typer.Option(
+            help="Final tables: a seed's final return over its last N evaluations, within its last 10% of steps"
+            " and after learning starts [default: 10]."
+        ),
     ] = None,
     last_steps: Annotated[
         int | None,
@@ -138,12 +142,13 @@ def export(
     }  # fmt: skip
 
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
+    short: list[int] = []  # aggregate, improvement: runs too short for the window, left out and said
     if table in ("aggregate", "improvement"):
         from store.aggregate_tables import method_scores
         from store.normalise import NormalisationError
 
         try:
-            scores = method_scores(store, window, until, normalise, dedupe=dedupe, **filters)
+            scores = method_scores(store, window, until, normalise, short, dedupe=dedupe, **filters)
         except NormalisationError as error:
             fail(str(error))
 
@@ -160,7 +165,7 @@ def export(
             said = f"{repeated[:1].upper()}{repeated[1:]}." if repeated else ""
             return write_summary(out, format_, summary, described, said)
         if table in ("aggregate", "improvement"):
-            from store.aggregate_tables import final_table, task_budgets_of
+            from store.aggregate_tables import final_table, task_budgets_of, too_short_note
             from store.budget import budgets_note, mixed_note
 
             found = task_budgets_of(store, until, dedupe=dedupe, **filters)
@@ -169,6 +174,8 @@ def export(
             note += f" Note: {mixed}." if mixed else ""
             if repeated := repeats_note(repeated_runs(store, dedupe=dedupe, **filters)):
                 note += f" {repeated[0].upper()}{repeated[1:]}."
+            if short:
+                note += f" {too_short_note(len(short))}."
             return final_table(out, table, format_, scores, bootstrap, note)
         return write_rows(out, format_, columns(table), rows(store, table, **filters), objects=("config",))
 

@@ -102,13 +102,14 @@ def across_tasks(
 ) -> None:
     from offpoc_tui.charts.aggregate import aggregate_figure, improvement_figure, profile_figure
     from offpoc_tui.charts.curves import save
-    from store.aggregate_tables import method_scores
+    from store.aggregate_tables import method_scores, too_short_note
     from store.normalise import NormalisationError
     from store.reader import RunFilters
 
     filters: RunFilters = {"algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag}
     try:
-        scores = method_scores(store, until=until, normalise=normalise, dedupe=dedupe, **filters)
+        short: list[int] = []
+        scores = method_scores(store, until=until, normalise=normalise, too_short=short, dedupe=dedupe, **filters)
     except NormalisationError as error:
         fail(str(error))
     if not scores:
@@ -122,4 +123,5 @@ def across_tasks(
             fig = improvement_figure(scores, bootstrap)
         save(fig, output)
     runs = sum(len(v) for tasks in scores.values() for v in tasks.values())
-    err.print(f"wrote {output}: {kind} of {len(scores)} methods from {runs:,} runs", highlight=False)
+    left = f"; {too_short_note(len(short))}" if short else ""
+    err.print(f"wrote {output}: {kind} of {len(scores)} methods from {runs:,} runs{left}", highlight=False)

@@ -44,7 +44,11 @@ TagOption = Annotated[
 ]
 LastStepsOption = Annotated[
     int | None,
-    typer.Option(parser=count, help="--decide, final: over the last N steps [default: the last 10 evaluations]."),
+    typer.Option(
+        parser=count,
+        help="--decide, final: over the last N steps [default: the last 10 evaluations, within the last"
+        " 10% of steps]; never at or before learning starts.",
+    ),
 ]
 
 
@@ -176,6 +180,8 @@ def run(
             raise UsageError("--again applies to --decide")
         specs = assign_lanes(build_specs(request), lanes)
         random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
+        if study is not None and not again:  # a dry run says so too: it shows what the command would do
+            _refuse_a_second_study(db, specs, study)
         if dry_run:
             _dry_run(db, specs, study)
             return
@@ -183,8 +189,6 @@ def run(
         check_run_files(db)
     except (UsageError, StoreError) as error:
         fail(str(error))
-    if study is not None and not again:
-        _refuse_a_second_study(db, specs, study)
 
     store = open_db(db, create=True)
     configure(store, jobs, where, address, checkpoint_dir)

@@ -43,6 +43,7 @@ def across_tasks(
         return ""
     reach = reach_of_curves(curves)
     runs = one_per_seed(runs, reach)[0]
+    short = 0
     budgets = source_budgets(runs, reach, until)
     for run in runs:
         budget = budgets[(*task_of(run), source_of(run))]
@@ -57,6 +58,7 @@ def across_tasks(
         method = (key[2], key[3], key[4], key[5], key[6])  # correction, divergence, source, sampler, variant
         finals = final_returns([(steps, returns)], window, [(starts or {}).get(run["id"], 0)])
         if not len(finals):  # too short for the window (no evaluation after learning starts): no final score
+            short += 1
             continue
         score = (float(finals[0]) - offset) / scale
         methods.setdefault(method, {}).setdefault(run["env"], []).append(score)
@@ -70,7 +72,12 @@ def across_tasks(
         name = method[0] if method[1] is None else f"{method[0]}/{method[1]}"
         name += "" if method[2] == "offpoc" else f" {method[2]}"
         name += f" {{{method[4]}}}" if method[4] else ""
-        text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
+        if len(scores) < len(tasks):  # say on which tasks: the others' IQM pools more
+            name += f" (on {', '.join(sorted(scores))} only)"
+        if min(len(v) for v in arrays.values()) < MIN_SEEDS:  # a bootstrap of one seed is no interval
+            text = f"{name} {estimate:.2f} [– under {MIN_SEEDS} seeds on a task]"
+        else:
+            text = f"{name} {estimate:.2f} [{low:.2f}, {high:.2f}]"
         alone = [k for k in methods if k[0] == BASELINE and k[2] == method[2]]
         base = methods.get(
             (BASELINE, None, method[2], method[3], baseline_variant(method[4])),
@@ -87,5 +94,8 @@ def across_tasks(
     per_family = Counter(env_family(t) for t in tasks)  # Hopper-v2 (published) and Hopper-v4 are two tasks
     families = ", ".join(f"{f} ×{n}" if n > 1 else f for f, n in sorted(per_family.items()))
     heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget, IQM [95% CI]: "
-    mixed = mixed_note(budgets)
-    return heading + " · ".join(parts) + (f" ({mixed})" if mixed else "")
+    notes = [mixed_note(budgets)]
+    if short:
+        notes.append(f"{short} seed{'s' if short > 1 else ''} too short for the window left out")
+    said = "; ".join(n for n in notes if n)
+    return heading + " · ".join(parts) + (f" ({said})" if said else "")

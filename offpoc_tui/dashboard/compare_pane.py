@@ -40,8 +40,8 @@ def note(window: FinalWindow, group_by: str = "") -> str:
         unit, against = ("run", f"the reference row ({group_by}'s default value, else its first), every method pooled")
     return (
         f"final: mean over {unit}s of each {unit}'s {window.describe()} ± its 95% t interval over {unit}s · vs"
-        f' baseline, Welch p, P(>base): against {against}, "–" under {MIN_SEEDS} {unit}s a side; p is one look at'
-        " the seeds there are, not a decision if looked at again (--decide)"
+        f' baseline, Welch p, P(>base): against {against}; p and P(>base) "–" under {MIN_SEEDS} {unit}s a side; p is'
+        " one look at the seeds there are, not a decision if looked at again (--decide)"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +152,8 @@ def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
     assert mean_row["estimate"] == pytest.approx(np.mean(finals), rel=1e-9) and mean_row["n_tasks"] == 1
     tex = runner.invoke(app, ["export", "--table", "improvement", "--format", "latex", "--algo", "ddpg",
                               "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
-    assert tex.exit_code == 0 and "\\begin{tabular}{llllllll}" in tex.stdout and "acoffpoc" in tex.stdout
+    assert tex.exit_code == 0 and "\\begin{tabular}{llllll}" in tex.stdout and "acoffpoc" in tex.stdout
+    assert re.search(r"& \d\.\d\d \[\d\.\d\d, \d\.\d\d\] & 8", tex.stdout), tex.stdout  # laid out as the md table
     md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "sac", "--env", "Hopper",
                              "--until", "100000", "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
     assert (
@@ -260,11 +262,16 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     # One seed a side on each task: no P(>base) (it would read 1.00 [1.00, 1.00]), and why.
     single = [r for r in runs if r["seed"] % 10 in (0, 3)]
     assert "P(>base) – (under 2 seeds a side on a task)" in across_tasks(single, curves, FinalWindow())
+    assert "[– under 2 seeds on a task]" in across_tasks(single, curves, FinalWindow())  # no interval from one
     # Runs that have evaluated only at step 0 (a sweep just started): too short for the window, no score.
     started = {i: (np.array([0]), np.array([5.0])) for i in finals}
     assert across_tasks(runs, started, FinalWindow()) == ""
     # Nor runs whose learning starts at their last evaluation (start_steps 11,000): no score after it.
     assert across_tasks(runs, curves, FinalWindow(), starts=dict.fromkeys(finals, 11_000)) == ""
+    # Some: the line says how many were left out, and on which tasks a method was scored.
+    late = {r["id"]: 11_000 for r in runs if r["env"] == "Walker2d-v4" and r["correction"] == "ipg"}
+    line = across_tasks(runs, curves, FinalWindow(), starts=late)
+    assert "ipg (on Hopper-v4 only) " in line and line.endswith("(3 seeds too short for the window left out)"), line
 
 
 @needs_reference
@@ -309,6 +316,14 @@ def test_improvement_from_one_seed_a_side_is_no_probability_and_says_why(filled_
     figure = runner.invoke(app, ["plot", "--kind", "improvement", "-o", str(tmp_path / "p.png"), "--db",
                                  str(filled_store)])  # fmt: skip
     assert figure.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0, figure.output
+    tex = runner.invoke(app, ["export", "--table", "improvement", "--format", "latex", "--db", str(filled_store)])
+    assert "– (under 2 seeds a side on a task)" in tex.stdout and "None" not in tex.stdout, tex.stdout
+    # Nor an interval of the aggregate metrics from one seed on a task: its estimate, no interval, and why.
+    md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--db", str(filled_store)])
+    row = next(line for line in md.stdout.splitlines() if line.startswith("| td3 | acoffpoc"))
+    assert row.count("[– under 2 seeds on a task]") == 4, row
+    data = runner.invoke(app, ["export", "--table", "aggregate", "--format", "json", "--db", str(filled_store)])
+    assert {(r["ci_low"], r["ci_high"]) for r in json.loads(data.stdout)} == {(None, None)}
 
 
 def test_scores_across_tasks_take_the_same_window_as_the_summary(filled_store: Path) -> None:

@@ -230,6 +230,8 @@ def test_the_same_study_twice_is_refused_naming_the_first_unless_again(tmp_path:
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
     assert "study 1 (td3-Pendulum-v1-acoffpoc-vs-none) is this study" in again.stderr
     assert len(studies(open_store(db_path))) == 1
+    dry = offpoc(db_path, *args, "--dry-run", check=False)  # a dry run shows the refusal it would meet
+    assert dry.returncode == 2 and "is this study" in dry.stderr and "would start" not in dry.stdout
     # Stored by an older offpoc, whose configs held every plug-in's options: still this study.
     db = open_store(db_path)
     arms = {m: {**arm, "config": {**arm["config"], "geoff_m2": "all"}} for m, arm in studies(db)[0].arms.items()}
@@ -272,7 +274,7 @@ def test_decisions_in_markdown_give_dates_and_infinity_as_a_reader_reads_them(tm
     cell = dict(zip(header, row, strict=True))
     assert cell["boundary"] == "∞" and cell["verdict"] == "continue"
     assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ", cell["recorded"]), cell["recorded"]
-    assert (cell["ci_low"], cell["ci_high"]) == ("−∞", "∞")  # unbounded at an interim that cannot reject
+    assert (cell["ci_low"], cell["ci_high"]) == ("-∞", "∞")  # unbounded at an interim that cannot reject
     rows = export(db_path, "decisions")  # CSV
     assert (rows[0]["boundary"], rows[0]["ci_low"], rows[0]["ci_high"]) == ("", "-inf", "inf")
 
@@ -401,6 +403,37 @@ def test_a_study_whose_values_cannot_be_decided_fails_once_saying_why(tmp_path: 
     assert studies(db)[0].status == "failed" and advance(db, seen) == [] and len(_runs(db_path)) == 10
 
 
+def test_a_study_of_several_methods_decided_under_the_joint_test_keeps_its_recorded_verdicts(
+    tmp_path: Path,
+) -> None:
+    """A store from before each comparison became its own test: a three-arm study recorded interim 1 under the
+    joint test (its rows have no level). Today's test is never run on it, which could reverse what the store
+    recorded and showed: Compare shows the recorded verdicts and says why, the export keeps them, and the
+    scheduler marks the running study failed instead of deciding or queueing more."""
+    db = open_store(tmp_path / "j.db", create=True)
+    arms = {m: spec(correction=m) for m in ("acoffpoc", "ipg", "none")}
+    study_id, _ = create_study(
+        db, name="j", design=DESIGN, estimand=Estimand(), arms=arms, comparisons=[("acoffpoc", "none"), ("ipg", "none")]
+    )
+    for run_id, *_ in _runs(tmp_path / "j.db"):
+        _finish(tmp_path / "j.db", run_id, 0.0)  # equal methods: today's test would decide nothing
+    db = open_store(tmp_path / "j.db")
+    for method, verdict in (("acoffpoc", "larger"), ("ipg", "continue")):
+        db.execute(
+            "INSERT INTO decisions (study_id, interim, method, other, verdict, statistic, boundary, level_spent,"
+            " seeds, recorded) VALUES (?, 1, ?, 'none', ?, 5.0, 4.0, 0.01, 5, 0)",
+            [study_id, method, verdict],
+        )
+    db.conn.commit()
+    said = "\n".join(task_lines(db, "td3", "Hopper"))
+    assert "TD3 + AC-Off-POC > TD3, as recorded at interim 1" in said, said
+    assert "TD3 + IPG (JSD) vs TD3: not decided by interim 1" in said and "earlier joint test" in said, said
+    lines = advance(db, {})
+    assert len(lines) == 1 and "marked failed: declared under offpoc's earlier joint test" in lines[0], lines
+    assert len(_runs(tmp_path / "j.db")) == 15 and db.execute("SELECT count(*) FROM decisions").fetchone()[0] == 2
+    assert "TD3 + AC-Off-POC > TD3, as recorded at interim 1" in "\n".join(task_lines(db, "td3", "Hopper"))
+
+
 def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_path: Path) -> None:
     """The dashboard (Pilot) and --once: the decision as it stands, its interims and the seeds saved."""
     from offpoc_tui.dashboard.app import Dashboard
@@ -420,7 +453,7 @@ def test_compare_shows_each_studys_decision_and_the_fixed_p_says_what_it_is(tmp_
         await until(pilot, lambda: decided in shown_text(app, "#compare-decisions"))
         shown = " ".join(shown_text(app, "#compare-decisions").split())
         equal = "a fixed design of equal power runs 14 a method, 28 in all"  # n = 5, K = 3: the cap is 15
-        assert f"seeds run 10, the baseline's included; {equal}" in shown
+        assert f"seeds queued 10, the baseline's included; {equal}" in shown
         assert "a normal approximation): 18 saved" in shown
         assert "difference +500.6, 95% interval [+" in shown and "stopped early: the fixed-sample figures" in shown
         # every line on screen: the study (two lines), its pair, its interim, the early stop's note (two), its

@@ -198,6 +198,7 @@ def test_markdown_and_latex_lay_out_like_the_paper(reference_store: Path) -> Non
     assert f"TD3 + AC-Off-POC & \\textbf{{5472.19 $\\pm$ {ant}}} & \\textbf{{322.38 $\\pm$ {walker}}}" in tex
     humanoid, lunar = pm("DDPG", "Humanoid-v2", "AC-Off-POC_"), pm("DDPG", "LunarLanderContinuous-v2", "AC-Off-POC_")
     assert f"DDPG + AC-Off-POC & \\textbf{{1115.81 $\\pm$ {humanoid}}} & 173.02 $\\pm$ {lunar}" in tex
+    assert "$\\pm$: the 95\\% Student-t interval of that average over the seeds (the paper's $\\pm$" in tex
 
 
 @needs_reference
@@ -306,3 +307,5 @@ def test_a_seed_too_short_for_its_window_is_counted_and_said(tmp_path: Path) -> 
 
     scores = method_scores(open_store(db), normalise="none")  # the scores across tasks: the same window
     assert [key[1] for key in scores] == ["none"], scores
+    aggregate = invoke("export", "--table", "aggregate", "--format", "md", "--db", str(db)).stdout
+    assert "2 seeds too short for the window (no evaluation after learning starts) left out." in aggregate
