@@ -84,8 +84,6 @@ class TrainConfig:
     """Env steps between evaluations (plus one before training)."""
     eval_episodes: int = 10
     """Episodes per evaluation."""
-    exploration_std: float = 0.1
-    """Gaussian exploration noise std in normalised action units (DDPG, TD3)."""
     gamma: float = 0.99
     """Discount."""
     tau: float | None = None
@@ -108,12 +106,6 @@ class TrainConfig:
     """How the update gets its gradients: autograd on the losses, or fast (backward passes written
     out for Linear/ReLU/Tanh networks, same results); auto picks fast wherever it applies. The
     resolved config, stored with a run, names the one used."""
-    policy_delay: int = 2
-    """TD3: critic updates per actor and target update."""
-    target_noise: float = 0.2
-    """TD3: target policy smoothing noise std."""
-    noise_clip: float = 0.5
-    """TD3: target policy smoothing noise clip."""
     stats_every: int = 1000
     """Env steps between training statistics reports."""
     weights_block: int = 1000
@@ -129,8 +121,9 @@ class TrainConfig:
     device: str = "cpu"
     """torch device for the networks."""
     options: tuple[Options, ...] = ()
-    """The correction's and the sampler's option groups; :meth:`resolved` adds those left out, at their
-    defaults. Read one with :meth:`option`; set a value by its flat name (:meth:`make`, :meth:`replace`)."""
+    """The algorithm's, the correction's and the sampler's option groups; :meth:`resolved` adds those left
+    out, at their defaults. Read one with :meth:`option`; set a value by its flat name (:meth:`make`,
+    :meth:`replace`)."""
 
     @classmethod
     def make(cls, **values: Any) -> TrainConfig:
@@ -153,11 +146,12 @@ class TrainConfig:
         return cls(**common, options=options)
 
     def replace(self, **values: Any) -> TrainConfig:
-        """A copy with flat-named ``values`` changed. Option groups of a correction or sampler replaced here
-        are dropped unless a value of theirs is given."""
+        """A copy with flat-named ``values`` changed. Option groups of an algorithm, correction or sampler
+        replaced here are dropped unless a value of theirs is given."""
         kept = self.options
-        if "correction" in values or "sampler" in values:
-            owned = plugins.owned_groups(values.get("correction", self.correction), values.get("sampler", self.sampler))
+        if {"algo", "correction", "sampler"} & set(values):
+            chosen = [values.get(k, getattr(self, k)) for k in ("algo", "correction", "sampler")]
+            owned = plugins.owned_groups(*chosen)
             kept = tuple(o for o in self.options if type(o) in owned)
         flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
         for group in kept:
@@ -209,14 +203,14 @@ class TrainConfig:
 
     def _options(self) -> tuple[Options, ...]:
         """Exactly the chosen plug-ins' groups, in their registration order, each checked."""
-        owned = plugins.owned_groups(self.correction, self.sampler)
+        owned = plugins.owned_groups(self.algo, self.correction, self.sampler)
         for options in self.options:
             if type(options) not in owned:
                 defaults = type(options)().flat()
                 given = [name for name, value in options.flat().items() if value != defaults[name]]
                 flat = (given or list(defaults))[0]
-                raise ConfigError(f"{flat} {owner_text(type(options))}: this run's correction is {self.correction}"
-                                  f" and its sampler {self.sampler}")  # fmt: skip
+                raise ConfigError(f"{flat} {owner_text(type(options))}: this run is {self.algo} with correction"
+                                  f" {self.correction} and sampler {self.sampler}")  # fmt: skip
         resolved = tuple(self.option(group).resolve(self) for group in owned)
         for options in resolved:
             try:
@@ -254,7 +248,7 @@ class TrainConfig:
 
     def _validate(self) -> None:
         positive = ["total_steps", "batch_size", "eval_freq", "eval_episodes", "stats_every", "weights_block"]
-        positive += ["histogram_bins", "threads", "policy_delay"]
+        positive += ["histogram_bins", "threads"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -265,7 +259,7 @@ class TrainConfig:
             raise ConfigError(f"batch_size must be at least 2 (a covariance needs two samples), got {self.batch_size}")
         if self.buffer_size < self.batch_size:
             raise ConfigError(f"buffer_size ({self.buffer_size}) must be at least batch_size ({self.batch_size})")
-        for name in ["exploration_std", "target_noise", "noise_clip", "critic_weight_decay"]:
+        for name in ["critic_weight_decay"]:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be a non-negative number, got {value}")
@@ -333,14 +327,15 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of :meth:`to_dict` for a stored config (a run's, a checkpoint's); unknown keys are an
-        error. Configs stored before options moved to their plug-ins hold every plug-in's options: those
-        of plug-ins the run did not use are dropped (they had no effect on it). An option added since the
+        error. Configs stored before options moved to their plug-ins (algorithms included) hold every plug-in's
+        options: those of plug-ins the run did not use are dropped (they had no effect on it). An option added
+        since the
         config was stored takes its :data:`LEGACY_VALUES` entry."""
         unknown = set(data) - set(field_names())
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
-        correction, sampler = data.get("correction", "none"), data.get("sampler", "uniform")
-        owned = {flat for group in plugins.owned_groups(correction, sampler) for flat in group.flat_names()}
+        chosen = (data.get("algo", "td3"), data.get("correction", "none"), data.get("sampler", "uniform"))
+        owned = {flat for group in plugins.owned_groups(*chosen) for flat in group.flat_names()}
         legacy = {k: v for k, v in LEGACY_VALUES.items() if k in owned}
         if (
             "critic_decay_form" not in data
@@ -378,15 +373,15 @@ def field_names() -> tuple[str, ...]:
 
 
 def owner_text(group: type[Options]) -> str:
-    """``is an option of ris-off-pac`` (or ``of ace and geoff-pac``)."""
+    """``is an option of ris-off-pac`` (or ``of ace and geoff-pac``, ``of ddpg and td3``)."""
     owners = [p.name for p in plugins.owners(group)]
     return f"is an option of {' and '.join(owners) if owners else 'no registered plug-in'}"
 
 
-def applies(name: str, correction: str, sampler: str) -> bool:
-    """Whether a run with this correction and sampler takes the field ``name`` (every common field)."""
+def applies(name: str, algo: str, correction: str, sampler: str) -> bool:
+    """Whether a run of this algorithm, correction and sampler takes the field ``name`` (every common field)."""
     group = plugins.group_of(name)
-    return name in COMMON_FIELDS or (group is not None and group in plugins.owned_groups(correction, sampler))
+    return name in COMMON_FIELDS or (group is not None and group in plugins.owned_groups(algo, correction, sampler))
 
 
 def unknown_field(name: str) -> str:

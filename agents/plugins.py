@@ -95,6 +95,9 @@ class Algorithm:
     """Whether it keeps a target copy of its actor."""
     hidden_layers: int | None = None
     """The number of hidden sizes its networks need (DDPG: 2); None = any."""
+    options: tuple[type[Options], ...] = ()
+    """Its own option groups (TD3's policy delay and target smoothing; DDPG's and TD3's exploration noise):
+    a run of another algorithm is refused them, as a run is the options of a correction it does not use."""
 
 
 _ALGORITHMS: dict[str, Algorithm] = {}
@@ -114,7 +117,17 @@ def add_algorithm(entry: Algorithm) -> None:
     check_name("algorithm", entry.name)
     if entry.name in _ALGORITHMS:
         raise ValueError(f"algorithm {entry.name!r} is already registered")
+    _check_flat_names(entry.name, entry.options)
     _ALGORITHMS[entry.name] = entry
+
+
+def _check_flat_names(name: str, options: tuple[type[Options], ...]) -> None:
+    """A new plug-in's option groups must not give a flat name a second meaning."""
+    for group in options:
+        for flat in group.flat_names():
+            other = group_of(flat)
+            if other is not None and other is not group:
+                raise ValueError(f"option {flat} of {name} is already {other.__name__}'s")
 
 
 def remove_algorithm(name: str) -> None:
@@ -139,11 +152,7 @@ def add(plugin: PlugIn) -> None:
     flats = {flat for group in plugin.options for flat in group.flat_names()}
     if plugin.method_option is not None and plugin.method_option not in flats:
         raise ValueError(f"method_option {plugin.method_option} of {plugin.name} is none of its options")
-    for group in plugin.options:
-        for flat in group.flat_names():
-            other = group_of(flat)
-            if other is not None and other is not group:
-                raise ValueError(f"option {flat} of {plugin.name} is already {other.__name__}'s")
+    _check_flat_names(plugin.name, plugin.options)
     _CATALOGUE[(plugin.kind, plugin.name)] = plugin
 
 
@@ -166,11 +175,17 @@ def names(kind: Kind) -> tuple[str, ...]:
 
 
 def groups() -> tuple[type[Options], ...]:
-    """Every option group of a registered plug-in, once each, in registration order."""
+    """Every option group of a registered algorithm, correction or sampler, once each: the algorithms' first,
+    each kind in registration order."""
     seen: dict[type[Options], None] = {}
-    for plugin in _CATALOGUE.values():
-        seen.update(dict.fromkeys(plugin.options))
+    for entry in _entries():
+        seen.update(dict.fromkeys(entry.options))
     return tuple(seen)
+
+
+def _entries() -> list[Algorithm | PlugIn]:
+    """Every registered algorithm, then every correction and sampler."""
+    return [*_ALGORITHMS.values(), *_CATALOGUE.values()]
 
 
 def group_of(flat: str) -> type[Options] | None:
@@ -178,9 +193,9 @@ def group_of(flat: str) -> type[Options] | None:
     return next((g for g in groups() if flat in g.flat_names()), None)
 
 
-def owners(group: type[Options]) -> tuple[PlugIn, ...]:
-    """The plug-ins that take a group's options."""
-    return tuple(p for p in _CATALOGUE.values() if group in p.options)
+def owners(group: type[Options]) -> tuple[Algorithm | PlugIn, ...]:
+    """The algorithms and plug-ins that take a group's options."""
+    return tuple(p for p in _entries() if group in p.options)
 
 
 def option_owners() -> dict[str, list[str]]:
@@ -199,7 +214,7 @@ def methods() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def owned_groups(correction: str, sampler: str) -> tuple[type[Options], ...]:
-    """The option groups a run with this correction and sampler takes, each once."""
-    chosen = (get("correction", correction), get("sampler", sampler))
+def owned_groups(algo: str, correction: str, sampler: str) -> tuple[type[Options], ...]:
+    """The option groups a run of this algorithm, correction and sampler takes, each once."""
+    chosen = (algorithm(algo), get("correction", correction), get("sampler", sampler))
     return tuple(dict.fromkeys(g for p in chosen if p is not None for g in p.options))

@@ -124,7 +124,8 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
                 own = sets
                 if correction != request.correction:  # --compare's baseline: the correction's options are not its
                     sampler = sets.get("sampler", flags.get("sampler", "uniform"))
-                    own = {k: v for k, v in sets.items() if k not in field_names() or applies(k, correction, sampler)}
+                    takes = [request.algo, correction, sampler]
+                    own = {k: v for k, v in sets.items() if k not in field_names() or applies(k, *takes)}
                 config = with_overrides(base, own).resolved()
                 check_correction_starts(config)
                 if request.local:

@@ -258,7 +258,7 @@ def load_sweep(path: Path, tags: tuple[str, ...] = ()) -> Sweep:
         # [set] and [[override]] reach the runs whose correction and sampler take them; a method's own keys
         # are its own, checked as given.
         sampler = str(own.get("sampler", shared_settings.get("sampler", "uniform")))
-        kept = {k: v for k, v in shared_settings.items() if applies(k, correction, sampler)}
+        kept = {k: v for k, v in shared_settings.items() if applies(k, algo, correction, sampler)}
         used |= set(kept)
         settings = {**kept, **own}
         label = f"{algo} × {env} × {correction}" + "".join(f", {k}={v}" for k, v in sorted(method.items())[1:])

@@ -49,9 +49,10 @@ A correction's method option (AC-Off-POC's ``divergence``, :func:`store.methods.
 the key too."""
 
 OPTION_OWNERS = "option_owners"
-"""``meta`` key: each plug-in option's flat name → the corrections and samplers that take it, as the
-last submission's offpoc knew them. Configs stored before options moved to their plug-ins hold every
-plug-in's options; with it, a run's variant considers only its own plug-ins' options."""
+"""``meta`` key: each plug-in option's flat name → the algorithms, corrections and samplers that take it, as
+the last submission's offpoc knew them. Configs stored before options moved to their plug-ins hold every
+plug-in's options (TD3's ``policy_delay`` on a SAC run); with it, a run's variant considers only its own
+plug-ins' options."""
 
 CONFIG_DEFAULTS = "config_defaults"
 """``meta`` key: the defaults the last submission's offpoc resolved, ``{"algorithms": {algo: {field:
@@ -100,7 +101,7 @@ def variants(
     defaults = defaults or {}
     labelled: dict[int, str] = {}
     for key, ids in groups.items():
-        plugins = {key[2], key[5]}
+        plugins = {key[0], key[2], key[5]}  # its algorithm, correction and sampler
         idle = CORRECTION_ONLY if key[2] == "none" else frozenset()
         members = [
             {

@@ -16,16 +16,27 @@ from agents.algorithms.base import ActorCritic, UpdateStats, hand_written
 from agents.algorithms.ddpg import DDPG
 from agents.algorithms.losses import SoftUpdate, reduce_loss
 from agents.algorithms.sac import SAC
-from agents.algorithms.td3 import TD3
+from agents.algorithms.td3 import TD3, TD3Options
 from agents.config import AlgorithmDefaults, ConfigError, TrainConfig
+from agents.exploration import ExplorationOptions
+from agents.options import Options
 
 _CLASSES: dict[str, type[ActorCritic]] = {}
 
 
-def register(name: str, cls: type[ActorCritic], *, summary: str, defaults: AlgorithmDefaults) -> None:
+def register(
+    name: str,
+    cls: type[ActorCritic],
+    *,
+    summary: str,
+    defaults: AlgorithmDefaults,
+    options: tuple[type[Options], ...] = (),
+) -> None:
     """Make ``cls`` the algorithm ``name`` (``--algo``/``offpoc run NAME``) with ``defaults`` for the settings a
-    config leaves unset. The fast backend trains it where it has hand-written gradients for both losses
-    (:meth:`ActorCritic.actor_backward`, and the built-in critic loss); elsewhere runs use autograd."""
+    config leaves unset and ``options``, its own option groups (``--set``, sweep files and stored configs name
+    their fields; a run of another algorithm is refused them; ``config.option(Group)`` reads them). The fast
+    backend trains it where it has hand-written gradients for both losses (:meth:`ActorCritic.actor_backward`,
+    and the built-in critic loss); elsewhere runs use autograd."""
     plugins.add_algorithm(
         plugins.Algorithm(
             name,
@@ -36,6 +47,7 @@ def register(name: str, cls: type[ActorCritic], *, summary: str, defaults: Algor
             cls.critics,
             cls.keeps_target_actor,
             cls.hidden_layers,
+            options,
         )
     )
     _CLASSES[name] = cls
@@ -54,9 +66,10 @@ def make_algorithm(config: TrainConfig, obs_dim: int, action_dim: int, generator
     return _CLASSES[config.algo](config, obs_dim, action_dim, generator)
 
 
-register("ddpg", DDPG, summary="DDPG (Lillicrap et al.), as the paper's baseline trains it", defaults=ddpg.DEFAULTS)
+register("ddpg", DDPG, summary="DDPG (Lillicrap et al.), as the paper's baseline trains it", defaults=ddpg.DEFAULTS,
+         options=(ExplorationOptions,))  # fmt: skip
 register("td3", TD3, summary="TD3 (Fujimoto et al.): twin critics, delayed actor, target smoothing",
-         defaults=td3.DEFAULTS)  # fmt: skip
+         defaults=td3.DEFAULTS, options=td3.OPTIONS)  # fmt: skip
 register("sac", SAC, summary="SAC (Haarnoja et al.): a stochastic policy with a learned temperature",
          defaults=sac.DEFAULTS)  # fmt: skip
 
@@ -66,6 +79,7 @@ __all__ = [
     "TD3",
     "ActorCritic",
     "SoftUpdate",
+    "TD3Options",
     "UpdateStats",
     "make_algorithm",
     "reduce_loss",

@@ -12,6 +12,7 @@ from torch import Tensor
 from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
 from agents.config import AlgorithmDefaults
+from agents.exploration import exploration_std
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
@@ -51,7 +52,7 @@ class DDPG(ActorCritic):
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        return noisy_action(self.actor_output(obs), self.config.exploration_std, explore, rng)
+        return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -12,11 +15,40 @@ from torch import Tensor
 from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
 from agents.config import AlgorithmDefaults
+from agents.exploration import ExplorationOptions, exploration_std
 from agents.networks import DeterministicActor, TwinCritic
+from agents.options import Options
 from agents.replay import Batch
 
 DEFAULTS = AlgorithmDefaults(25_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 1)
 """The settings a config leaves unset, as the paper and the authors' code train TD3."""
+
+
+@dataclass(frozen=True)
+class TD3Options(Options):
+    """TD3's own settings: the delayed actor and the target policy smoothing."""
+
+    prefix: ClassVar[str] = "td3"
+    unprefixed: ClassVar[frozenset[str]] = frozenset({"policy_delay", "target_noise", "noise_clip"})  # as ever
+
+    policy_delay: int = 2
+    """Critic updates per actor and target update."""
+    target_noise: float = 0.2
+    """Target policy smoothing noise std."""
+    noise_clip: float = 0.5
+    """Target policy smoothing noise clip."""
+
+    def validate(self) -> None:
+        if not (isinstance(self.policy_delay, int) and self.policy_delay >= 1):
+            raise ValueError(f"policy_delay must be at least 1, got {self.policy_delay}")
+        for name in ("target_noise", "noise_clip"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a non-negative number, got {value}")
+
+
+OPTIONS: tuple[type[Options], ...] = (ExplorationOptions, TD3Options)
+"""TD3's option groups, as it registers them (a subclass registered under a new name declares them again)."""
 
 
 class TD3(ActorCritic):
@@ -34,15 +66,15 @@ class TD3(ActorCritic):
         self.critic_target = copy.deepcopy(self.critic)
 
     def target(self, batch: Batch) -> Tensor:
-        c = self.config
+        own = self.config.option(TD3Options)
         with torch.no_grad():
             # Target policy smoothing: clipped Gaussian noise on the target action.
             noise = self._noise(batch.action.shape)
-            noise = (noise * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
+            noise = (noise * own.target_noise).clamp(-own.noise_clip, own.noise_clip)
             next_action = (self.actor_target(batch.next_obs) + noise).clamp(-1.0, 1.0)
             # Clipped double Q-learning: the smaller of the twin targets.
             next_q = self.critic_target(batch.next_obs, next_action).min(0).values
-            y = batch.reward + c.gamma * batch.not_terminated * next_q
+            y = batch.reward + self.config.gamma * batch.not_terminated * next_q
         return y
 
     def actor_loss(self, obs: Tensor) -> Tensor:
@@ -55,7 +87,7 @@ class TD3(ActorCritic):
         return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
 
     def actor_due(self) -> bool:
-        return self.updates % self.config.policy_delay == 0
+        return self.updates % self.config.option(TD3Options).policy_delay == 0
 
     def update_targets(self, actor_stepped: bool) -> None:
         # Delayed: targets move only with the actor.
@@ -63,7 +95,7 @@ class TD3(ActorCritic):
             super().update_targets(actor_stepped)
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        return noisy_action(self.actor_output(obs), self.config.exploration_std, explore, rng)
+        return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
 
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())

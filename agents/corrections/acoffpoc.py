@@ -36,6 +36,7 @@ from agents.corrections.divergences import (
     diag_gaussian_kl,
     gaussian_kl,
 )
+from agents.exploration import exploration_std
 from agents.options import Options, choice
 from agents.quantities import LAMBDA, Quantity
 from agents.replay import Batch
@@ -79,7 +80,7 @@ class ACOffPOCOptions(Options):
     collapse SAC on HalfCheetah, docs/results.md)."""
 
     def resolve(self, config: Any) -> ACOffPOCOptions:
-        std = config.exploration_std
+        std = exploration_std(config)
         if self.ref_std is not None or not (math.isfinite(std) and std >= 0):
             return self  # a bad exploration_std is for the config's own check to name
         return dataclasses.replace(self, ref_std=std)

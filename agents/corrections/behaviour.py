@@ -24,6 +24,7 @@ from agents.corrections.densities import (
     stochastic_log_ratio,
     uniform_log_density,
 )
+from agents.exploration import exploration_std
 from agents.quantities import Quantity
 from agents.replay import Batch
 
@@ -35,7 +36,7 @@ RHO_BAR = Quantity("rho_bar", "ρ̄", 0.0, 2.0)
 def check_behaviour_noise(config: Any) -> None:
     """DDPG/TD3 runs of a ratio correction need exploration noise: it is their behaviour density."""
     entry = plugins.algorithm(config.algo)
-    if entry is not None and entry.policy_kind == "deterministic" and not config.exploration_std > 0:
+    if entry is not None and entry.policy_kind == "deterministic" and not exploration_std(config) > 0:
         raise ValueError(f"{config.correction} needs exploration_std > 0 (its behaviour density) for {config.algo}")
 
 
@@ -48,7 +49,7 @@ class BehaviourRatio(Correction):
     def __init__(self, settings: CorrectionSettings) -> None:
         super().__init__(settings)
         self.policy_kind = settings.policy_kind
-        self.std = settings.run_config.exploration_std
+        self.std = exploration_std(settings.run_config)
 
     def collect(self, transition: Collected) -> Mapping[str, float]:
         return {RANDOM_PHASE: float(transition.random_phase)}

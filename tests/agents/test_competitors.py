@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from agents import ConfigError, RecordingSink, TrainConfig, Trainer, plugins
+from agents.algorithms import TD3Options
 from agents.corrections import CorrectionSettings, make_correction
 from agents.corrections.behaviour import RANDOM_PHASE
 from agents.corrections.densities import (
@@ -374,7 +375,7 @@ def smoke(config: TrainConfig, sink: RecordingSink, name: str) -> None:
     start = config.correction_start
     for quantity in logged:  # every update from the correction's start (the one in its step) logged its values
         steps = np.concatenate([block.steps for block in sink.blocks if block.quantity.name == quantity])
-        every = config.policy_delay if config.algo == "td3" else 1
+        every = config.option(TD3Options).policy_delay if config.algo == "td3" else 1
         assert steps[-1] == config.total_steps and np.all(np.diff(steps) == every)
         assert start <= steps[0] < start + every
 

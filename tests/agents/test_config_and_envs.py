@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agents import ConfigError, EnvError, TrainConfig, make_env, with_overrides
+from agents.algorithms import TD3Options
 from agents.config import field_names
 from agents.corrections.acoffpoc import ACOffPOCOptions
+from agents.exploration import exploration_std
 
 
 def test_defaults_resolve_per_algorithm_as_in_the_spec() -> None:
@@ -18,10 +20,10 @@ def test_defaults_resolve_per_algorithm_as_in_the_spec() -> None:
         1e-3,
         1e-2,
     )
-    assert (td3.hidden, td3.tau, td3.start_steps, td3.policy_delay) == ((256, 256), 0.005, 25_000, 2)
+    assert (td3.hidden, td3.tau, td3.start_steps, td3.option(TD3Options).policy_delay) == ((256, 256), 0.005, 25_000, 2)
     assert (sac.start_steps, sac.correction_start) == (10_000, 50_000)
-    corrected = TrainConfig(algo="td3", correction="acoffpoc", exploration_std=0.2).resolved()
-    assert corrected.option(ACOffPOCOptions).ref_std == corrected.exploration_std == 0.2  # None = exploration_std
+    corrected = TrainConfig.make(algo="td3", correction="acoffpoc", exploration_std=0.2).resolved()
+    assert corrected.option(ACOffPOCOptions).ref_std == exploration_std(corrected) == 0.2  # None = exploration_std
     assert all(c.batch_size == 256 and c.buffer_size == 1_000_000 and c.gamma == 0.99 for c in (ddpg, td3, sac))
 
 
@@ -80,7 +82,7 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
         ({"algo": "ppo"}, "unknown algorithm 'ppo'"),
         ({"correction": "retrace"}, "unknown correction 'retrace'"),
         ({"correction": "acoffpoc", "divergence": "tv"}, "^divergence must be one of jsd, symkl, kl, got 'tv'"),
-        ({"divergence": "kl"}, "divergence is an option of acoffpoc: this run's correction is none"),
+        ({"divergence": "kl"}, "divergence is an option of acoffpoc: this run is td3 with correction none"),
         ({"total_steps": 0}, "total_steps must be at least 1"),
         ({"start_steps": -1}, "start_steps must be at least 0"),
         ({"batch_size": 1}, "batch_size must be at least 2"),
@@ -89,6 +91,12 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
         ({"correction": "acoffpoc", "exploration_std": -1.0}, "exploration_std must be a non-negative number"),
         ({"gamma": 1.5}, "gamma must be in"),
         ({"algo": "ddpg", "hidden": (64, 64, 64)}, "ddpg needs exactly 2 hidden sizes"),
+        ({"policy_delay": 0}, "policy_delay must be at least 1, got 0"),
+        ({"target_noise": -0.1}, "target_noise must be a non-negative number"),
+        # An algorithm's own options: refused for another algorithm, as a correction's are for another correction.
+        ({"algo": "sac", "policy_delay": 5}, "^policy_delay is an option of td3: this run is sac with correction none"),
+        ({"algo": "ddpg", "target_noise": 0.3}, "^target_noise is an option of td3: this run is ddpg"),
+        ({"algo": "sac", "exploration_std": 0.4}, "^exploration_std is an option of ddpg and td3: this run is sac"),
     ],
 )
 def test_invalid_configs_are_rejected_with_the_reason(fields: dict, message: str) -> None:
@@ -147,7 +155,7 @@ def test_a_config_stored_before_options_moved_reads_as_what_it_ran() -> None:
 def test_options_belong_to_their_plug_ins() -> None:
     config = TrainConfig.make(correction="ris-off-pac", ris_beta=0.3).resolved()
     assert config.to_dict()["ris_beta"] == 0.3 and "per_alpha" not in config.to_dict()
-    with pytest.raises(ConfigError, match="ris_beta is an option of ris-off-pac: this run's correction is ace"):
+    with pytest.raises(ConfigError, match="ris_beta is an option of ris-off-pac: this run is td3 with correction ace"):
         TrainConfig.make(correction="ace", ris_beta=0.3).resolved()
     with pytest.raises(ConfigError, match="pg_form is an option of ace and geoff-pac"):
         with_overrides(TrainConfig(), {"pg_form": "lr"}).resolved()

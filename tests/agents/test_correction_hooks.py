@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from agents import ConfigError, RecordingSink, TrainConfig, Trainer
-from agents.algorithms import TD3, ActorCritic
+from agents.algorithms import TD3, ActorCritic, TD3Options
 from agents.algorithms.deterministic import AT_BOUND
 from agents.corrections import Collected, Correction, Weights, register, unregister
 from agents.evaluation import EVAL_AT_BOUND
@@ -308,7 +308,7 @@ def test_an_algorithm_logs_a_quantity_on_the_same_path() -> None:
         quantities = (steps,)
 
         def logged(self) -> dict[str, Tensor]:
-            return {steps.name: torch.tensor(float(self.updates % self.config.policy_delay == 0))}
+            return {steps.name: torch.tensor(float(self.updates % self.config.option(TD3Options).policy_delay == 0))}
 
     a = Logging(agent("td3").config, 5, ACT, torch.Generator().manual_seed(0))
     reports = [a.update(batch(), Split(torch.tensor(0.5), None)).logged for _ in range(2)]

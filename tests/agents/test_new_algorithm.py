@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from agents import RecordingSink, Trainer
 from agents.algorithms import TD3, register, td3, unregister
 from agents.config import ConfigError, TrainConfig
+from agents.options import Options
 from offpoc_tui.cli import app
 from offpoc_tui.runtime.lifecycle import StoreSink
 from store import RunSpec, open_store
@@ -25,16 +27,30 @@ from store.writer import RunWriter
 
 
 # ---- what a user writes -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HuberOptions(Options):
+    prefix: ClassVar[str] = "huber"
+
+    delta: float = 1.0
+    """Where the Huber loss turns from quadratic to linear."""
+
+    def validate(self) -> None:
+        if not self.delta > 0:
+            raise ValueError(f"huber_delta must be positive, got {self.delta}")
+
+
 class HuberTD3(TD3):
-    """TD3 whose critics learn with a Huber loss (δ = 1) instead of the squared TD error."""
+    """TD3 whose critics learn with a Huber loss (δ: its own option) instead of the squared TD error."""
 
     def critic_loss(self, q: Tensor, y: Tensor) -> Tensor:
-        return torch.nn.functional.huber_loss(q, y.expand_as(q), reduction="none", delta=1.0).sum(0)
+        delta = self.config.option(HuberOptions).delta
+        return torch.nn.functional.huber_loss(q, y.expand_as(q), reduction="none", delta=delta).sum(0)
 
 
 @pytest.fixture
 def huber() -> Iterator[None]:
-    register("td3-huber", HuberTD3, summary="TD3 with a Huber critic loss", defaults=td3.DEFAULTS)
+    register("td3-huber", HuberTD3, summary="TD3 with a Huber critic loss", defaults=td3.DEFAULTS,
+             options=(*td3.OPTIONS, HuberOptions))  # fmt: skip
     yield
     unregister("td3-huber")
 
@@ -42,6 +58,20 @@ def huber() -> Iterator[None]:
 # ---- what offpoc does with it -------------------------------------------------------------------
 SMALL: dict[str, Any] = dict(env_id="Pendulum-v1", hidden=(32, 32), total_steps=600, start_steps=200, batch_size=32,
                              eval_freq=300, eval_episodes=1)  # fmt: skip
+
+
+def test_its_option_is_its_own_and_td3s_options_are_its_too(huber: None) -> None:
+    """huber_delta reads, stores and validates like a correction's option; a run of another algorithm is
+    refused it in one line, through the CLI too; TD3's own options (declared again) are its."""
+    config = TrainConfig.make(algo="td3-huber", huber_delta=2.0, policy_delay=3).resolved()
+    assert config.option(HuberOptions).delta == 2.0 and config.to_dict()["huber_delta"] == 2.0
+    assert TrainConfig.from_dict(config.to_dict()) == config and config.to_dict()["policy_delay"] == 3
+    with pytest.raises(ConfigError, match=r"^huber_delta must be positive, got 0\.0$"):
+        TrainConfig.make(algo="td3-huber", huber_delta=0.0).resolved()
+    with pytest.raises(ConfigError, match=r"^huber_delta is an option of td3-huber: this run is td3 with correction"):
+        TrainConfig.make(algo="td3", huber_delta=2.0).resolved()
+    refused = CliRunner().invoke(app, ["run", "td3", "Pendulum-v1", "--set", "huber_delta=2", "--dry-run"])
+    assert refused.exit_code == 2 and "huber_delta is an option of td3-huber: this run is td3" in refused.output
 
 
 def test_the_config_and_the_listing_take_it_from_the_registry(huber: None) -> None:

@@ -71,7 +71,7 @@ def test_its_options_are_config_fields_with_docs_checks_and_a_stored_form(scale:
         with_overrides(TrainConfig(correction="scale"), {"scale_actor": "2"}).resolved()
     with pytest.raises(ConfigError, match="scale_actor expects float, got 'half'"):
         with_overrides(TrainConfig(correction="scale"), {"scale_actor": "half"})
-    with pytest.raises(ConfigError, match="scale_actor is an option of scale: this run's correction is none"):
+    with pytest.raises(ConfigError, match="scale_actor is an option of scale: this run is td3 with correction none"):
         with_overrides(TrainConfig(), {"scale_actor": "0.1"}).resolved()
 
     listing = CliRunner().invoke(app, ["config"], prog_name="offpoc").stdout

@@ -41,6 +41,11 @@ def test_a_variant_names_what_varies_within_a_method_and_nothing_else() -> None:
     found = {1: {"pg_form": "lr", "ris_beta": 0.2}, 2: {"pg_form": "lr", "ris_beta": 0.5}}  # old: every option
     assert variants(runs[:2], found) == {1: "ris_beta=0.2", 2: "ris_beta=0.5"}
     assert variants(runs[:2], found, owners={"ris_beta": ["ris-off-pac"]}) == {1: "", 2: ""}  # not none's option
+    # An algorithm's own option: a SAC run stored when every run held TD3's policy_delay, beside one stored since.
+    sac = [{**run(1), "algo": "sac"}, {**run(2), "algo": "sac"}]
+    found = {1: {"policy_delay": 2, "batch_size": 256}, 2: {"batch_size": 256}}
+    assert variants(sac, found, owners={"policy_delay": ["td3"]}) == {1: "", 2: ""}
+    assert variants(runs[:2], found, owners={"policy_delay": ["td3"]}) == {1: "policy_delay=2", 2: ""}  # td3's own
     # a setting away from its default is named even where no other run of the method differs
     found = {1: {"batch_size": 64}, 2: {"batch_size": 64}, 4: {"batch_size": 256}}
     defaults = {"algorithms": {"td3": {"batch_size": 256}}, "options": {}}

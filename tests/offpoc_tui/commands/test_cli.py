@@ -50,7 +50,7 @@ BAD_RUNS = [
     ),
     (
         ["run", "td3", "Hopper-v4", "--divergence", "kl"],
-        "divergence is an option of acoffpoc: this run's correction is none",
+        "divergence is an option of acoffpoc: this run is td3 with correction none",
     ),
     (["run", "td3", "Hopper-v4", "--compare"], "--compare launches the baseline"),
     (["run", "td3", "Hopper-v4", "--jobs", "0"], "--jobs must be at least 1"),
@@ -70,9 +70,10 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--correction", "ace", "--divergence", "kl"], "divergence is an option of acoffpoc"),
     (
         ["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--ref-std", "0.2"],
-        "ref_std is an option of acoffpoc: this run's correction is ris-off-pac",
+        "ref_std is an option of acoffpoc: this run is td3 with correction ris-off-pac",
     ),
     (["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--set", "ref_std=0.2"], "ref_std is an option of"),
+    (["run", "sac", "Hopper-v4", "--set", "policy_delay=2"], "policy_delay is an option of td3: this run is sac"),
 ]
 
 

@@ -58,6 +58,14 @@ def test_a_grid_expands_seed_major_with_lists_and_overrides(tmp_path: Path) -> N
                      ("sac", "Hopper-v4"): 64}  # fmt: skip
 
 
+def test_an_algorithms_own_option_in_set_reaches_that_algorithms_runs_only(tmp_path: Path) -> None:
+    """TD3's policy_delay in [set] of a TD3 and SAC sweep: the TD3 runs take it, the SAC runs neither take nor
+    store it (it is TD3's option, as ris_beta is RIS-Off-PAC's)."""
+    sweep = load_sweep(write(tmp_path, GRID.replace("[set]", "[set]\npolicy_delay = 3")))
+    assert {s.config["policy_delay"] for s in sweep.specs if s.algo == "td3"} == {3}
+    assert not any("policy_delay" in s.config or "exploration_std" in s.config for s in sweep.specs if s.algo == "sac")
+
+
 def test_an_override_gives_its_cells_their_own_seeds(tmp_path: Path) -> None:
     """SAC on fewer seeds than TD3 in one file: the matched cells run the override's seeds, seed-major still."""
     sweep = load_sweep(write(tmp_path, GRID + '[[override]]\nmatch = { algos = ["sac"] }\nseeds = "0"\n'))
