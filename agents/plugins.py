@@ -25,6 +25,7 @@ __all__ = [
     "add_algorithm",
     "algorithm",
     "algorithm_names",
+    "algorithm_titles",
     "get",
     "group_of",
     "groups",
@@ -98,6 +99,12 @@ class Algorithm:
     options: tuple[type[Options], ...] = ()
     """Its own option groups (TD3's policy delay and target smoothing; DDPG's and TD3's exploration noise):
     a run of another algorithm is refused them, as a run is the options of a correction it does not use."""
+    title: str = ""
+    """The name tables and figures give it (``TD3``); its name in capitals where empty."""
+
+    @property
+    def shown(self) -> str:
+        return self.title or self.name.upper()
 
 
 _ALGORITHMS: dict[str, Algorithm] = {}
@@ -137,6 +144,11 @@ def remove_algorithm(name: str) -> None:
 
 def algorithm(name: str) -> Algorithm | None:
     return _ALGORITHMS.get(name)
+
+
+def algorithm_titles() -> dict[str, str]:
+    """Each registered algorithm's name → the name tables give it, JSON-ready (the store records it)."""
+    return {name: entry.shown for name, entry in _ALGORITHMS.items()}
 
 
 def algorithm_names() -> tuple[str, ...]:

@@ -319,11 +319,12 @@ def check_machine(config: Any, sizes: tuple[int, int]) -> None:
 
 def record_plugins(store: sqlite_utils.Database) -> None:
     """Record in the store what this offpoc's plug-ins are (inside the caller's write transaction): the
-    options each takes, the defaults, and each correction's paper name and method option."""
+    options each takes, the defaults, each correction's paper name and method option, each algorithm's title."""
     from agents.config_text import config_defaults
-    from agents.plugins import methods, option_owners
-    from store.methods import record_methods
+    from agents.plugins import algorithm_titles, methods, option_owners
+    from store.methods import record_algorithms, record_methods
     from store.variants import record_catalogue
 
     record_catalogue(store, option_owners(), config_defaults())
     record_methods(store, methods())
+    record_algorithms(store, algorithm_titles())

@@ -19,13 +19,17 @@ from typing import Any
 
 import sqlite_utils
 
-__all__ = ["METHODS", "is_default", "learn", "method_option", "method_options", "rank", "read_methods"]
-__all__ += ["record_methods", "title"]
+__all__ = ["ALGORITHMS", "METHODS", "algorithm_title", "is_default", "learn", "method_option", "method_options"]
+__all__ += ["rank", "read_methods", "record_algorithms", "record_methods", "title"]
 
 METHODS = "methods"
 """``meta`` key: a JSON list of ``{"correction", "paper_name", "method_option", "method_default"}``, in
 registration order."""
 
+ALGORITHMS = "algorithms"
+"""``meta`` key: a JSON object of each algorithm's registered name → the name tables give it (``TD3``)."""
+
+_ALGORITHM_TITLES: dict[str, str] = {}
 _TITLES: dict[str, str] = {}
 _OPTIONS: dict[str, str | None] = {}
 _DEFAULTS: dict[str, Any] = {}
@@ -67,6 +71,38 @@ def _merge(entries: Iterable[Mapping[str, Any]]) -> None:
 def learn(db: sqlite_utils.Database) -> None:
     """Take in what the store at ``db`` records (called when a store is opened)."""
     _merge(read_methods(db))
+    _merge_algorithms(read_algorithms(db))
+
+
+def read_algorithms(db: sqlite_utils.Database | Any) -> dict[str, str]:
+    """The store's algorithm names → titles; empty where it has none (a store from before they were kept)."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [ALGORITHMS]).fetchone()
+    try:
+        found = json.loads(row[0]) if row else {}
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def _merge_algorithms(titles: Mapping[str, str]) -> None:
+    global _ALGORITHM_TITLES
+    with _LOCK:
+        _ALGORITHM_TITLES = {**_ALGORITHM_TITLES, **titles}
+
+
+def record_algorithms(db: sqlite_utils.Database, titles: Mapping[str, str]) -> None:
+    """Record each algorithm's title (:func:`agents.plugins.algorithm_titles`) inside the caller's write
+    transaction, keeping those of algorithms this offpoc lacks (registered by another script)."""
+    kept = {**read_algorithms(db), **titles}
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [ALGORITHMS, json.dumps(kept)])
+    _merge_algorithms(titles)
+
+
+def algorithm_title(algo: str) -> str:
+    """``TD3``: the name tables and figures give an algorithm: its declared title, else its name in capitals."""
+    return _ALGORITHM_TITLES.get(algo, algo.upper())
 
 
 def record_methods(db: sqlite_utils.Database, entries: list[dict[str, Any]], replace: bool = True) -> None:

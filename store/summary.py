@@ -58,7 +58,7 @@ def method_label(
 ) -> str:
     """``TD3``, ``TD3 + AC-Off-POC``, ``TD3 + AC-Off-POC (KL)``: the paper's row names; a sampler other
     than uniform follows in brackets (``TD3 [PER]``), a variant in braces (``TD3 {batch_size=64}``)."""
-    label = algo.upper()
+    label = methods.algorithm_title(algo)
     if correction == POOLED:  # every method's runs of one value of a setting (``--group-by``)
         return f"{label} {{{variant}}}, all methods"
     if correction != "none":

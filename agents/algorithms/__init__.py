@@ -31,10 +31,12 @@ def register(
     summary: str,
     defaults: AlgorithmDefaults,
     options: tuple[type[Options], ...] = (),
+    title: str = "",
 ) -> None:
     """Make ``cls`` the algorithm ``name`` (``--algo``/``offpoc run NAME``) with ``defaults`` for the settings a
     config leaves unset and ``options``, its own option groups (``--set``, sweep files and stored configs name
-    their fields; a run of another algorithm is refused them; ``config.option(Group)`` reads them). The fast
+    their fields; a run of another algorithm is refused them; ``config.option(Group)`` reads them) and
+    ``title``, the name tables and figures give it (default: ``name`` in capitals). The fast
     backend trains it where it has hand-written gradients for both losses (:meth:`ActorCritic.actor_backward`,
     and the built-in critic loss); elsewhere runs use autograd."""
     plugins.add_algorithm(
@@ -48,6 +50,7 @@ def register(
             cls.keeps_target_actor,
             cls.hidden_layers,
             options,
+            title,
         )
     )
     _CLASSES[name] = cls

@@ -16,7 +16,15 @@ from agents.exploration import exploration_std
 from agents.networks import DDPGCritic, DeterministicActor
 from agents.replay import Batch
 
-DEFAULTS = AlgorithmDefaults(1_000, 0.001, 1e-4, 1e-3, 1e-2, (400, 300), 1)
+DEFAULTS = AlgorithmDefaults(
+    start_steps=1_000,
+    tau=0.001,
+    actor_lr=1e-4,
+    critic_lr=1e-3,
+    critic_weight_decay=1e-2,
+    hidden=(400, 300),
+    correction_delay=1,
+)
 """The settings a config leaves unset, as the paper and the authors' code train DDPG."""
 
 

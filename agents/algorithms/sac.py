@@ -16,7 +16,15 @@ from agents.networks import LOG_STD_MAX, LOG_STD_MIN, GaussianPolicy, TwinCritic
 from agents.optim import AdamStep
 from agents.replay import Batch
 
-DEFAULTS = AlgorithmDefaults(10_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 5)
+DEFAULTS = AlgorithmDefaults(
+    start_steps=10_000,
+    tau=0.005,
+    actor_lr=3e-4,
+    critic_lr=3e-4,
+    critic_weight_decay=0.0,
+    hidden=(256, 256),
+    correction_delay=5,
+)
 """The settings a config leaves unset, as the paper and the authors' code train SAC."""
 
 

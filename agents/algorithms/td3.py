@@ -20,7 +20,15 @@ from agents.networks import DeterministicActor, TwinCritic
 from agents.options import Options
 from agents.replay import Batch
 
-DEFAULTS = AlgorithmDefaults(25_000, 0.005, 3e-4, 3e-4, 0.0, (256, 256), 1)
+DEFAULTS = AlgorithmDefaults(
+    start_steps=25_000,
+    tau=0.005,
+    actor_lr=3e-4,
+    critic_lr=3e-4,
+    critic_weight_decay=0.0,
+    hidden=(256, 256),
+    correction_delay=1,
+)
 """The settings a config leaves unset, as the paper and the authors' code train TD3."""
 
 

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from offpoc_tui.charts.curves import COLOURS, DPI, style
 from store.aggregate import METRICS, MIN_SEEDS, interval, profile_band
 from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
+from store.methods import algorithm_title
 from store.summary import method_label, method_rank
 
 KINDS = ("curves", "aggregate", "profile", "improvement")
@@ -60,7 +61,7 @@ def profile_figure(scores: MethodScores, resamples: int, normalised: bool) -> Fi
             colour = COLOURS[i % len(COLOURS)]
             axes.plot(taus, curve, color=colour, linewidth=1.2, label=_label(key))
             axes.fill_between(taus, low, high, color=colour, alpha=0.18, linewidth=0)
-        axes.set_title(algo.upper(), fontsize=10)
+        axes.set_title(algorithm_title(algo), fontsize=10)
         style(axes, "normalised score τ" if normalised else "return τ", "fraction of runs with score > τ", legend=True)
     fig.suptitle("performance profiles, shaded: 95% stratified-bootstrap bands", fontsize=9)
     return fig
@@ -77,7 +78,7 @@ def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
         colour = COLOURS[algos.index(algo) % len(COLOURS)]
         axes.barh(i, high - low, left=low, height=0.6, color=colour, alpha=0.35)
         axes.plot([probability, probability], [i - 0.3, i + 0.3], color=colour, linewidth=2)
-    labels = [f"{algo.upper()}: {method} > {baseline}" + ("" if src == "offpoc" else f" [{src}]")
+    labels = [f"{algorithm_title(algo)}: {method} > {baseline}" + ("" if src == "offpoc" else f" [{src}]")
               + (" (–: under 2 seeds a side)" if row[4] is None else "")
               for row in rows for algo, method, src, baseline in [row[:4]]]  # fmt: skip
     axes.set_yticks(range(len(rows)), labels)

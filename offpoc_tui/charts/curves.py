@@ -17,6 +17,7 @@ import sqlite_utils
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
+from store.methods import algorithm_title
 from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
@@ -107,7 +108,8 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
             ok = ~np.isnan(half)
             axes.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=line_colour, alpha=0.18, linewidth=0)
         envs = sorted({s[0] for s in panel.series})
-        axes.set_title(f"{panel.algo.upper()} · {envs[0] if len(envs) == 1 else panel.family}", fontsize=10)
+        where = envs[0] if len(envs) == 1 else panel.family
+        axes.set_title(f"{algorithm_title(panel.algo)} · {where}", fontsize=10)
         axes.xaxis.set_major_formatter(EngFormatter(sep=""))
         style(axes, "environment steps", "average return", legend=True)
     note = "mean over seeds, shaded: 95% Student-t CI"

@@ -148,6 +148,7 @@ def _figure(
     from matplotlib.figure import Figure
 
     from offpoc_tui.charts.curves import DPI, style
+    from store.methods import algorithm_title
 
     fig = Figure(figsize=(5.0, 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots()
@@ -158,7 +159,8 @@ def _figure(
     axes.plot(centres[seen], mean[seen], color="#d62728", linewidth=1.5, label=f"mean of {len(found)} runs")
     axes.fill_between(centres[ok], (mean - half)[ok], (mean + half)[ok], color="#d62728", alpha=0.2, linewidth=0)
     algo, env, correction, divergence = method
-    axes.set_title(f"{algo.upper()} + {correction}{f' ({divergence})' if divergence else ''} · {env}", fontsize=9)
+    title = f"{algorithm_title(algo)} + {correction}{f' ({divergence})' if divergence else ''} · {env}"
+    axes.set_title(title, fontsize=9)
     style(axes, "position in the replay buffer (0: oldest, 1: newest)", "weight of the window under the final policy",
           legend=True)  # fmt: skip
     fig.suptitle("shaded: 95% Student-t band across runs", fontsize=8)

@@ -50,7 +50,7 @@ class HuberTD3(TD3):
 @pytest.fixture
 def huber() -> Iterator[None]:
     register("td3-huber", HuberTD3, summary="TD3 with a Huber critic loss", defaults=td3.DEFAULTS,
-             options=(*td3.OPTIONS, HuberOptions))  # fmt: skip
+             options=(*td3.OPTIONS, HuberOptions), title="TD3 (Huber)")  # fmt: skip
     yield
     unregister("td3-huber")
 
@@ -72,6 +72,27 @@ def test_its_option_is_its_own_and_td3s_options_are_its_too(huber: None) -> None
         TrainConfig.make(algo="td3", huber_delta=2.0).resolved()
     refused = CliRunner().invoke(app, ["run", "td3", "Pendulum-v1", "--set", "huber_delta=2", "--dry-run"])
     assert refused.exit_code == 2 and "huber_delta is an option of td3-huber: this run is td3" in refused.output
+
+
+def test_its_title_recorded_by_a_submission_is_what_another_process_shows(huber: None, tmp_path: Path) -> None:
+    """Tables and figures name it by its declared title; the store records it with the submission, so a reader
+    that never registered it (another process: the dashboard, an export) names it so too."""
+    import subprocess
+    import sys
+
+    from offpoc_tui.specs import record_plugins
+    from store.db import write
+
+    store = open_store(tmp_path / "t.db", create=True)
+    with write(store):
+        record_plugins(store)
+    store.close()
+    code = (
+        "import sys; from store import open_store; from store.summary import method_label; open_store(sys.argv[1]);"
+        " print(method_label('td3-huber', 'acoffpoc', 'jsd'), method_label('td3', 'none', None))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.db")], capture_output=True, text=True)
+    assert shown.stdout.strip() == "TD3 (Huber) + AC-Off-POC TD3", shown.stderr
 
 
 def test_the_config_and_the_listing_take_it_from_the_registry(huber: None) -> None:
