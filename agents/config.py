@@ -342,7 +342,8 @@ class TrainConfig:
             and TrainConfig.make(**{k: data[k] for k in _DECAY_INPUTS if k in data}).decay_form_matters()
         ):
             legacy["critic_decay_form"] = "adam"  # stored before the field existed: Adam's L2 is how it trained
-        values = {k: v for k, v in {**legacy, **data}.items() if k in COMMON_FIELDS or k in owned}
+        filled = {**data, **{k: v for k, v in legacy.items() if k not in data}}  # in the stored order: its groups'
+        values = {k: v for k, v in filled.items() if k in COMMON_FIELDS or k in owned}
         return cls.make(**values)
 
 

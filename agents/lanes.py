@@ -45,7 +45,7 @@ from agents.algorithms.base import ActorCritic, UpdateStats
 from agents.algorithms.losses import loss_coefficients
 from agents.config import ConfigError, TrainConfig
 from agents.corrections.base import NO_WEIGHTS, Weights
-from agents.optim import AdamStep, FlushSubnormals
+from agents.optim import FlushSubnormals
 from agents.replay import Batch
 from agents.training import Trainer, TrainResult
 
@@ -105,10 +105,6 @@ def _parameters(agent: ActorCritic) -> Iterator[tuple[str, Tensor]]:
         yield name, tensor
 
 
-def _adam_steps(agent: ActorCritic) -> list[AdamStep]:
-    return [step for step in vars(agent).values() if isinstance(step, AdamStep)]
-
-
 class LaneGroup:
     """K trainers of fresh runs trained in lockstep, their update stacked (see the module's docstring)."""
 
@@ -156,8 +152,8 @@ class LaneGroup:
                 for key in ("exp_avg", "exp_avg_sq"):
                     if key in state:
                         state[key] = state[key].index_select(0, keep)
-        for step in _adam_steps(self.stacked):
-            step._lists = None  # gathered again from the optimiser's state at its next step
+        for step in self.stacked.adam_steps():
+            step.regather()
         lanes = [dict(_parameters(lane.agent)) for lane in self.lanes]
         for name, param in _parameters(self.stacked):
             param.data = param.data.index_select(0, keep)
@@ -310,14 +306,14 @@ def lane_update(stacked: ActorCritic, batches: Sequence[Batch], weights: Sequenc
         td_error = q - y
         critic_loss = (c * td_error.square().sum(0)).sum((1, 2))
         stacked.critic.backward(tapes, td_error * (2 * c))
-        stacked._critic_adam()
+        stacked.critic_step()
         actor_loss = None
         stepped = stacked.actor_due()
         if stepped:
             same = all(w.actor is w.critic for w in weights)
             actor_c = c if same else torch.stack([_coefficients(w.actor, size, w.normalised, c) for w in weights])
             actor_loss = (actor_c * stacked.actor_backward(batch.obs, actor_c)).sum((1, 2))
-            stacked._actor_adam()
+            stacked.actor_step()
             stacked.after_actor_step()
         stacked.update_targets(stepped)
         q_mean = q.mean((0, 2, 3))

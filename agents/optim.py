@@ -104,6 +104,11 @@ class AdamStep:
             entry["step"] = self._counter[i]
         return [s["exp_avg"] for s in entries], [s["exp_avg_sq"] for s in entries], [s["step"] for s in entries]
 
+    def regather(self) -> None:
+        """The optimiser's state was replaced from outside (a lane's slice taken out of a stacked state): read
+        it again at the next step instead of the tensors held now."""
+        self._lists = None
+
     def __call__(self) -> None:
         if self.flush_subnormals:
             with FlushSubnormals():

@@ -92,3 +92,44 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
                     seen.add(nxt)
                     frontier.append((nxt, (*trail, nxt)))
     assert circles == [], circles[:5]
+
+
+def _own(node: ast.Attribute) -> bool:
+    """``self._x`` or ``cls._x``: an attribute of the module's own objects, not another's."""
+    return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+
+
+def _private_names(tree: ast.AST) -> set[str]:
+    """Private (single-underscore) names a module defines: functions, methods, module and class attributes, and
+    ``self._x`` attributes it assigns."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _own(node):
+            found.add(node.attr)
+    return {n for n in found if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_module_of_agents_reaches_another_modules_private_names() -> None:
+    """A module uses another's public names only: an underscore name defined in one module of ``agents/`` is
+    read or set from no other (its owner offers a public method instead: ``AdamStep.regather()``, the
+    algorithm's ``critic_step``). Third-party private names (``torch._foreach_*``) are not ours to police."""
+    root = Path(__file__).resolve().parents[1] / "agents"
+    trees = {path: ast.parse(path.read_text()) for path in sorted(root.rglob("*.py"))}
+    defined = {path: _private_names(tree) for path, tree in trees.items()}
+    reaches = []
+    for path, tree in trees.items():
+        others = set().union(*(names for other, names in defined.items() if other != path)) - defined[path]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in others and not _own(node):
+                reaches.append(f"{path.relative_to(root.parent)}:{node.lineno} {ast.unparse(node)}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agents"):
+                reaches += [
+                    f"{path.relative_to(root.parent)}:{node.lineno} from {node.module} import {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert reaches == [], "\n".join(reaches)

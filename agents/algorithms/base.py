@@ -145,7 +145,8 @@ class ActorCritic(ABC):
         if config.critic_weight_decay:
             self.quantities = (*self.quantities, DECAY_SHARE)
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr)  # type: ignore[arg-type]
-        self._critic_adam, self._actor_adam = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
+        self.critic_step, self.actor_step = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
+        """One Adam step of each network from its gradients (the update's, or a lane group's stacked one)."""
 
     # ---- what an algorithm defines -------------------------------------------------
     @abstractmethod
@@ -233,6 +234,11 @@ class ActorCritic(ABC):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimiser, by name (checkpoints)."""
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
+
+    def adam_steps(self) -> list[AdamStep]:
+        """Every optimiser's fast step (:class:`~agents.optim.AdamStep`): what must gather its state again when
+        the optimisers' state is changed from outside (a lane leaving its group)."""
+        return [self.critic_step, self.actor_step]
 
     def tensors(self) -> dict[str, Tensor]:
         """Learned tensors outside any module, by name (checkpoints)."""
@@ -337,7 +343,7 @@ class ActorCritic(ABC):
             critic_loss = weighted_sum(td_error.square().sum(0), critic_c)
             self.critic.backward(tapes, td_error * (2 * critic_c))
             self._add_critic_decay(weights)
-            self._critic_adam()
+            self.critic_step()
 
             # Actor (delayed for TD3); gradients reach the actor's parameters only.
             actor_loss = None
@@ -345,7 +351,7 @@ class ActorCritic(ABC):
             if stepped:
                 obs, actor_c = self._actor_inputs(batch, weights, c, correction)
                 actor_loss = weighted_sum(self.actor_backward(obs, actor_c), actor_c)
-                self._actor_adam()
+                self.actor_step()
                 self.after_actor_step()
 
             self.update_targets(stepped)
@@ -367,7 +373,7 @@ class ActorCritic(ABC):
         set_grads(self.critic, critic_loss)
         with torch.no_grad():
             self._add_critic_decay(weights)
-        self._critic_adam()
+        self.critic_step()
 
         # Actor (delayed for TD3): L = Σ_i c_i ℓ_i, gradients to the actor's parameters only.
         actor_loss = None
@@ -378,7 +384,7 @@ class ActorCritic(ABC):
             per_sample = correction.actor_loss(self, obs, batch) if own else self.actor_loss(obs)  # type: ignore[union-attr]
             actor_loss = weighted_sum(per_sample, actor_c)
             set_grads(self.actor, actor_loss)
-            self._actor_adam()
+            self.actor_step()
             self.after_actor_step()
 
         with torch.no_grad():

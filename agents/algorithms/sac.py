@@ -41,7 +41,7 @@ class SAC(ActorCritic):
         self.critic_target = copy.deepcopy(self.critic)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)
         self.alpha_optimizer = adam([self.log_alpha], self.config.actor_lr)  # type: ignore[arg-type]  # resolved
-        self._alpha_adam = AdamStep(self.alpha_optimizer)
+        self.alpha_step = AdamStep(self.alpha_optimizer)
         self.target_entropy = -float(self.action_dim)
         self._log_pi: Tensor | None = None
 
@@ -108,7 +108,7 @@ class SAC(ActorCritic):
             self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean((-2, -1), keepdim=True)
         else:
             self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean()
-        self._alpha_adam()
+        self.alpha_step()
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         # What GaussianPolicy.forward and squashed_sample compute, on one observation.
@@ -121,6 +121,9 @@ class SAC(ActorCritic):
 
     def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         return self.pi.for_correction(obs, self.actor_due())
+
+    def adam_steps(self) -> list[AdamStep]:
+        return [*super().adam_steps(), self.alpha_step]
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {**super().optimizers(), "alpha": self.alpha_optimizer}

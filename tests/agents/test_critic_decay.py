@@ -139,13 +139,13 @@ class Unnormalised(ConstantWeight):
 def critic_gradient(a: ActorCritic, correction: ConstantWeight) -> list[torch.Tensor]:
     """The gradient the critic's Adam receives in one update."""
     seen: list[list[torch.Tensor]] = []
-    step = a._critic_adam
+    step = a.critic_step
 
     def spy() -> None:
         seen.append([p.grad.clone() for p in a.critic.parameters()])  # type: ignore[union-attr]
         step()
 
-    a._critic_adam = spy  # type: ignore[method-assign,assignment]
+    a.critic_step = spy  # type: ignore[method-assign,assignment]
     a.update(batch(seed=4), correction)
     return seen[0]
 
