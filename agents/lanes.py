@@ -106,7 +106,8 @@ def _parameters(agent: ActorCritic) -> Iterator[tuple[str, Tensor]]:
 
 
 class LaneGroup:
-    """K trainers of fresh runs trained in lockstep, their update stacked (see the module's docstring)."""
+    """K trainers trained in lockstep, their update stacked (see the module's docstring): fresh runs, or runs
+    resumed from checkpoints of one step (a stopped or lost group, re-formed)."""
 
     def __init__(
         self, trainers: Sequence[Trainer], on_end: Callable[[int, TrainResult | Exception], None] | None = None
@@ -115,13 +116,17 @@ class LaneGroup:
         the others train on: a worker records that lane's end at once."""
         check_lanes([t.config for t in trainers])
         self.on_end = on_end
-        if any(t.step or t.agent.updates for t in trainers):
-            raise ConfigError("a lane group starts from fresh runs: a resumed run trains solo")
+        at = sorted({(t.step, t.agent.updates) for t in trainers})
+        if len(at) > 1:  # lockstep: every lane takes its env step and its update together
+            said = ", ".join(f"{step:,}" for step, _ in at)
+            raise ConfigError(f"lanes of one group go on from one step; these were checkpointed at steps {said}")
         self.lanes: list[Trainer] = list(trainers)
         first = self.lanes[0]
         with torch.random.fork_rng(devices=[]):  # its own initial values are replaced at once
             self.stacked = make_algorithm(first.config, first.agent.obs_dim, first.agent.action_dim, first.generator)
         self._bind()
+        self.stacked.updates = first.agent.updates  # resumed: where its update schedule (TD3's delay) stands
+        self._stack_optimiser_state()
         for lane in self.lanes:
             lane.before_checkpoint = lambda lane=lane: self._hand_optimiser_state(lane)
 
@@ -160,6 +165,23 @@ class LaneGroup:
             for k, own in enumerate(lanes):
                 own[name].data = param.data[k].view(own[name].shape)
         self.stacked.lane_generators = [lane.generator for lane in self.lanes]
+
+    def _stack_optimiser_state(self) -> None:
+        """Stack the lanes' own optimiser state (restored from their checkpoints) into the stacked optimisers:
+        the inverse of :meth:`_hand_optimiser_state`. Fresh lanes have none, and nothing is stacked."""
+        own = [lane.agent.optimizers() for lane in self.lanes]
+        for name, optimizer in self.stacked.optimizers().items():
+            lanes = [o[name].param_groups[0]["params"] for o in own]
+            for i, param in enumerate(optimizer.param_groups[0]["params"]):
+                found = [o[name].state.get(params[i]) for o, params in zip(own, lanes, strict=True)]
+                states = [st for st in found if st]
+                if len(states) < len(found):
+                    continue
+                optimizer.state[param] = {
+                    "step": states[0]["step"].clone(),  # the same count in every lane: they stepped together
+                    "exp_avg": torch.stack([st["exp_avg"] for st in states]).reshape(param.shape).clone(),
+                    "exp_avg_sq": torch.stack([st["exp_avg_sq"] for st in states]).reshape(param.shape).clone(),
+                }
 
     def _hand_optimiser_state(self, lane: Trainer) -> None:
         """Put the lane's slice of the stacked optimisers' state into its own optimisers (its checkpoint's)."""

@@ -329,14 +329,31 @@ def requeue(db: sqlite_utils.Database, run_id: int, backend: str | None = None) 
     """A stopped, lost or failed run back to ``queued`` (resume), on ``backend`` (None: this machine); whether it
     was one. The status is checked in the transaction that requeues: a run that started meanwhile (another
     resume won) keeps its worker."""
+    return not requeue_all(db, {run_id: backend})
+
+
+class _NotResumable(Exception):
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+
+def requeue_all(db: sqlite_utils.Database, targets: dict[int, str | None]) -> list[int]:
+    """:func:`requeue` of several runs (run id → backend) in one transaction, all or none: the ids that were
+    not resumable by then (empty when every one was requeued; when one was not, none is)."""
     marks = ", ".join("?" for _ in RESUMABLE)
-    with write(db):
-        cursor = db.execute(
-            "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL, backend = ?,"
-            f" stop_requested = 0, owner = NULL WHERE id = ? AND status IN ({marks})",
-            [backend, run_id, *sorted(RESUMABLE)],
-        )
-    return cursor.rowcount == 1
+    try:
+        with write(db):
+            for run_id, backend in targets.items():
+                cursor = db.execute(
+                    "UPDATE runs SET status = 'queued', pid = NULL, launcher_pid = NULL, finished = NULL,"
+                    f" backend = ?, stop_requested = 0, owner = NULL WHERE id = ? AND status IN ({marks})",
+                    [backend, run_id, *sorted(RESUMABLE)],
+                )
+                if cursor.rowcount != 1:
+                    raise _NotResumable(run_id)  # the transaction is rolled back: none is requeued
+    except _NotResumable as missed:
+        return [missed.run_id]
+    return []
 
 
 class RunBusy(RuntimeError):

@@ -16,11 +16,9 @@ from offpoc_tui.console import (
     id_list,
     open_db,
     out,
-    resolve_one,
     resolve_runs,
 )
-from offpoc_tui.runtime.stop_resume import ControlError, stop_run
-from offpoc_tui.runtime.stop_resume import resume as resume_run
+from offpoc_tui.runtime.stop_resume import KEEP_BACKEND, ControlError, stop_run, whole_groups
 from store import TERMINAL
 from store.queue import record_backend
 from store.reader import list_runs
@@ -43,9 +41,10 @@ def stop(
         [r["id"] for r in list_runs(store, statuses=["queued", "running"])] if all_ else resolve_runs(store, runs or [])
     )
     waiting = []
+    together = whole_groups(store, ids)  # a whole lane group: one signal, every lane stopped at one step
     for run_id in ids:
         try:
-            message = stop_run(store, run_id)
+            message = stop_run(store, run_id, run_id in together)
         except ControlError as error:
             fail(str(error))
         if message is None:
@@ -76,28 +75,33 @@ def _wait_stopped(store: Any, ids: list[int]) -> None:
 
 
 def resume(
-    run: Annotated[str, typer.Argument(help="Run id (a stopped, lost or failed run).")],
-    follow_: Annotated[bool, typer.Option("--follow", help="Show progress until it ends.")] = False,
-    backend: Annotated[str | None, typer.Option(help="local or ray [default: where the run ran before].")] = None,
+    runs: Annotated[list[str], typer.Argument(help="Run ids or names (stopped, lost or failed runs).")],
+    follow_: Annotated[bool, typer.Option("--follow", help="Show progress until they end.")] = False,
+    backend: Annotated[str | None, typer.Option(help="local or ray [default: where each run ran before].")] = None,
     address: AddressOption = None,
     checkpoint_dir: CheckpointDirOption = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Continue a stopped, lost or failed run from its last checkpoint to its configured length."""
+    """Continue stopped, lost or failed runs from their last checkpoints to their configured length. Lanes of one
+    group resumed together from checkpoints of one step train as one group again."""
+    from offpoc_tui.runtime.stop_resume import resume_all
     from offpoc_tui.specs import UsageError
 
     store = open_db(db)
-    run_id = resolve_one(store, run)
+    run_ids = resolve_runs(store, runs)
     try:
-        row = get_run(store, run_id) or {}
-        where = check_backend(backend or row.get("backend") or "local", address, checkpoint_dir)
-        record_backend(store, where, address, checkpoint_dir)
-        out.print(resume_run(db, store, run_id, where))  # reaps lost runs first
+        for run_id in run_ids:  # each where it ran (or --backend), checked before any is requeued
+            row = get_run(store, run_id) or {}
+            where = check_backend(backend or row.get("backend") or "local", address, checkpoint_dir)
+            record_backend(store, where, address, checkpoint_dir)
+        chosen = where if backend is not None else KEEP_BACKEND
+        for line in resume_all(db, store, run_ids, chosen):  # reaps lost runs first
+            out.print(line)
     except (ControlError, UsageError) as error:
         fail(str(error))
     store.close()
     if follow_:
-        follow_runs(db, [run_id])
+        follow_runs(db, run_ids)
 
 
 def rm(

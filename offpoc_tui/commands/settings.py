@@ -103,7 +103,8 @@ def jobs(
         set_jobs(store, limit)
     active = list_runs(store, statuses=["queued", "running"])
     counts = Counter(r["status"] for r in active)
-    grouped = sum(1 for r in active if r["status"] == "running" and r.get("lane_group") is not None)
+    workers = Counter(r["pid"] for r in active if r["status"] == "running" and r.get("lane_group") is not None)
+    grouped = sum(n for n in workers.values() if n > 1)  # a lane resumed alone is a run of its own worker
     lanes = f" ({grouped} of them as lanes: a lane group is one job)" if grouped else ""
     out.print(
         f"at most {jobs_limit(store)} run{'s' if jobs_limit(store) > 1 else ''} at a time on this machine;"

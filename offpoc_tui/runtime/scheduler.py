@@ -358,14 +358,16 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
 
 
 def lane_groups(db: sqlite_utils.Database, queued: list[int]) -> list[list[int]]:
-    """The queued runs as the workers to start, oldest first: a lane group's fresh runs (queued with
-    ``--lanes``, no checkpoint yet) share one; a run alone, or one resumed from a checkpoint, has its own."""
+    """The queued runs as the workers to start, oldest first: the runs of one lane group (queued with
+    ``--lanes``) that go on from one step share one, fresh ones or ones resumed from checkpoints of one step
+    (a group stopped or lost together, resumed); a run alone, or a lane whose checkpoint is at another step
+    than its group's others, has its own."""
     marks = ", ".join("?" for _ in queued)
-    sql = f"SELECT id, lane_group FROM runs WHERE id IN ({marks}) AND lane_group IS NOT NULL"
-    sql += " AND checkpoint_step IS NULL"
-    group_of = dict(db.execute(sql, queued).fetchall())
+    sql = f"SELECT id, lane_group, COALESCE(checkpoint_step, 0) FROM runs WHERE id IN ({marks})"
+    sql += " AND lane_group IS NOT NULL"
+    group_of = {run_id: (group, step) for run_id, group, step in db.execute(sql, queued).fetchall()}
     workers: list[list[int]] = []
-    seen: dict[int, list[int]] = {}
+    seen: dict[tuple[int, int], list[int]] = {}
     for run_id in queued:
         group = group_of.get(run_id)
         if group is None:

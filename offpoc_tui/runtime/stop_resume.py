@@ -14,15 +14,28 @@ from typing import Any
 from store.db import StoreError
 from store.files import RunFiles
 from store.queue import request_stop
-from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue
+from store.runs import RESUMABLE, finish, get_run, hostname, reap_lost, requeue_all
 
 
 class ControlError(Exception):
     """A run that cannot be stopped or resumed; the message is one line for the user."""
 
 
-def stop_run(store: Any, run_id: int) -> str | None:
+def whole_groups(store: Any, run_ids: list[int]) -> set[int]:
+    """The runs among ``run_ids`` whose lane group's every running lane is among them: one signal stops that
+    group's worker, so every lane checkpoints at one step and the group can resume as one."""
+    rows = store.execute("SELECT id, lane_group FROM runs WHERE status = 'running' AND lane_group IS NOT NULL")
+    members: dict[int, set[int]] = {}
+    for found, group in rows.fetchall():
+        members.setdefault(group, set()).add(found)
+    asked = set(run_ids)
+    return {found for lanes in members.values() if lanes <= asked for found in lanes}
+
+
+def stop_run(store: Any, run_id: int, whole_group: bool = False) -> str | None:
     """Stop one run: a queued one at once, a running one by SIGTERM or the store's flag (it checkpoints, then stops).
+    A lane is stopped by the flag, so the rest of its group trains on, unless ``whole_group`` (every lane of its
+    group is being stopped, :func:`whole_groups`): then by the signal, which stops every lane at one step.
 
     Returns a line for the user, or None when a signal was sent and the worker is now stopping.
     """
@@ -42,7 +55,7 @@ def stop_run(store: Any, run_id: int) -> str | None:
     if run["pid"] is None:  # claimed a moment ago, its pid not yet recorded: the store tells it
         request_stop(store, run_id)
         return None
-    if run.get("lane_group") is not None:  # its worker trains other lanes too: a signal would stop them all
+    if run.get("lane_group") is not None and not whole_group:  # its worker trains other lanes: a signal stops all
         request_stop(store, run_id)
         return None
     try:
@@ -55,40 +68,56 @@ def stop_run(store: Any, run_id: int) -> str | None:
     return None
 
 
-_KEEP = "keep"
+KEEP_BACKEND = "keep"
+"""``backend`` of :func:`resume`: each run where it ran before."""
 
 
-def resume(db_path: Path, store: Any, run_id: int, backend: str | None = _KEEP) -> str:
+def resume(db_path: Path, store: Any, run_id: int, backend: str | None = KEEP_BACKEND) -> str:
     """Requeue a stopped, lost or failed run (on ``backend``: None local, 'ray'; by default where it ran) and
     make sure the store's scheduler runs; returns a line for the user."""
+    return resume_all(db_path, store, [run_id], backend)[0]
+
+
+def resume_all(db_path: Path, store: Any, run_ids: list[int], backend: str | None = KEEP_BACKEND) -> list[str]:
+    """:func:`resume` of several runs, checked first and requeued in one transaction, so the scheduler sees them
+    queued together: lanes of one group checkpointed at one step train as one group again
+    (:func:`offpoc_tui.runtime.scheduler.lane_groups`). A line for the user per run; nothing is requeued when
+    one of them cannot be (:class:`ControlError`)."""
     from offpoc_tui.runtime.scheduler import start_scheduler
 
     reap_lost(store)
-    row = get_run(store, run_id)
-    if row is None:
-        raise ControlError(f"no run {run_id}")
-    if row["status"] not in RESUMABLE:
-        raise ControlError(f"run {run_id} is {row['status']}; only stopped, lost or failed runs resume")
-    if row["source"]:
-        raise ControlError(f"run {run_id} was imported; there is nothing to resume")
     files = RunFiles.of(store, db_path)
-    try:
-        files.ensure()  # before the run is requeued: a folder that is not offpoc's stops it here
-        found = files.find_checkpoint(run_id)  # and a run folder that is a symlink
-    except StoreError as error:
-        raise ControlError(str(error)) from None
-    step = row["checkpoint_step"]
-    if not requeue(store, run_id, row["backend"] if backend == _KEEP else backend):
-        now = get_run(store, run_id)
+    found: dict[int, tuple[Any, Path | None]] = {}
+    for run_id in run_ids:
+        row = get_run(store, run_id)
+        if row is None:
+            raise ControlError(f"no run {run_id}")
+        if row["status"] not in RESUMABLE:
+            raise ControlError(f"run {run_id} is {row['status']}; only stopped, lost or failed runs resume")
+        if row["source"]:
+            raise ControlError(f"run {run_id} was imported; there is nothing to resume")
+        try:
+            files.ensure()  # before the run is requeued: a folder that is not offpoc's stops it here
+            found[run_id] = (row, files.find_checkpoint(run_id))  # and a run folder that is a symlink
+        except StoreError as error:
+            raise ControlError(str(error)) from None
+    targets = {run_id: row["backend"] if backend == KEEP_BACKEND else backend for run_id, (row, _) in found.items()}
+    missed = requeue_all(store, targets)
+    if missed:
+        now = get_run(store, missed[0])
         raise ControlError(
-            f"run {run_id} is {now['status'] if now else 'deleted'} now (resumed meanwhile?): left as it is"
+            f"run {missed[0]} is {now['status'] if now else 'deleted'} now (resumed meanwhile?): nothing resumed"
         )
     start_scheduler(db_path)
+    return [_resumed(files, run_id, row["checkpoint_step"], file) for run_id, (row, file) in found.items()]
+
+
+def _resumed(files: RunFiles, run_id: int, step: int | None, file: Path | None) -> str:
     if step is None:
         return (
             f"resuming run {run_id} from the start (no checkpoint yet: what it recorded is replaced by the new run's)"
         )
-    if found is None:
+    if file is None:
         return (
             f"resuming run {run_id} from the start: its checkpoint (step {step:,}) is not in"
             f" {files.display(files.run_dir(run_id))} (what it recorded is replaced by the new run's)"

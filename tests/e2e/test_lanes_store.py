@@ -134,6 +134,35 @@ def test_a_lane_whose_values_turn_non_finite_fails_alone(tmp_path: Path) -> None
 
 
 @pytest.mark.process
+def test_a_stopped_group_resumes_as_one_worker(tmp_path: Path) -> None:
+    """``offpoc stop --all`` stops every lane of a group at one step (one signal to its worker); ``offpoc resume``
+    of its lanes re-forms one worker from their checkpoints, which trains each to its end with no record
+    doubled or missing; ``offpoc jobs`` counts the group as one job."""
+    db = tmp_path / "offpoc.db"
+    with stopped_after(db):
+        offpoc(db, "run", *PENDULUM, "--seeds", "0-1", "--steps", "4000", "--lanes", "2")
+        wait_for(lambda: run_row(db, 1)["steps"] >= 1200, what="the group's first updates")
+        offpoc(db, "stop", "--all")
+        first = {i: run_row(db, i) for i in (1, 2)}
+        assert [r["status"] for r in first.values()] == ["stopped"] * 2
+        assert first[1]["checkpoint_step"] == first[2]["checkpoint_step"] == first[1]["steps"] > 0  # one step
+        said = offpoc(db, "resume", "1", "2").stdout
+        assert said.count("from its checkpoint at step") == 2, said
+        wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 2)["status"] == "running",
+                 what="the resumed group")  # fmt: skip
+        assert run_row(db, 1)["pid"] == run_row(db, 2)["pid"] != first[1]["pid"]  # one new worker for both
+        assert "2 running (2 of them as lanes" in offpoc(db, "jobs").stdout
+        wait_for(lambda: _ended(db, 1, 2), what="the resumed group's end")
+    for run_id in (1, 2):
+        assert run_row(db, run_id)["status"] == "finished"
+        steps = [int(r["step"]) for r in export(db, "evaluations") if r["run_id"] == str(run_id)]
+        assert steps == list(range(0, 4001, 500))
+    log, at = offpoc(db, "logs", "1").stdout, f"{first[1]['checkpoint_step']:,}"
+    assert log.count("lane group of runs 1, 2\n") == 2, log  # the group, and the group again
+    assert all(f"seed {k}, from offpoc.db-runs/{k + 1}/checkpoint.pt at step {at}" in log for k in (0, 1)), log
+
+
+@pytest.mark.process
 def test_a_killed_group_leaves_its_lanes_lost_and_resumable(tmp_path: Path) -> None:
     """kill -9 of a group's worker: every lane reads lost; resumed, each trains to its end (from its checkpoint
     where it has one), and none is counted twice."""
