@@ -29,6 +29,7 @@ from agents.config_text import parse_count, with_overrides
 from agents.envs import EnvError
 from agents.plugins import algorithm_names
 from agents.quantities import Quantity
+from agents.signals import signal_setter
 from agents.sink import EvalRecord, QuantityBlock, Record, Sink, TrainStatsRecord
 from agents.training import Trainer
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
             sink.out = args.records.open("a") if args.records else None
             # Ctrl-C asks the loop to stop between steps (it checkpoints with --checkpoint).
-            previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+            previous = signal.signal(signal.SIGINT, signal_setter(stop))
             try:
                 result = trainer.run()
             finally:

@@ -22,6 +22,7 @@ import sys
 import threading
 from pathlib import Path
 
+from agents.signals import signal_setter
 from offpoc_tui.runtime.lifecycle import StoreBinding, live, live_group
 from store import open_store
 from store.db import StoreError, StoreFile
@@ -34,13 +35,20 @@ EXIT = {"finished": 0, "stopped": 0, "failed": 1, "not-owner": NOT_OWNER_EXIT}
 """The worker's exit status for each :class:`~offpoc_tui.runtime.lifecycle.Outcome` (the scheduler reads it)."""
 
 
+def stop_on_signals() -> threading.Event:
+    """An event that SIGTERM and SIGINT set: the worker's runs checkpoint and stop at their next step."""
+    stop = threading.Event()
+    handler = signal_setter(stop)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+    return stop
+
+
 def run_worker(db_path: Path, run_id: int) -> int:
     """Train run ``run_id`` to its end; the process exit status."""
     db = open_store(db_path)
     where = StoreFile.of(db_path)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     owner = retrying(lambda: claim(db, run_id, os.getpid()))  # a store another process keeps locked: wait
     if owner is None:
         print(f"run {run_id} is not queued any more; nothing to do", flush=True)
@@ -61,9 +69,7 @@ def run_group(db_path: Path, run_ids: list[int]) -> int:
     claimed and recorded as a run of its own. The exit status: 1 if a lane failed, else 0."""
     db = open_store(db_path)
     where = StoreFile.of(db_path)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     files = RunFiles.of(db, db_path)
     lanes: list[tuple[RunRow, StoreBinding, Link]] = []
     for run_id in run_ids:

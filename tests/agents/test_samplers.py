@@ -295,7 +295,7 @@ def test_bad_sampler_settings_are_one_line() -> None:
                              ({"sampler": "per", "per_beta0": -0.1}, "per_beta0 must be in"),
                              ({"sampler": "ero", "ero_sample": 0}, "ero_sample must be at least 1"),
                              ({"sampler": "ero", "ero_lr": -1.0}, "ero_lr must be a positive"),
-                             ({"per_alpha": 0.5}, "per_alpha is an option of per: this run is td3 with correction none")]:  # fmt: skip
+                             ({"per_alpha": 0.5}, "per_alpha is an option of per: this run is td3")]:  # fmt: skip
         with pytest.raises(ConfigError, match=message):
             TrainConfig.make(**options).resolved()
     with pytest.raises(ValueError, match="unknown sampler"):
