@@ -40,6 +40,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from agents import plugins
 from agents.algorithms import make_algorithm
 from agents.algorithms.base import ActorCritic, UpdateStats
 from agents.algorithms.losses import loss_coefficients
@@ -72,9 +73,14 @@ def lane_refusal(config: TrainConfig) -> str | None:
 
 
 def lane_key(config: TrainConfig) -> dict[str, Any]:
-    """What lanes of one group must share: the resolved config but for the seed, the correction and its options."""
+    """What lanes of one group must share: the resolved config but for the seed, the correction and its options.
+    The algorithm's own options (TD3's policy delay and target smoothing) are the stacked update's, taken from
+    the group's first lane: every lane must hold the same."""
     c = config.resolved()
     values = {f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name not in (*PER_RUN, "options")}
+    entry = plugins.algorithm(c.algo)
+    for group in entry.options if entry is not None else ():
+        values.update(c.option(group).flat())
     return values
 
 
@@ -119,7 +125,10 @@ class LaneGroup:
         at = sorted({(t.step, t.agent.updates) for t in trainers})
         if len(at) > 1:  # lockstep: every lane takes its env step and its update together
             said = ", ".join(f"{step:,}" for step, _ in at)
-            raise ConfigError(f"lanes of one group go on from one step; these were checkpointed at steps {said}")
+            raise ConfigError(
+                f"lanes of one group go on from one step; these were checkpointed at steps {said}"
+                " (offpoc resume of them again starts each from its own)"
+            )
         self.lanes: list[Trainer] = list(trainers)
         first = self.lanes[0]
         with torch.random.fork_rng(devices=[]):  # its own initial values are replaced at once

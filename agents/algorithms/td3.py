@@ -47,8 +47,8 @@ class TD3Options(Options):
     """Target policy smoothing noise clip."""
 
     def validate(self) -> None:
-        if not (isinstance(self.policy_delay, int) and self.policy_delay >= 1):
-            raise ValueError(f"policy_delay must be at least 1, got {self.policy_delay}")
+        if not (float(self.policy_delay).is_integer() and self.policy_delay >= 1):
+            raise ValueError(f"policy_delay must be a whole number of at least 1, got {self.policy_delay}")
         for name in ("target_noise", "noise_clip"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):

@@ -42,14 +42,15 @@ def stop(
     )
     waiting = []
     together = whole_groups(store, ids)  # a whole lane group: one signal, every lane stopped at one step
-    signalled: set[int] = set()
+    signalled: set[tuple[Any, Any]] = set()
     for run_id in ids:
-        pid = (get_run(store, run_id) or {}).get("pid") if run_id in together else None
-        if pid is not None and pid in signalled:  # its group's worker has its signal: one is enough
+        row = (get_run(store, run_id) or {}) if run_id in together else {}
+        worker = (row.get("host"), row.get("pid"))
+        if row and worker in signalled:  # its group's worker has its signal: one is enough
             waiting.append(run_id)
             continue
-        if pid is not None:
-            signalled.add(pid)
+        if row:
+            signalled.add(worker)
         try:
             message = stop_run(store, run_id, run_id in together)
         except ControlError as error:

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from agents import (
     CheckpointRecord,
+    ConfigError,
     EpisodeRecord,
     EvalRecord,
     QuantityBlock,
@@ -151,7 +152,11 @@ class Outcome(NamedTuple):
     line: str
 
 
-ONE_LINE_FAILURES = (CheckpointMismatch, NonFinite, StoreError, StoreBusy)
+class LaneRefusal(RuntimeError):
+    """A lane group that could not form (its lanes checkpointed at different steps): the line says why."""
+
+
+ONE_LINE_FAILURES = (CheckpointMismatch, NonFinite, StoreError, StoreBusy, LaneRefusal)
 """Failures the message says all of: no traceback is stored."""
 
 
@@ -188,9 +193,9 @@ def live_group(lanes: list[tuple[RunRow, StoreBinding, Link]], files: RunFiles) 
     if trainers:
         try:
             group = LaneGroup(trainers, on_end=lambda i, result: end(built[i], result))
-        except Exception as error:  # the group could not form: every lane it held ends with the reason
+        except Exception as error:  # the group could not form: every lane it held ends with the reason, in a line
             for k in built:
-                end(k, error)
+                end(k, LaneRefusal(str(error)) if isinstance(error, ConfigError) else error)
         else:
             group.run()
     return [outcomes[k] for k in range(len(lanes))]

@@ -22,12 +22,15 @@ class ControlError(Exception):
 
 
 def whole_groups(store: Any, run_ids: list[int]) -> set[int]:
-    """The runs among ``run_ids`` whose lane group's every running lane is among them: one signal stops that
-    group's worker, so every lane checkpoints at one step and the group can resume as one."""
-    rows = store.execute("SELECT id, lane_group FROM runs WHERE status = 'running' AND lane_group IS NOT NULL")
-    members: dict[int, set[int]] = {}
-    for found, group in rows.fetchall():
-        members.setdefault(group, set()).add(found)
+    """The runs among ``run_ids`` whose worker's every lane is among them: one signal stops that worker, so every
+    lane checkpoints at one step and the group can resume as one."""
+    rows = store.execute(
+        "SELECT id, host, pid FROM runs WHERE status = 'running' AND lane_group IS NOT NULL AND pid IS NOT NULL"
+        " AND backend IS NULL"
+    )
+    members: dict[tuple[str, int], set[int]] = {}  # by worker: a lane resumed alone is a worker of its own
+    for found, host, pid in rows.fetchall():
+        members.setdefault((host, pid), set()).add(found)
     asked = set(run_ids)
     return {found for lanes in members.values() if lanes <= asked for found in lanes}
 

@@ -91,7 +91,7 @@ def test_malformed_overrides_are_clear_errors(overrides: dict[str, str], message
         ({"correction": "acoffpoc", "exploration_std": -1.0}, "exploration_std must be a non-negative number"),
         ({"gamma": 1.5}, "gamma must be in"),
         ({"algo": "ddpg", "hidden": (64, 64, 64)}, "ddpg needs exactly 2 hidden sizes"),
-        ({"policy_delay": 0}, "policy_delay must be at least 1, got 0"),
+        ({"policy_delay": 0}, "policy_delay must be a whole number of at least 1, got 0"),
         ({"target_noise": -0.1}, "target_noise must be a non-negative number"),
         # An algorithm's own options: refused for another algorithm, as a correction's are for another correction.
         ({"algo": "sac", "policy_delay": 5}, "^policy_delay is an option of td3: this run is sac with correction none"),

@@ -27,7 +27,7 @@ def _config(algo: str, seed: int, correction: str, **changes: object) -> TrainCo
         start_steps=START, correction_start=START, batch_size=32, hidden=(32, 32), eval_freq=10_000,
         eval_episodes=1, stats_every=5, weights_block=5, checkpoint_every=0,
     )  # fmt: skip
-    return TrainConfig(**{**settings, **changes})  # type: ignore[arg-type]
+    return TrainConfig.make(**{**settings, **changes})
 
 
 def _four(algo: str, **changes: object) -> list[TrainConfig]:
@@ -184,6 +184,9 @@ def test_what_cannot_share_a_group_is_refused_in_one_line() -> None:
         check_lanes([_config("td3", 1, "ris-off-pac")])
     with pytest.raises(ConfigError, match="every setting but the seed and correction: batch_size"):
         check_lanes([_config("td3", 1, "none"), _config("td3", 2, "acoffpoc", batch_size=64)])
+    # The algorithm's own options are the stacked update's: lanes differing in them cannot share it.
+    with pytest.raises(ConfigError, match="every setting but the seed and correction: policy_delay, target_noise"):
+        check_lanes([_config("td3", 1, "none"), _config("td3", 2, "none", policy_delay=5, target_noise=0.3)])
     check_lanes(_four("sac"))
 
 

@@ -66,6 +66,21 @@ def test_an_algorithms_own_option_in_set_reaches_that_algorithms_runs_only(tmp_p
     assert not any("policy_delay" in s.config or "exploration_std" in s.config for s in sweep.specs if s.algo == "sac")
 
 
+def test_lanes_group_only_runs_of_equal_algorithm_settings(tmp_path: Path) -> None:
+    """TD3 with policy_delay 2 and 5 in one sweep, --lanes 4: two groups, each trained with its own delay
+    (the stacked update reads the group's first lane's)."""
+    from offpoc_tui.specs import assign_lanes
+
+    text = (
+        'name = "delays"\nalgos = ["td3"]\nenvs = ["Pendulum-v1"]\nseeds = "0-1"\nsteps = 2000\n'
+        '[[methods]]\ncorrection = "none"\n[[methods]]\ncorrection = "none"\npolicy_delay = 5\n'
+        "[set]\nstart_steps = 500\n"
+    )
+    grouped = assign_lanes(load_sweep(write(tmp_path, text)).specs, 4)
+    groups = {(s.lane_group, s.config["policy_delay"]) for s in grouped}
+    assert len({g for g, _ in groups}) == 2 and len(groups) == 2, groups
+
+
 def test_an_override_gives_its_cells_their_own_seeds(tmp_path: Path) -> None:
     """SAC on fewer seeds than TD3 in one file: the matched cells run the override's seeds, seed-major still."""
     sweep = load_sweep(write(tmp_path, GRID + '[[override]]\nmatch = { algos = ["sac"] }\nseeds = "0"\n'))
