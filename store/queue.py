@@ -54,6 +54,12 @@ def waiting(db: sqlite_utils.Database) -> list[tuple[int, str | None]]:
     return [(int(i), b) for i, b in db.execute("SELECT id, backend FROM runs WHERE status = 'queued' ORDER BY id")]
 
 
+def adopted(db: sqlite_utils.Database, pid: int) -> set[int]:
+    """The queued runs the scheduler ``pid`` answers for (:func:`adopt`)."""
+    rows = db.execute("SELECT id FROM runs WHERE status = 'queued' AND launcher_pid = ?", [pid])
+    return {int(run_id) for (run_id,) in rows.fetchall()}
+
+
 def adopt(db: sqlite_utils.Database, pid: int) -> None:
     """The scheduler ``pid`` answers for the queued runs nobody answers for yet."""
     if db.execute("SELECT 1 FROM runs WHERE status = 'queued' AND launcher_pid IS NULL LIMIT 1").fetchone():

@@ -37,7 +37,7 @@ from offpoc_tui.runtime.ray_leftovers import reap_leftovers
 from store import open_store
 from store.db import StoreError, StoreFile, read_only
 from store.files import WORKER_LOG, RunFiles
-from store.queue import adopt, jobs_limit, release, running_here, waiting
+from store.queue import adopt, adopted, jobs_limit, release, running_here, waiting
 from store.runs import NOT_OWNER_EXIT, finish, pid_alive, reap_lost
 from store.studies import advance
 
@@ -343,7 +343,10 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
         _say(line)
     adopt(db, me)  # after advance: a run queued unadopted under a live worker reads as requeued (a new worker)
     queue = [(i, b) for i, b in waiting(db) if i not in local.active and (ray is None or i not in ray.active)]
-    mine = [i for i, backend in queue if backend is None]
+    # Only the runs adopted above: one queued since (another command's) waits for the next poll. Started now,
+    # unstamped, it would read at the next poll as requeued under a live worker and get a second worker.
+    ours = adopted(db, me)
+    mine = [i for i, backend in queue if backend is None and i in ours]
     if mine:
         free = jobs_limit(db) - local.processes() - local.others()
         for run_ids in lane_groups(db, mine)[: max(free, 0)]:

@@ -97,3 +97,30 @@ def test_a_bad_backend_choice_and_a_missing_ray_are_one_line_and_write_nothing(t
         missing = "error: --backend ray needs Ray, which is not installed: pip install 'offpoc[ray]'"
         assert result.stderr.strip() == missing
     assert not db.exists()
+
+
+def test_a_run_queued_after_the_scheduler_adopted_waits_for_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run another command queues between the scheduler's adopt and its start is not started unstamped: the
+    next poll would read it as requeued under a live worker and give it a second one (three workers under a
+    limit of two, seen under load). It starts at the next poll, stamped."""
+    from offpoc_tui.runtime import scheduler
+    from store import open_store
+    from store.db import StoreFile
+    from store.files import RunFiles
+    from store.runs import create_runs
+    from tests.support.storefill import spec
+
+    db_path = tmp_path / "s.db"
+    db = open_store(db_path, create=True)
+    (run_id,) = create_runs(db, [spec(env="Pendulum-v1")])  # queued, no scheduler has adopted it
+    local = scheduler.LocalWorkers(db_path, db, RunFiles.of(db, db_path), StoreFile.of(db_path))
+    monkeypatch.setattr(scheduler, "adopt", lambda *_: None)  # it arrives just after this poll's adopt
+    scheduler._serve_once(db, local, None, os.getpid())
+    try:
+        assert local.active == {} and run_row(db_path, run_id)["status"] == "queued"
+    finally:
+        for process in local.active.values():
+            process.kill()
+            process.wait()
