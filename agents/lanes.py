@@ -11,11 +11,15 @@ correction's weights and checkpoints through its own modules exactly as a solo r
 the stacked update writes. One update of the group:
 
 - each lane samples its batch and draws its noise from its own generator, as its solo run does;
-- each lane's correction weighs its own batch with its own agent (λ per lane: K small actor passes);
+- each lane prepares its update as its solo run does (:meth:`~agents.algorithms.base.ActorCritic.prepare`):
+  its correction weighs its own batch with its own agent (λ per lane: K small actor passes) and steps its
+  own networks;
 - the stacked agent (an instance of the lanes' algorithm, its parameters the stacked tensors) runs the
-  fast backend's update once for all lanes: batched matrix products (``bmm``: lane k's batch meets lane
-  k's weights alone), the losses summed over lanes (each lane's gradient is its own loss's), and one
-  fused Adam step over the stacked parameters, which is each lane's own Adam since Adam is elementwise.
+  update body once for all lanes (:meth:`~agents.algorithms.base.ActorCritic.learn`, the solo run's own,
+  on either gradient engine): batched matrix products (``bmm``: lane k's batch meets lane k's weights
+  alone), each lane's loss weights, importance weights, actor states and critic decay on a leading lane
+  axis, the losses summed over lanes (each lane's gradient is its own loss's), and one fused Adam step over
+  the stacked parameters, which is each lane's own Adam since Adam is elementwise.
 
 Nothing in the update reduces across lanes, so a lane whose values turn non-finite harms no other: its
 records fail it alone (the sink refuses them), and the group takes it out and goes on. A lane that is
@@ -23,10 +27,10 @@ asked to stop checkpoints (with its slice of the optimiser state) and leaves the
 stacked tensors are why a lane's numbers differ from its solo run's only by float rounding where the
 batched products round differently from the plain ones (``docs/lanes.md`` says what is bit-identical).
 
-What may share a group (:func:`lane_refusal`, :func:`lane_key`): TD3 or SAC on the fast backend, the
-uniform sampler, no critic weight decay (its share is a norm over a lane's parameters), corrections
-``none`` and ``acoffpoc`` (weights alone: no networks of their own, no actor loss of their own); every
-setting equal but the seed, the correction and its options.
+What may share a group (:func:`lane_refusal`, :func:`lane_key`) is declared, not listed: the algorithm's
+:meth:`~agents.algorithms.base.ActorCritic.lane_refusal` (the built-ins stack unless ``layer_norm``); every
+setting equal but the seed, the correction, its options and ``correction_start``. A correction that writes
+its own actor loss trains its lane's actor through the lane's own agent (:class:`LaneStates`).
 """
 
 from __future__ import annotations
@@ -34,41 +38,36 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from agents import plugins
-from agents.algorithms import make_algorithm
+from agents.algorithms import algorithm_class, make_algorithm
 from agents.algorithms.base import ActorCritic, UpdateStats
-from agents.algorithms.losses import loss_coefficients
+from agents.algorithms.losses import Coefficients, weighted_sum
 from agents.config import ConfigError, TrainConfig
-from agents.corrections.base import NO_WEIGHTS, Weights
+from agents.corrections.base import Correction, Weights
 from agents.optim import FlushSubnormals
 from agents.replay import Batch
 from agents.training import Trainer, TrainResult
 
-LANE_ALGORITHMS = ("td3", "sac")
-LANE_CORRECTIONS = ("none", "acoffpoc")
 PER_RUN = ("seed", "correction", "correction_start")
 """Settings lanes of one group may differ in (besides the correction's options)."""
 
 
 def lane_refusal(config: TrainConfig) -> str | None:
-    """Why a run with ``config`` cannot be a lane (one line), or None when it can."""
+    """Why a run with ``config`` cannot be a lane (one line), or None when it can: what its algorithm and its
+    correction declare."""
     c = config.resolved()
-    if c.algo not in LANE_ALGORITHMS:
-        return f"lanes train {' and '.join(LANE_ALGORITHMS)}, not {c.algo}"
-    if c.correction not in LANE_CORRECTIONS:
-        return f"lanes take the corrections {' and '.join(LANE_CORRECTIONS)}, not {c.correction}"
-    if c.sampler != "uniform":
-        return f"lanes sample uniformly, not with {c.sampler}"
-    if c.critic_weight_decay:
-        return "lanes train without critic weight decay (its share is measured over one lane's parameters)"
-    if c.backend != "fast":
-        return "lanes need the fast backend (Linear and ReLU layers: no layer_norm, backend auto or fast)"
+    cls = algorithm_class(c.algo)
+    if cls is None:
+        return f"unknown algorithm {c.algo!r}"
+    reason = cls.lane_refusal(c)
+    if reason is not None:
+        return f"{c.algo}: {reason}"
     return None
 
 
@@ -280,83 +279,129 @@ class LaneGroup:
                 self._record(ends, index[id(lane)], error)
 
     def _update(self, ends: dict[int, Any], index: dict[int, int]) -> None:
-        """One update of every lane: batches and weights per lane, the stacked update, each lane's records."""
-        batches: list[Batch] = []
-        weights: list[Weights] = []
+        """One update of every lane: each lane prepares its own (batch, weights, its correction's networks), the
+        stacked agent runs the update body once, and each lane records its own statistics."""
+        prepared: list[tuple[Batch, Weights, Correction | None, ActorCritic]] = []
         for lane in list(self.lanes):
 
             def prepare(lane: Trainer = lane) -> None:
-                lane.agent.updates += 1
                 batch, correction = lane.sample()
-                with FlushSubnormals(), torch.no_grad():
-                    weights.append(correction.weights(batch, lane.agent) if correction is not None else NO_WEIGHTS)
-                batches.append(batch)
+                with FlushSubnormals():
+                    weights, correction = lane.agent.prepare(batch, correction)
+                prepared.append((batch, weights, correction, lane.agent))
 
             self._guard(ends, index, lane, prepare)
         if not self.lanes:
             return
         try:
-            stats = lane_update(self.stacked, batches, weights)
+            stats, td_errors = lane_update(
+                self.stacked, prepared, [lane.sampler.hears_td_errors for lane in self.lanes]
+            )
         except Exception as error:  # no lane's own doing: each lane still in the group ends with it
             for lane in list(self.lanes):
                 self._guard(ends, index, lane, functools.partial(_raise, error))
             return
-        for lane, batch, lane_stats in zip(list(self.lanes), batches, stats, strict=True):
-            self._guard(ends, index, lane, lambda lane=lane, b=batch, s=lane_stats: lane.record_update(b, s))
+        for lane, (batch, _, _, _), lane_stats, td_error in zip(
+            list(self.lanes), prepared, stats, td_errors, strict=True
+        ):
+            self._guard(
+                ends, index, lane, lambda lane=lane, b=batch, s=lane_stats, e=td_error: lane.record_update(b, s, e)
+            )
 
 
 def _raise(error: Exception) -> None:
     raise error
 
 
-def _coefficients(weight: Tensor | None, batch_size: int, normalised: bool, like: Tensor) -> Tensor:
-    """A lane's c_i (:func:`~agents.algorithms.losses.loss_coefficients`) as a (B, 1) tensor."""
-    c = loss_coefficients(weight, batch_size, normalised)
-    return torch.as_tensor(c, dtype=like.dtype, device=like.device).expand(batch_size, 1)
+class LaneStates(Correction):
+    """The lanes' corrections as the update body sees them: each lane's actor states, stacked (a correction
+    may draw them from its own replay, with its lane's generator, at the point its solo run does); and, where
+    a lane's correction writes its own actor loss, each lane's actor gradient through its own agent."""
+
+    def __init__(self, lanes: Sequence[tuple[Batch, Correction | None, ActorCritic]]) -> None:
+        super().__init__()
+        self.lanes = lanes
+        self.own_loss = any(c is not None and c.overrides_actor_loss for _, c, _ in lanes)
+        self.logged: list[Mapping[str, Tensor]] = [{} for _ in lanes]
+        """Each lane's logged quantities of its own actor step (:meth:`actor_gradient`: what its own agent
+        logs, as its solo run's does), where that step ran on the lane's agent."""
+
+    def actor_states(self, batch: Batch) -> Tensor:
+        return torch.stack([c.actor_states(b) if c is not None else b.obs for b, c, _ in self.lanes])
+
+    def actor_gradient(self, agent: Any, obs: Tensor, coefficients: Tensor | float, batch: Batch) -> Tensor | None:
+        """Where a lane's correction writes its own actor loss (autograd alone): each lane's loss on its own agent
+        (whose parameters are views of the stacked ones; a correction's loss may reuse a graph its weights
+        built there), its gradient put in the stacked actor's slice k, and what the loss left for the
+        temperature step stacked into ``agent`` (each lane's logged quantities kept in :attr:`logged`). None
+        otherwise: the stacked loss."""
+        if not self.own_loss:
+            return None
+        stacked: ActorCritic = agent
+        params = list(stacked.actor.parameters())
+        grads: list[list[Tensor]] = [[] for _ in params]
+        losses, states = [], []
+        for k, (lane_batch, correction, lane) in enumerate(self.lanes):
+            lane.last_target = None if stacked.last_target is None else stacked.last_target[k]
+            c = coefficients[k] if isinstance(coefficients, Tensor) else coefficients
+            own = correction is not None and correction.overrides_actor_loss
+            per_sample = correction.actor_loss(lane, obs[k], lane_batch) if own else lane.actor_loss(obs[k])  # type: ignore[union-attr]
+            loss = weighted_sum(per_sample, c)
+            for i, grad in enumerate(torch.autograd.grad(loss, list(lane.actor.parameters()))):
+                grads[i].append(grad)
+            losses.append(loss.detach())
+            states.append(lane.actor_step_state())
+            self.logged[k] = lane.logged() if lane.quantities else {}
+        for param, lane_grads in zip(params, grads, strict=True):
+            param.grad = torch.stack(lane_grads).reshape(param.shape)
+        names = set.intersection(*(set(state) for state in states))
+        stacked.set_actor_step_state({name: torch.stack([state[name] for state in states]) for name in names})
+        return torch.stack(losses)
 
 
-def lane_update(stacked: ActorCritic, batches: Sequence[Batch], weights: Sequence[Weights]) -> list[UpdateStats]:
-    """One update of every lane on its batch with its weights, through the stacked agent; each lane's stats.
+def _stack(batches: Sequence[Batch]) -> Batch:
+    """The lanes' batches on a leading lane axis; importance weights of 1 for a lane whose sampler has none."""
+    importance = None
+    if any(b.importance is not None for b in batches):
+        importance = torch.stack([torch.ones_like(b.reward) if b.importance is None else b.importance for b in batches])
+    return Batch(
+        obs=torch.stack([b.obs for b in batches]),
+        action=torch.stack([b.action for b in batches]),
+        reward=torch.stack([b.reward for b in batches]),
+        next_obs=torch.stack([b.next_obs for b in batches]),
+        not_terminated=torch.stack([b.not_terminated for b in batches]),
+        importance=importance,
+    )
 
-    The fast backend's update (:meth:`~agents.algorithms.base.ActorCritic.update`), with a lane axis: the
-    losses are Σ_k L_k, so lane k's parameters get ∂L_k/∂θ_k alone.
-    """
+
+def lane_update(
+    stacked: ActorCritic,
+    prepared: Sequence[tuple[Batch, Weights, Correction | None, ActorCritic]],
+    td_errors: Sequence[bool],
+) -> tuple[list[UpdateStats], list[Tensor | None]]:
+    """The update body (:meth:`~agents.algorithms.base.ActorCritic.learn`) once for every lane, each on its
+    prepared batch, weights and correction; each lane's stats, and its TD errors where ``td_errors`` asks
+    (a prioritised sampler's)."""
     stacked.updates += 1
-    with FlushSubnormals(), torch.no_grad():
-        batch = Batch(
-            obs=torch.stack([b.obs for b in batches]),
-            action=torch.stack([b.action for b in batches]),
-            reward=torch.stack([b.reward for b in batches]),
-            next_obs=torch.stack([b.next_obs for b in batches]),
-            not_terminated=torch.stack([b.not_terminated for b in batches]),
-        )
-        size = batch.obs.shape[1]
-        c = torch.stack([_coefficients(w.critic, size, w.normalised, batch.reward) for w in weights])  # (K, B, 1)
-        y = stacked.target(batch)
-        q, tapes = stacked.critic.forward_tape(batch.obs, batch.action)  # (E, K, B, 1)
-        td_error = q - y
-        critic_loss = (c * td_error.square().sum(0)).sum((1, 2))
-        stacked.critic.backward(tapes, td_error * (2 * c))
-        stacked.critic_step()
-        actor_loss = None
-        stepped = stacked.actor_due()
-        if stepped:
-            same = all(w.actor is w.critic for w in weights)
-            actor_c = c if same else torch.stack([_coefficients(w.actor, size, w.normalised, c) for w in weights])
-            actor_loss = (actor_c * stacked.actor_backward(batch.obs, actor_c)).sum((1, 2))
-            stacked.actor_step()
-            stacked.after_actor_step()
-        stacked.update_targets(stepped)
-        q_mean = q.mean((0, 2, 3))
-        logged = stacked.logged() if stacked.quantities else {}
+    batches = [batch for batch, _, _, _ in prepared]
+    weights = [w for _, w, _, _ in prepared]
+    with FlushSubnormals():
+        batch = _stack(batches)
+        coefficients = Coefficients(weights, batch.obs.shape[1], lanes_like=batch.reward)
+        per_lane = any(c is not None and (c.picks_actor_states or c.overrides_actor_loss) for _, _, c, _ in prepared)
+        correction = LaneStates([(b, c, agent) for b, _, c, agent in prepared]) if per_lane else None
+        critic_loss, actor_loss, q_mean, logged = stacked.learn(batch, coefficients, correction)
+        own = correction.logged if correction is not None else [{} for _ in prepared]
+        errors = stacked.last_td_error() if any(td_errors) else None
         alpha = stacked.alpha_value()
-    return [
+    stats = [
         UpdateStats(
             critic_loss[k],
             None if actor_loss is None else actor_loss[k],
             q_mean[k],
             alpha=None if alpha is None else alpha[k].reshape(()),
-            logged={**w.logged, **{name: value[k] for name, value in logged.items()}},
+            logged={**w.logged, **own[k], **{name: value[k] for name, value in logged.items()}},
         )
         for k, w in enumerate(weights)
     ]
+    return stats, [errors[k] if errors is not None and asks else None for k, asks in enumerate(td_errors)]

@@ -101,6 +101,8 @@ class Algorithm:
     a run of another algorithm is refused them, as a run is the options of a correction it does not use."""
     title: str = ""
     """The name tables and figures give it (``TD3``); its name in capitals where empty."""
+    steps_per_second: float | None = None
+    """Its class's :attr:`~agents.algorithms.base.ActorCritic.steps_per_second` (the time estimates)."""
 
     @property
     def shown(self) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 from gymnasium.utils import seeding
+from torch import Tensor
 
 from agents.algorithms import make_algorithm
 from agents.algorithms.base import UpdateStats
@@ -217,13 +218,14 @@ class Trainer:
         batch = self.sampler.sample(self.config.batch_size, self.generator, exclude_random_phase=exclude_random)
         return batch, correction
 
-    def record_update(self, batch: Batch, stats: UpdateStats) -> None:
-        """Account an update's statistics and logged quantities (and a prioritised sampler's TD errors)."""
+    def record_update(self, batch: Batch, stats: UpdateStats, td_error: Tensor | None = None) -> None:
+        """Account an update's statistics and logged quantities (and a prioritised sampler's TD errors: the
+        agent's last, or ``td_error``, (B, 1), where the update ran elsewhere: a lane group's)."""
         self.stats.add(stats)
         logged = stats.logged
         if self.sampler.hears_td_errors:
             assert batch.slots is not None
-            self.sampler.td_errors(batch.slots, self.agent.last_td_error())
+            self.sampler.td_errors(batch.slots, td_error if td_error is not None else self.agent.last_td_error())
         if self.sampler.quantities:
             logged = {**logged, **self.sampler.logged()}
         if logged:
@@ -326,16 +328,83 @@ class Trainer:
         return target
 
     def state_dict(self, elapsed: float) -> dict[str, Any]:
-        """Everything a resumed run needs (:func:`agents.trainer_state.state_dict`)."""
-        from agents.trainer_state import state_dict
-
-        return state_dict(self, elapsed)
+        """Everything a resumed run needs (see :mod:`agents.checkpoint`, which adds the config and owner and
+        writes the file): counters and ``elapsed`` seconds of training, every network, optimiser and learned
+        tensor (the correction's too), the RNG states, the logged quantities' open interval, the sampler's
+        state and, with ``checkpoint_buffer``, the replay buffer."""
+        agent, correction = self.agent, self.correction
+        return {
+            "counters": {
+                "step": self.step,
+                "episode": self.episode,
+                "updates": agent.updates,
+                "elapsed": elapsed,
+                "last_eval_step": self.last_eval_step,
+            },
+            "modules": {name: module.state_dict() for name, module in agent.modules().items()},
+            "optimizers": {name: opt.state_dict() for name, opt in agent.optimizers().items()},
+            "tensors": {name: tensor.detach().cpu() for name, tensor in agent.tensors().items()},
+            "rng": {
+                "torch": self.generator.get_state(),
+                "numpy": self.rng.bit_generator.state,
+                "env": self.env.np_random.bit_generator.state,
+                # At an episode boundary: the env's RNG before the reset that began the episode now starting.
+                "env_reset": self.reset_rng if self.episode_length == 0 else None,
+            },
+            "correction": {
+                "modules": {name: module.state_dict() for name, module in correction.modules().items()},
+                "optimizers": {name: opt.state_dict() for name, opt in correction.optimizers().items()},
+                "state": correction.state_dict(),
+            },
+            "weights": self.quantities.state_dict(),  # the key of checkpoints written before the rename
+            "buffer": self.buffer.state_dict() if self.config.checkpoint_buffer else None,
+            "sampler": self.sampler.state_dict(),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Put :meth:`state_dict`'s state into this trainer (:func:`agents.trainer_state.load_state_dict`)."""
-        from agents.trainer_state import load_state_dict
+        """Put :func:`state_dict`'s state (as every checkpoint format holds it) into this trainer, built from
+        the same config. Raises KeyError, TypeError, RuntimeError or ValueError where it does not fit."""
+        from agents.checkpoint import BIT_GENERATORS
 
-        load_state_dict(self, state)
+        agent = self.agent
+        for name, module in agent.modules().items():
+            module.load_state_dict(state["modules"][name])
+        for name, optimizer in agent.optimizers().items():
+            optimizer.load_state_dict(state["optimizers"][name])
+        with torch.no_grad():
+            for name, tensor in agent.tensors().items():
+                tensor.copy_(state["tensors"][name])
+        counters = state["counters"]
+        self.step = counters["step"]
+        self.episode = counters["episode"]
+        self.elapsed = counters["elapsed"]
+        self.last_eval_step = counters["last_eval_step"]
+        agent.updates = counters["updates"]
+        self.generator.set_state(state["rng"]["torch"])
+        self.rng.bit_generator.state = state["rng"]["numpy"]
+        # At an episode boundary the reset that began the new episode is replayed from the RNG state it
+        # started from: same observation, same simulator state, same RNG after it. Mid-episode the
+        # simulator's state is not saved (Box2D cannot give it): a fresh episode starts instead.
+        boundary = state["rng"].get("env_reset")
+        env_state = boundary if boundary is not None else state["rng"]["env"]
+        if env_state["bit_generator"] not in BIT_GENERATORS:
+            raise ValueError(f"the environment RNG {env_state['bit_generator']!r} is not one of NumPy's")
+        env_rng = np.random.Generator(getattr(np.random, env_state["bit_generator"])())
+        env_rng.bit_generator.state = env_state
+        self.env.np_random = env_rng
+        self.reset_rng = dict(env_state)  # where this reset starts: a checkpoint before the next step replays it
+        self.obs, _ = self.env.reset()
+        own = state.get("correction", {"modules": {}, "optimizers": {}, "state": {}})
+        correction = self.correction
+        for name, module in correction.modules().items():
+            module.load_state_dict(own["modules"][name])
+        for name, optimizer in correction.optimizers().items():
+            optimizer.load_state_dict(own["optimizers"][name])
+        correction.load_state_dict(own["state"])
+        self.quantities.load_state_dict(state["weights"], legacy_per_transition=agent.policy_kind == "stochastic")
+        if state["buffer"] is not None:
+            self.buffer.load_state_dict(state["buffer"])
+        self.sampler.load_state_dict(state.get("sampler", {}), buffer_restored=state["buffer"] is not None)
 
     @classmethod
     def resume(

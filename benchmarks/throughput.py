@@ -33,12 +33,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from agents import Sink, TrainConfig, Trainer, TrainStatsRecord
+from agents import Sink, TrainConfig, Trainer, TrainStatsRecord, corrections, plugins
 from agents.corrections.divergences import DIVERGENCES
 
-COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
-"""The paper's competitors (docs/competitors.md), timed with ``--competitors``."""
-SAMPLERS = ("cer", "per", "ero")
+COMPETITORS = tuple(c for c in corrections.names() if c not in ("none", "acoffpoc"))
+"""Every registered correction but the baseline and AC-Off-POC (the paper's four competitors, docs/competitors.md,
+and any plug-in), timed with ``--competitors``."""
+SAMPLERS = tuple(s for s in plugins.names("sampler") if s != "uniform")
 """Replay samplers other than uniform, timed with ``--samplers`` (their overhead is against ``none``, uniform)."""
 
 if TYPE_CHECKING:

@@ -24,10 +24,11 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from agents import TrainConfig, Trainer
+from agents import TrainConfig, Trainer, corrections
 from agents.config_text import with_overrides
 
-COMPETITORS = ("ris-off-pac", "ipg", "ace", "geoff-pac")
+COMPETITORS = tuple(c for c in corrections.names() if c not in ("none", "acoffpoc"))
+"""Every registered correction but the baseline and AC-Off-POC: the paper's four, and any plug-in."""
 
 
 def trained(algo: str, correction: str, options: dict[str, str]) -> Trainer:

@@ -6,7 +6,6 @@ import collections
 import dataclasses
 import functools
 import importlib.util
-import itertools
 import os
 import re
 import site
@@ -285,36 +284,74 @@ def check_env(env_id: str) -> tuple[int, int]:
 
 
 def check_machine(config: Any, sizes: tuple[int, int]) -> None:
-    """A run on this machine must fit it: no more torch threads than cores, and its networks (with their target
-    copies, gradients and Adam's two moments), a batch's activations and the replay slots it fills within the
-    memory."""
+    """A run on this machine must fit it: no more torch threads than cores, and :func:`memory_needed` within
+    :data:`MEMORY_SHARE` of the memory."""
     cores = os.cpu_count() or 1
     if config.threads > cores:
         raise UsageError(f"threads {config.threads:,} is more than this machine's {cores} cores")
-    obs, act = sizes
-
-    def parameters(inputs: int, outputs: int) -> int:
-        widths = [inputs, *config.hidden, outputs]
-        return sum(a * b + b for a, b in itertools.pairwise(widths))
-
-    from agents.plugins import algorithm
-
-    entry = algorithm(config.algo)  # registered: build_specs checked it
-    critics = entry.critics if entry is not None else 2
-    actor, critic = parameters(obs, act), parameters(obs + act, 1)
-    online = actor + critics * critic
-    targets = critics * critic + (actor if entry is None or entry.keeps_target_actor else 0)
-    slots = min(config.buffer_size, config.total_steps)
-    # A batch's activations (and their gradients) through every network, forward and back.
-    batch = config.batch_size * (2 * obs + act + 2 + 4 * (1 + critics) * sum(config.hidden))
-    needed = 4 * (4 * online + targets + slots * (obs + act + 2) + batch)  # float32 values
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    needed = memory_needed(config, sizes)
+    memory = _memory()
     if needed > MEMORY_SHARE * memory:
+        slots = min(config.buffer_size, config.total_steps)
         raise UsageError(
             f"hidden {','.join(map(str, config.hidden))}, batch {config.batch_size:,} and {slots:,} replay slots"
             f" need about {needed / 2**30:,.1f} GiB, more than {MEMORY_SHARE:.0%} of this machine's"
             f" {memory / 2**30:,.1f} GiB"
         )
+
+
+def _memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_needed(config: Any, sizes: tuple[int, int]) -> int:
+    """Bytes a run needs at most, roughly: its networks as its algorithm builds them (learned values with their
+    gradients and Adam's two moments, and target copies), a batch's activations (and their gradients) through
+    every network, and the replay slots it fills, all float32."""
+    from agents.algorithms import parameter_counts
+    from agents.plugins import algorithm
+
+    obs, act = sizes
+    learned, targets = _parameter_counts(config, sizes, parameter_counts)
+    entry = algorithm(config.algo)  # registered: build_specs checked it
+    critics = entry.critics if entry is not None else 2
+    slots = min(config.buffer_size, config.total_steps)
+    batch = config.batch_size * (2 * obs + act + 2 + 4 * (1 + critics) * sum(config.hidden))
+    return 4 * (4 * learned + targets + slots * (obs + act + 2) + batch)
+
+
+_COUNTED: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+
+def _parameter_counts(config: Any, sizes: tuple[int, int], count: Any) -> tuple[int, int]:
+    """:func:`agents.algorithms.parameter_counts`, once per algorithm, networks and sizes (a submission of many
+    seeds builds one agent)."""
+    per_run = ("seed", "correction", "correction_start", "total_steps")
+    key = (sizes, *sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in per_run))
+    if key not in _COUNTED:
+        _COUNTED[key] = count(config, *sizes)
+    return _COUNTED[key]
+
+
+def check_groups(specs: list[RunSpec]) -> None:
+    """Each lane group on this machine must fit it as one process: the sum of its lanes' needs within
+    :data:`MEMORY_SHARE` of the memory (each lane keeps its own buffer; their networks are stacked, not
+    copied)."""
+    from agents.config import TrainConfig
+
+    groups: dict[int, list[RunSpec]] = collections.defaultdict(list)
+    for spec in specs:
+        if spec.lane_group is not None:
+            groups[spec.lane_group].append(spec)
+    memory = _memory()
+    sizes = {env: check_env(env) for env in {s.env for lanes in groups.values() for s in lanes}}
+    for lanes in groups.values():
+        needed = sum(memory_needed(TrainConfig.from_dict(s.config), sizes[s.env]) for s in lanes)
+        if needed > MEMORY_SHARE * memory:
+            raise UsageError(
+                f"a lane group of {len(lanes)} runs needs about {needed / 2**30:,.1f} GiB, more than"
+                f" {MEMORY_SHARE:.0%} of this machine's {memory / 2**30:,.1f} GiB: use a smaller --lanes"
+            )
 
 
 def record_plugins(store: sqlite_utils.Database) -> None:

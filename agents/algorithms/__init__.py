@@ -8,6 +8,8 @@ dashboard take it from the registry: nothing else names it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from agents import plugins
@@ -51,6 +53,7 @@ def register(
             cls.hidden_layers,
             options,
             title,
+            cls.steps_per_second,
         )
     )
     _CLASSES[name] = cls
@@ -60,6 +63,25 @@ def unregister(name: str) -> None:
     """Forget an algorithm (tests and notebooks that register their own)."""
     plugins.remove_algorithm(name)
     _CLASSES.pop(name, None)
+
+
+def algorithm_class(name: str) -> type[ActorCritic] | None:
+    """The class registered as ``name``, or None."""
+    return _CLASSES.get(name)
+
+
+def parameter_counts(config: TrainConfig, obs_dim: int, action_dim: int) -> tuple[int, int]:
+    """(learned, target) numbers of values in the networks a run with ``config`` builds: counted on the agent
+    itself, built on PyTorch's meta device (shapes alone: nothing allocated, however wide; no random draw of
+    the caller's taken), so a plug-in's networks count as they are. Learned values each have a gradient and
+    Adam's two moments."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        agent = make_algorithm(dataclasses.replace(config, device="meta"), obs_dim, action_dim, torch.Generator())
+    targets = {id(p) for target, _ in agent.target_pairs() for p in target.parameters()}
+    values = {id(p): p.numel() for module in agent.modules().values() for p in module.parameters()}
+    values |= {id(t): t.numel() for t in agent.tensors().values()}
+    target = sum(n for key, n in values.items() if key in targets)
+    return sum(values.values()) - target, target
 
 
 def make_algorithm(config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> ActorCritic:

@@ -37,12 +37,11 @@ import torch
 from torch import Tensor, nn
 
 from agents.algorithms.losses import (
+    Coefficients,
     SoftUpdate,
     adam,
     grad_norm,
-    loss_coefficients,
     set_grads,
-    total_weight,
     weighted_sum,
 )
 from agents.algorithms.memo import PolicyMemo
@@ -103,6 +102,10 @@ class ActorCritic(ABC):
     """Whether it keeps a target copy of its actor (DDPG and TD3 do; SAC does not)."""
     hidden_layers: ClassVar[int | None] = None
     """The number of hidden sizes its networks need, where they need one (DDPG's critic: two); None = any."""
+    steps_per_second: ClassVar[float | None] = None
+    """Environment steps a second of one worker on Hopper-v4 in its default settings, as measured
+    (``benchmarks/throughput.py``): the time estimate's figure where a store has no run of it to go by;
+    None: unmeasured (the estimate goes by TD3's)."""
     actor: DeterministicActor | GaussianPolicy
     critic: TwinCritic | DDPGCritic
     critic_target: TwinCritic | DDPGCritic
@@ -115,6 +118,11 @@ class ActorCritic(ABC):
     """Per-update quantities the algorithm logs besides its losses (:meth:`logged` gives their values)."""
     lane_generators: list[torch.Generator] | None = None
     """Set on a lane group's stacked agent only (:mod:`agents.lanes`): each lane's own generator."""
+
+    @property
+    def stacked(self) -> bool:
+        """Whether this is a lane group's stacked agent: its tensors carry a leading lane axis."""
+        return self.lane_generators is not None
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, generator: torch.Generator) -> None:
         self.config = config
@@ -147,6 +155,18 @@ class ActorCritic(ABC):
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr)  # type: ignore[arg-type]
         self.critic_step, self.actor_step = AdamStep(self.critic_optimizer), AdamStep(self.actor_optimizer)
         """One Adam step of each network from its gradients (the update's, or a lane group's stacked one)."""
+
+    @classmethod
+    def lane_refusal(cls, config: TrainConfig) -> str | None:
+        """Why a lane group cannot stack this algorithm's update for a run with ``config`` (one line), or None.
+
+        A lane group runs :meth:`learn` once on networks whose parameters carry a leading lane axis
+        (:mod:`agents.lanes`); the built-in networks stack where their layers are Linear, ReLU and Tanh.
+        An algorithm whose target or losses reduce across the batch other than per lane (the last two
+        axes) declares so here."""
+        if config.layer_norm:
+            return "a lane group stacks Linear, ReLU and Tanh layers, not layer_norm's LayerNorm"
+        return None
 
     # ---- what an algorithm defines -------------------------------------------------
     @abstractmethod
@@ -191,6 +211,15 @@ class ActorCritic(ABC):
         """(target, online) network pairs that soft updates track."""
         pairs: list[tuple[nn.Module, nn.Module]] = [(self.critic_target, self.critic)]
         return [*pairs, (self.actor_target, self.actor)] if self.actor_target is not None else pairs
+
+    def actor_step_state(self) -> dict[str, Tensor]:
+        """What this update's actor loss left for :meth:`after_actor_step`, by name (detached): a lane group
+        whose lanes' actor losses ran on their own agents stacks it into its stacked agent
+        (:meth:`set_actor_step_state`). Nothing, unless an algorithm's step needs it (SAC's log π)."""
+        return {}
+
+    def set_actor_step_state(self, state: Mapping[str, Tensor]) -> None:
+        """Put :meth:`actor_step_state`'s values in place (a lane group's, stacked)."""
 
     def alpha_value(self) -> Tensor | None:
         """The entropy temperature, for stochastic policies."""
@@ -256,10 +285,8 @@ class ActorCritic(ABC):
 
     # ---- the shared update ---------------------------------------------------------
     def update(self, batch: Batch, correction: Correction | None = None) -> UpdateStats:
-        """One gradient update on a batch; ``correction`` None means plain losses.
-
-        The correction's hooks (see :mod:`agents.corrections.base`) give the weights, may
-        step its own networks, pick the actor's states and replace the actor loss.
+        """One gradient update on a batch; ``correction`` None means plain losses: :meth:`prepare`, then
+        :meth:`learn`, the one update body (a lane group's stacked agent runs the same, :mod:`agents.lanes`).
 
         The whole update flushes subnormal floats to zero (:class:`~agents.optim.FlushSubnormals`):
         a correction's tiny weights (a density ratio of e⁻⁸⁰) carried through the backward passes
@@ -268,23 +295,89 @@ class ActorCritic(ABC):
         below 1.2e-38 become the zero they round towards; nothing larger changes.
         """
         with FlushSubnormals():
-            return self._update(batch, correction)
+            weights, correction = self.prepare(batch, correction)
+            critic_loss, actor_loss, q_mean, logged = self.learn(
+                batch, Coefficients([weights], batch.obs.shape[0]), correction
+            )
+        logged = {**weights.logged, **logged} if logged else weights.logged
+        return UpdateStats(critic_loss, actor_loss, q_mean, alpha=self.alpha_value(), logged=logged)
 
-    def _update(self, batch: Batch, correction: Correction | None) -> UpdateStats:
+    def prepare(self, batch: Batch, correction: Correction | None) -> tuple[Weights, Correction | None]:
+        """What comes before the gradient steps of an update, counted in ``updates``: the correction's weights,
+        from the policy before any step, and its own networks' step; the correction this update applies (none
+        where it serves the actor alone and the actor does not step)."""
         self.updates += 1
         if correction is not None and correction.actor_only and not self.actor_due():
             correction = None  # an update without an actor step is the plain one for such a correction
         with torch.no_grad():
-            # Weights: once per update, from the policy before any step.
             weights = correction.weights(batch, self) if correction is not None else NO_WEIGHTS
         if correction is not None:
             correction.auxiliary_update(batch, self)
-        update = self._update_fast if self.fast else self._update_autograd
-        losses = update(batch, weights, correction)
-        logged = {**weights.logged, **self.logged()} if self.quantities else weights.logged
+        return weights, correction
+
+    def learn(
+        self, batch: Batch, coefficients: Coefficients, correction: Correction | None
+    ) -> tuple[Tensor, Tensor | None, Tensor, Mapping[str, Tensor]]:
+        """The update body, for a solo run and a lane group alike (whose tensors carry a leading lane axis and
+        whose losses come out per lane): the critic's step on L = Σ_i c_i w_i ℓ_i (w_i a sampler's importance
+        weights, or 1), the actor's (when due) on the correction's actor states, the targets' soft update.
+        Returns the critic and actor losses, the mean Q and the algorithm's logged quantities."""
+        if self.fast and correction is not None and correction.overrides_actor_loss:
+            raise ConfigError(f"correction {correction.name!r} writes its own actor loss: use backend=auto or autograd")
+        with torch.no_grad():
+            y = self.last_target = self.target(batch)
+        c = coefficients.critic
+        critic_c = c if batch.importance is None else c * batch.importance
+        critic_loss, self._last_q = self._critic_gradient(batch, y, critic_c)
+        with torch.no_grad():
+            self._add_critic_decay(coefficients)
+        self.critic_step()
+
+        actor_loss = None
+        stepped = self.actor_due()
+        if stepped:  # delayed for TD3; gradients reach the actor's parameters only
+            obs = correction.actor_states(batch) if correction is not None else batch.obs
+            actor_loss = self._actor_gradient(obs, coefficients.actor(obs.shape[-2]), batch, correction)
+            self.actor_step()
+            self.after_actor_step()
+
+        with torch.no_grad():
+            self.update_targets(stepped)
+        q = self._last_q
+        q_mean = q.mean((0, -2, -1)) if self.stacked else q.mean()
+        logged = self.logged() if self.quantities else {}
         if self._decay_share is not None:
             logged = {**logged, DECAY_SHARE.name: self._decay_share}
-        return UpdateStats(*losses, alpha=self.alpha_value(), logged=logged)
+        return critic_loss, actor_loss, q_mean, logged
+
+    def _critic_gradient(self, batch: Batch, y: Tensor, c: Tensor | float) -> tuple[Tensor, Tensor]:
+        """Set the critic's ``.grad`` to ∂L/∂θ, L = Σ_i c_i ℓ_i; return L and Q(s_i, a_i), (E, B, 1), detached.
+        Hand-written (``fast``): ℓ_i = Σ_critics (Q − y)², so ∂L/∂Q = 2 c (Q − y); else autograd's."""
+        if self.fast:
+            with torch.no_grad():
+                q, tapes = self.critic.forward_tape(batch.obs, batch.action)
+                td_error = q - y
+                loss = weighted_sum(td_error.square().sum(0), c)
+                self.critic.backward(tapes, td_error * (2 * c))
+                return loss, q
+        q = self.critic(batch.obs, batch.action)
+        loss = weighted_sum(self.critic_loss(q, y), c)
+        set_grads(self.critic, loss.sum())  # a lane group's: Σ_k L_k, so lane k's parameters get ∂L_k/∂θ_k
+        return loss.detach(), q.detach()
+
+    def _actor_gradient(self, obs: Tensor, c: Tensor | float, batch: Batch, correction: Correction | None) -> Tensor:
+        """Set the actor's ``.grad`` to ∂L/∂φ, L = Σ_i c_i ℓ_i (the algorithm's ℓ_i, or the correction's own);
+        return L, detached."""
+        if self.fast:
+            with torch.no_grad():
+                return weighted_sum(self.actor_backward(obs, c), c)
+        if correction is not None and (loss := correction.actor_gradient(self, obs, c, batch)) is not None:
+            return loss
+        own = correction is not None and correction.overrides_actor_loss
+        per_sample = correction.actor_loss(self, obs, batch) if own else self.actor_loss(obs)  # type: ignore[union-attr]
+        loss = weighted_sum(per_sample, c)
+        set_grads(self.actor, loss.sum())
+        return loss.detach()
 
     def set_critic_decay(self, decay: float, form: str) -> None:
         """The critic's weight decay ``decay`` and where it enters (``critic_decay_form``: loss or adam)."""
@@ -292,104 +385,32 @@ class ActorCritic(ABC):
         self._adam_decay = decay if form == "adam" else 0.0  # Adam's L2 adds it
         self.critic_optimizer.param_groups[0]["weight_decay"] = self._adam_decay
 
-    def _add_critic_decay(self, weights: Weights) -> None:
+    def _add_critic_decay(self, coefficients: Coefficients) -> None:
         """The decay term's gradient, with ``critic_decay_form`` loss: L = Σ_i c_i (ℓ_i + wd/2·‖θ‖²), so the
         critic's gradient gains (Σ_i c_i)·wd·θ and a correction's weight scales the decay as it scales the
         TD term (a sampler's importance weights do not: they reweight transitions, and the decay is no
         transition's). With the plain mean, Σ_i c_i = 1: Adam's L2 exactly. Either form, it also measures
-        :data:`DECAY_SHARE`."""
+        :data:`DECAY_SHARE` (a lane group: each lane's, over its own parameters)."""
         if not (self.critic_decay or self._adam_decay):
             self._decay_share = None
             return
+        lanes = self.stacked
         grads: list[Tensor] = [p.grad for p in self._critic_params]  # type: ignore[misc]
-        td = grad_norm(grads)
+        td = grad_norm(grads, lanes)
         if self._adam_decay:  # Adam adds wd·θ to the gradient itself
-            decay = grad_norm(self._critic_params) * self._adam_decay
+            decay = grad_norm(self._critic_params, lanes) * self._adam_decay
         else:
-            scale = total_weight(weights.critic, weights.normalised)
-            if isinstance(scale, Tensor) and scale.device.type == "cpu":
+            scale = coefficients.total()
+            if isinstance(scale, Tensor) and scale.device.type == "cpu" and not lanes:
                 scale = float(scale)  # no sync to pay for here; as a number, λ = 1 is Adam's L2 to the bit
-            if isinstance(scale, Tensor):  # on a GPU: no host sync per update
-                torch._foreach_add_(grads, torch._foreach_mul(self._critic_params, scale * self.critic_decay))
+            if isinstance(scale, Tensor):  # on a GPU (no host sync per update), or each lane's
+                factor = scale * self.critic_decay
+                terms = [p * (factor.view(-1, *(1,) * (p.ndim - 1)) if lanes else factor) for p in self._critic_params]
+                torch._foreach_add_(grads, terms)
             else:
                 torch._foreach_add_(grads, self._critic_params, alpha=scale * self.critic_decay)
-            decay = grad_norm(self._critic_params) * (scale * self.critic_decay)
+            decay = grad_norm(self._critic_params, lanes) * (scale * self.critic_decay)
         self._decay_share = decay / (td + decay).clamp_min(torch.finfo(td.dtype).tiny)
-
-    def _actor_inputs(
-        self, batch: Batch, weights: Weights, critic_c: Tensor | float, correction: Correction | None
-    ) -> tuple[Tensor, Tensor | float]:
-        """The actor's states and loss coefficients."""
-        obs = correction.actor_states(batch) if correction is not None else batch.obs
-        if weights.actor is weights.critic and obs.shape[0] == batch.obs.shape[0]:
-            return obs, critic_c
-        return obs, loss_coefficients(weights.actor, obs.shape[0], weights.normalised)
-
-    def _update_fast(
-        self, batch: Batch, weights: Weights, correction: Correction | None
-    ) -> tuple[Tensor, Tensor | None, Tensor]:
-        """The update with the hand-written gradients (:mod:`agents.backprop`)."""
-        if correction is not None and correction.overrides_actor_loss:
-            raise ConfigError(f"correction {correction.name!r} writes its own actor loss: use backend=auto or autograd")
-        with torch.no_grad():
-            c = loss_coefficients(weights.critic, batch.obs.shape[0], weights.normalised)
-
-            # Critic: ℓ_i = Σ_critics (Q − y)², so ∂L/∂Q = 2 c (Q − y).
-            y = self.last_target = self.target(batch)
-            q, tapes = self.critic.forward_tape(batch.obs, batch.action)  # (E, B, 1)
-            td_error = q - y
-            self._last_q = q
-            critic_c = c if batch.importance is None else c * batch.importance
-            critic_loss = weighted_sum(td_error.square().sum(0), critic_c)
-            self.critic.backward(tapes, td_error * (2 * critic_c))
-            self._add_critic_decay(weights)
-            self.critic_step()
-
-            # Actor (delayed for TD3); gradients reach the actor's parameters only.
-            actor_loss = None
-            stepped = self.actor_due()
-            if stepped:
-                obs, actor_c = self._actor_inputs(batch, weights, c, correction)
-                actor_loss = weighted_sum(self.actor_backward(obs, actor_c), actor_c)
-                self.actor_step()
-                self.after_actor_step()
-
-            self.update_targets(stepped)
-            return critic_loss, actor_loss, q.mean()
-
-    def _update_autograd(
-        self, batch: Batch, weights: Weights, correction: Correction | None
-    ) -> tuple[Tensor, Tensor | None, Tensor]:
-        """The same update with autograd's gradients: the losses are all there is to it."""
-        with torch.no_grad():
-            c = loss_coefficients(weights.critic, batch.obs.shape[0], weights.normalised)
-            y = self.last_target = self.target(batch)
-
-        # Critic: L = Σ_i c_i w_i Σ_critics (Q(s_i, a_i) − y_i)², w_i a sampler's importance weights (or 1).
-        q = self.critic(batch.obs, batch.action)  # (E, B, 1)
-        self._last_q = q.detach()
-        critic_c = c if batch.importance is None else c * batch.importance
-        critic_loss = weighted_sum(self.critic_loss(q, y), critic_c)
-        set_grads(self.critic, critic_loss)
-        with torch.no_grad():
-            self._add_critic_decay(weights)
-        self.critic_step()
-
-        # Actor (delayed for TD3): L = Σ_i c_i ℓ_i, gradients to the actor's parameters only.
-        actor_loss = None
-        stepped = self.actor_due()
-        if stepped:
-            obs, actor_c = self._actor_inputs(batch, weights, c, correction)
-            own = correction is not None and correction.overrides_actor_loss
-            per_sample = correction.actor_loss(self, obs, batch) if own else self.actor_loss(obs)  # type: ignore[union-attr]
-            actor_loss = weighted_sum(per_sample, actor_c)
-            set_grads(self.actor, actor_loss)
-            self.actor_step()
-            self.after_actor_step()
-
-        with torch.no_grad():
-            self.update_targets(stepped)
-        return critic_loss.detach(), None if actor_loss is None else actor_loss.detach(), q.detach().mean()
 
     # ---- helpers shared by algorithms ----------------------------------------------
     def actor_output(self, obs: np.ndarray) -> np.ndarray:

@@ -1,15 +1,19 @@
-"""What DDPG and TD3 share: acting with Gaussian exploration noise, and the actor loss −Q(s, π(s))."""
+"""What DDPG and TD3 share (:class:`DeterministicActorCritic`): acting with Gaussian exploration noise, the
+actor loss −Q(s, π(s)) and its hand-written gradient, and the logged share of π(s) at its bounds."""
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from agents.algorithms.base import Action
+from agents.algorithms.base import Action, ActorCritic
 from agents.algorithms.memo import PolicyMemo
+from agents.exploration import exploration_std
 from agents.networks import DDPGCritic, DeterministicActor, TwinCritic
 from agents.quantities import Quantity
 
@@ -61,3 +65,40 @@ def q_actor_backward(
     assert action_grad is not None
     actor.backward(actor_tape, action_grad)
     return -q[0]
+
+
+class DeterministicActorCritic(ActorCritic):
+    """A deterministic policy π(s) (DDPG, TD3): its actor loss −Q₁(s, π(s)), written out for the fast backend
+    too, Gaussian exploration, and :data:`AT_BOUND` logged on actor steps. A subclass gives its networks,
+    its target and its schedule."""
+
+    policy_kind = "deterministic"
+    quantities = (AT_BOUND,)
+    critic_type: type[TwinCritic] | type[DDPGCritic] = TwinCritic
+    """Its critic network (built with the actor's hidden sizes)."""
+    actor: DeterministicActor
+    actor_target: DeterministicActor
+
+    def build(self) -> None:
+        """π and its critic(s), each with a target copy."""
+        hidden, norm = self.config.hidden, self.config.layer_norm
+        assert hidden is not None
+        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden, norm).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor)
+        self.critic = self.critic_type(self.obs_dim, self.action_dim, hidden, norm).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic)
+
+    def actor_loss(self, obs: Tensor) -> Tensor:
+        return q_actor_loss(self.actor, self.critic, obs, self.pi)
+
+    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
+        return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
+
+    def logged(self) -> Mapping[str, Tensor]:
+        return at_bound(self.pi)
+
+    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
+        return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
+
+    def greedy_action(self, obs: Tensor) -> Tensor:
+        return self.pi.for_correction(obs, self.actor_due())

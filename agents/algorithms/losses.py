@@ -6,12 +6,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+if TYPE_CHECKING:
+    from agents.corrections.base import Weights
+
 __all__ = [
+    "Coefficients",
     "SoftUpdate",
     "adam",
     "grad_norm",
@@ -52,8 +57,44 @@ def total_weight(weight: Tensor | None, normalised: bool = True) -> Tensor | flo
 
 
 def weighted_sum(per_sample: Tensor, coefficients: Tensor | float) -> Tensor:
-    """L = Σ_i c_i ℓ_i for (B, 1) or (E, B, 1) per-sample losses."""
-    return (coefficients * per_sample).sum()
+    """L = Σ_i c_i ℓ_i for (B, 1) per-sample losses: 0-d; for a lane group's (K, B, 1), each lane's, (K,)."""
+    return (coefficients * per_sample).sum((-2, -1))
+
+
+class Coefficients:
+    """One update's c_i (:func:`loss_coefficients`) for the critic's and the actor's loss, and Σ_i c_i of the
+    critic's (what scales its decay): from a solo run's :class:`~agents.corrections.base.Weights`, or, for a
+    lane group's stacked update, from each lane's, stacked on a leading lane axis ((K, B, 1) tensors) so that
+    lane k's losses are weighted as its solo run weights them."""
+
+    def __init__(self, weights: Sequence[Weights], batch_size: int, lanes_like: Tensor | None = None) -> None:
+        """``weights``: a solo run's alone (``lanes_like`` None), or each lane's, stacked as ``lanes_like``'s dtype
+        and device."""
+        self.weights = list(weights)
+        self.lanes_like = lanes_like
+        self.batch_size = batch_size
+        self.critic = self._each(lambda w: w.critic, batch_size)
+        """The critic loss's c_i: a number, (B, 1), or a lane group's (K, B, 1)."""
+
+    def _stack(self, values: list[Tensor | float], shape: tuple[int, ...]) -> Tensor:
+        like = self.lanes_like
+        assert like is not None
+        return torch.stack([torch.as_tensor(v, dtype=like.dtype, device=like.device).expand(shape) for v in values])
+
+    def _each(self, pick: Callable[[Weights], Tensor | None], n: int) -> Tensor | float:
+        values = [loss_coefficients(pick(w), n, w.normalised) for w in self.weights]
+        return values[0] if self.lanes_like is None else self._stack(values, (n, 1))
+
+    def actor(self, n: int) -> Tensor | float:
+        """The actor loss's c_i on ``n`` actor states (a correction may choose other states than the batch's)."""
+        if n == self.batch_size and all(w.actor is w.critic for w in self.weights):
+            return self.critic
+        return self._each(lambda w: w.actor, n)
+
+    def total(self) -> Tensor | float:
+        """Σ_i c_i of the critic's loss (:func:`total_weight`); a lane group's, (K,)."""
+        totals = [total_weight(w.critic, w.normalised) for w in self.weights]
+        return totals[0] if self.lanes_like is None else self._stack(totals, ())
 
 
 def reduce_loss(per_sample: Tensor, weight: Tensor | None) -> Tensor:
@@ -65,11 +106,17 @@ def set_grads(module: nn.Module, loss: Tensor) -> None:
     """∂loss/∂θ into the ``.grad`` of ``module``'s parameters alone (the optimiser's step reads it)."""
     params = list(module.parameters())
     for param, grad in zip(params, torch.autograd.grad(loss, params), strict=True):
-        param.grad = grad
+        # Contiguous, as the parameter is: a lane group's stacked layer gets its weight's gradient as a
+        # transposed view (batched products' backward), and the fused Adam kernel reads a gradient in the
+        # parameter's memory order (measured: 620 of 1,024 entries stepped the wrong way without this).
+        param.grad = grad.contiguous()
 
 
-def grad_norm(tensors: list[Tensor]) -> Tensor:
-    """The 2-norm of a list of tensors taken as one vector."""
+def grad_norm(tensors: list[Tensor], lanes: bool = False) -> Tensor:
+    """The 2-norm of a list of tensors taken as one vector; with ``lanes``, of each lane's slices ((K, ...)
+    tensors): (K,)."""
+    if lanes:
+        return torch.stack([t.reshape(t.shape[0], -1).norm(dim=1) for t in tensors]).norm(dim=0)
     return torch.stack(torch._foreach_norm(tensors)).norm()
 
 

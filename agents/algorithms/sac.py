@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ DEFAULTS = AlgorithmDefaults(
 
 
 class SAC(ActorCritic):
+    steps_per_second = 155.0
     policy_kind = "stochastic"
     keeps_target_actor = False
     actor: GaussianPolicy
@@ -104,10 +106,8 @@ class SAC(ActorCritic):
         # The temperature loss −log α · mean(log π + H̄) is never weighted by a correction;
         # its gradient with respect to log α is −mean(log π + H̄).
         assert self._log_pi is not None
-        if self.log_alpha.ndim:  # a lane group's (K, 1, 1) temperatures: each lane's mean over its own batch
-            self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean((-2, -1), keepdim=True)
-        else:
-            self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean()
+        # Each batch's mean: a lane group's (K, B, 1) log π gives each lane's temperature its own.
+        self.log_alpha.grad = -(self._log_pi + self.target_entropy).mean((-2, -1)).view_as(self.log_alpha)
         self.alpha_step()
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
@@ -121,6 +121,13 @@ class SAC(ActorCritic):
 
     def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         return self.pi.for_correction(obs, self.actor_due())
+
+    def actor_step_state(self) -> dict[str, Tensor]:
+        return {} if self._log_pi is None else {"log_pi": self._log_pi.detach()}
+
+    def set_actor_step_state(self, state: Mapping[str, Tensor]) -> None:
+        if "log_pi" in state:
+            self._log_pi = state["log_pi"]
 
     def adam_steps(self) -> list[AdamStep]:
         return [*super().adam_steps(), self.alpha_step]

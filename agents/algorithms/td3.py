@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from agents.algorithms.base import Action, ActorCritic
-from agents.algorithms.deterministic import AT_BOUND, at_bound, noisy_action, q_actor_backward, q_actor_loss
+from agents.algorithms.deterministic import DeterministicActorCritic
 from agents.config import AlgorithmDefaults
-from agents.exploration import ExplorationOptions, exploration_std
-from agents.networks import DeterministicActor, TwinCritic
+from agents.exploration import ExplorationOptions
+from agents.networks import TwinCritic
 from agents.options import Options
 from agents.replay import Batch
 
@@ -59,19 +55,9 @@ OPTIONS: tuple[type[Options], ...] = (ExplorationOptions, TD3Options)
 """TD3's option groups, as it registers them (a subclass registered under a new name declares them again)."""
 
 
-class TD3(ActorCritic):
-    policy_kind = "deterministic"
-    quantities = (AT_BOUND,)
-    actor: DeterministicActor
-    actor_target: DeterministicActor
-
-    def build(self) -> None:
-        hidden = self.config.hidden
-        assert hidden is not None
-        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
-        self.actor_target = copy.deepcopy(self.actor)
-        self.critic = TwinCritic(self.obs_dim, self.action_dim, hidden, self.config.layer_norm).to(self.device)
-        self.critic_target = copy.deepcopy(self.critic)
+class TD3(DeterministicActorCritic):
+    steps_per_second = 220.0
+    critic_type = TwinCritic
 
     def target(self, batch: Batch) -> Tensor:
         own = self.config.option(TD3Options)
@@ -85,15 +71,6 @@ class TD3(ActorCritic):
             y = batch.reward + self.config.gamma * batch.not_terminated * next_q
         return y
 
-    def actor_loss(self, obs: Tensor) -> Tensor:
-        return q_actor_loss(self.actor, self.critic, obs, self.pi)
-
-    def logged(self) -> Mapping[str, Tensor]:
-        return at_bound(self.pi)
-
-    def actor_backward(self, obs: Tensor, coefficients: Tensor | float) -> Tensor:
-        return q_actor_backward(self.actor, self.critic, self.pi, obs, coefficients)
-
     def actor_due(self) -> bool:
         return self.updates % self.config.option(TD3Options).policy_delay == 0
 
@@ -101,9 +78,3 @@ class TD3(ActorCritic):
         # Delayed: targets move only with the actor.
         if actor_stepped:
             super().update_targets(actor_stepped)
-
-    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
-        return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
-
-    def greedy_action(self, obs: Tensor) -> Tensor:
-        return self.pi.for_correction(obs, self.actor_due())

@@ -221,6 +221,17 @@ class Correction:
     def overrides_actor_loss(self) -> bool:
         return type(self).actor_loss is not Correction.actor_loss
 
+    def actor_gradient(self, agent: Any, obs: Tensor, coefficients: Tensor | float, batch: Batch) -> Tensor | None:
+        """Set the actor's ``.grad`` itself and return L = Σ_i c_i ℓ_i, detached; None (the default): the update
+        differentiates the actor loss (:meth:`actor_loss` or the algorithm's). A lane group
+        (:mod:`agents.lanes`) uses it where its lanes' actor losses run through each lane's own agent."""
+        return None
+
+    @property
+    def picks_actor_states(self) -> bool:
+        """Whether :meth:`actor_states` gives other states than the batch's."""
+        return type(self).actor_states is not Correction.actor_states
+
     def modules(self) -> dict[str, nn.Module]:
         """The correction's networks, by name (checkpoints)."""
         return {}

@@ -242,7 +242,11 @@ def _failed(binding: StoreBinding, link: Link, run_id: int, error: str, text: st
     try:
         recorded = link.end(run_id, "failed", line, text)
     except sqlite3.Error as end_error:
-        print(f"could not record the failure: {end_error}", file=sys.stderr, flush=True)
+        # The worker then exits 1, and the scheduler that started it records the failure with this log's last
+        # line (a lane group's worker adds a line per lane after it, which the scheduler reads for that lane).
+        print(f"the store did not take the failure ({end_error}); it is recorded from this log, whose last line is:",
+              file=sys.stderr, flush=True)  # fmt: skip
+        print(line, file=sys.stderr, flush=True)
         return Outcome("failed", line)
     if not recorded:
         return Outcome("not-owner", f"run {run_id} is no longer this worker's: its failure is not recorded")

@@ -1,11 +1,12 @@
-"""Runs on a Ray cluster: one task per run, one writer beside the SQLite file.
+"""Runs on a Ray cluster: one task per run or lane group, one writer beside the SQLite file.
 
 The store's scheduler (:mod:`offpoc_tui.runtime.scheduler`) is the Ray driver. It connects to the
 store's cluster (``offpoc run --backend ray --address ADDR``: ``auto``, an address; none given:
 a running cluster, else a local one started for the runs and shut down with the scheduler),
 starts one :class:`StoreWriter` actor pinned to its own node, the only process that writes the
-file (SQLite's WAL needs every writer on one host), and submits one :func:`train` task per run
-(one CPU; a GPU when the run's ``device`` is CUDA).
+file (SQLite's WAL needs every writer on one host), and submits one :func:`train_group` task per run, or per
+lane group (``--lanes K``: its runs that go on from one step train in one task, as in one local worker; one
+CPU; a GPU when the runs' ``device`` is CUDA). Each run of a group is still claimed with its own owner token.
 
 A task lives as a local worker does (:func:`offpoc_tui.runtime.lifecycle.live`, the same function), its
 :class:`~store.writer.RunWriter` shipping plain rows to the writer at most once a second and
@@ -39,7 +40,7 @@ from store.db import StoreError, StoreFile
 from store.files import CHECKPOINT, RunFiles
 from store.links import LocalLink, Opened, Rows, opened, place_checkpoint
 from store.queue import CHECKPOINT_DIR, RAY_ADDRESS, get_meta
-from store.runs import check_owner, claim, finish, get_run, hostname
+from store.runs import RunRow, check_owner, claim, finish, get_run, hostname
 
 MAX_RETRIES = int(os.environ.get("OFFPOC_RAY_MAX_RETRIES", "3"))
 """Times Ray runs a task again after its worker process or node died."""
@@ -119,7 +120,7 @@ class StoreWriter:
 
 
 class RayRuns:
-    """The scheduler's Ray side: the connection, the writer, and a task per submitted run."""
+    """The scheduler's Ray side: the connection, the writer, and a task per submitted run or lane group."""
 
     def __init__(
         self, db: sqlite_utils.Database, writer: Any, task: Any, checkpoint_dir: str | None, root: Path
@@ -143,14 +144,14 @@ class RayRuns:
             num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         )
         writer = actor.remote(str(db_path))
-        from offpoc_tui.runtime.ray_task import train
+        from offpoc_tui.runtime.ray_task import train_group
 
-        task = ray.remote(train)
+        task = ray.remote(train_group)
         print(f"ray: connected to {address or 'the default cluster'}; writer on node {here[:8]} ({hostname()})")
         return cls(db, writer, task, get_meta(db, CHECKPOINT_DIR), root)
 
     def free(self) -> int:
-        """Runs that may be submitted now: the cluster's CPUs less the tasks in flight.
+        """Tasks that may be submitted now: the cluster's CPUs less the tasks in flight (a lane group's is one).
 
         Ray lends a task's CPU to another while it waits in ``ray.get`` (each run does, on the
         writer's reply once a second), so a queue of submitted tasks would run more at once than
@@ -158,38 +159,50 @@ class RayRuns:
         """
         import ray
 
-        return int(ray.cluster_resources().get("CPU", 0)) - len(self.active)
+        return int(ray.cluster_resources().get("CPU", 0)) - len(set(self.active.values()))
 
-    def submit(self, run_id: int) -> None:
+    def submit(self, run_ids: list[int]) -> None:
+        """One task for ``run_ids``: one run, or the runs of one lane group that go on from one step."""
+        configs = [json.loads(self._run(run_id)["config"]) for run_id in run_ids]
+        gpus = 1 if any(str(config.get("device", "cpu")).startswith("cuda") for config in configs) else 0
+        options = {"num_cpus": 1, "num_gpus": gpus, "max_retries": MAX_RETRIES, "retry_exceptions": False}
+        ref = self.task.options(**options).remote(run_ids, self.writer, self.checkpoint_dir)
+        for run_id in run_ids:
+            self.active[run_id] = ref
+        said = f"runs {', '.join(map(str, run_ids))} (one lane group)" if len(run_ids) > 1 else f"run {run_ids[0]}"
+        print(f"{said}: submitted to Ray", flush=True)
+
+    def _run(self, run_id: int) -> RunRow:
         run = get_run(self.db, run_id)
         assert run is not None
-        gpus = 1 if str(json.loads(run["config"]).get("device", "cpu")).startswith("cuda") else 0
-        options = {"num_cpus": 1, "num_gpus": gpus, "max_retries": MAX_RETRIES, "retry_exceptions": False}
-        self.active[run_id] = self.task.options(**options).remote(run_id, self.writer, self.checkpoint_dir)
-        print(f"run {run_id}: submitted to Ray", flush=True)
+        return run
 
     def poll(self) -> None:
-        """Settle the tasks that ended: a task lost past its retries leaves its run ``lost``."""
+        """Settle the tasks that ended: a task lost past its retries leaves its runs ``lost``."""
         import ray
         from ray.exceptions import RayError, RayTaskError
 
         if not self.active:
             return
-        ready, _ = ray.wait(list(self.active.values()), num_returns=len(self.active), timeout=0)
-        for run_id, ref in list(self.active.items()):
-            if ref not in ready:
-                continue
-            del self.active[run_id]
+        refs = list(dict.fromkeys(self.active.values()))
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            run_ids = [run_id for run_id, r in self.active.items() if r == ref]
+            for run_id in run_ids:
+                del self.active[run_id]
             try:
-                status = ray.get(ref)
+                statuses = ray.get(ref)
             except RayTaskError as error:  # outside the task's own handling: an import, the writer
                 text = str(error)
-                finish(self.db, run_id, "failed", error=text.splitlines()[-1], traceback=text, only_from=_LIVE)
+                for run_id in run_ids:
+                    finish(self.db, run_id, "failed", error=text.splitlines()[-1], traceback=text, only_from=_LIVE)
             except RayError as error:  # worker or node died and the retries are spent
                 line = f"{type(error).__name__}: the Ray task died after {MAX_RETRIES} retries"
-                finish(self.db, run_id, "lost", error=line, traceback=str(error), only_from=_LIVE)
+                for run_id in run_ids:
+                    finish(self.db, run_id, "lost", error=line, traceback=str(error), only_from=_LIVE)
             else:
-                print(f"run {run_id}: {status}", flush=True)
+                for run_id in run_ids:
+                    print(f"run {run_id}: {statuses.get(run_id, 'skipped')}", flush=True)
 
     def close(self) -> None:
         import ray

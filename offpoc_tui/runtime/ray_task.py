@@ -1,4 +1,5 @@
-"""The Ray task that trains one run (see :mod:`offpoc_tui.runtime.ray_backend`), and how it reaches the store.
+"""The Ray task that trains one run or a lane group (see :mod:`offpoc_tui.runtime.ray_backend`), and how it reaches
+the store.
 
 Imported by Ray workers and by the driver that submits the task; never by the writer actor,
 which must stay free of torch.
@@ -17,9 +18,10 @@ from typing import Any
 
 import ray
 
-from offpoc_tui.runtime.lifecycle import StoreBinding, live
+from offpoc_tui.runtime.lifecycle import StoreBinding, live, live_group
 from store.files import CHECKPOINT, RunFiles
 from store.links import Opened, Rows
+from store.runs import RunRow
 from store.writer import RunWriter
 
 
@@ -67,31 +69,52 @@ class ActorLink:
         return bool(ray.get(self.writer.end.remote(run_id, self.owner, status, error, traceback)))
 
 
-def train(run_id: int, writer: Any, checkpoint_dir: str | None) -> str:
-    """A Ray task: train one run to its end; its status (the writer has stored it)."""
+def train_group(run_ids: list[int], writer: Any, checkpoint_dir: str | None) -> dict[int, str]:
+    """A Ray task: train runs ``run_ids``, one run alone or a lane group's (:class:`agents.lanes.LaneGroup`), as a
+    local worker does, each claimed with an owner token of its own; each run's status (the writer has stored
+    it), ``skipped`` where the run was no longer to run."""
     node = ray.get_runtime_context().get_node_id()
     where = f"ray:{socket.gethostname()}/{node[:8]}"
-    start = ray.get(writer.start.remote(run_id, os.getpid(), where))
-    if start is None:
-        return "skipped"
-    link = ActorLink(writer, start["owner"], ships=checkpoint_dir is None)
-    if "refused" in start:
-        link.end(run_id, "failed", start["refused"])
-        return "failed"
-    # The run's files on this node: the same layout as the store's (a store-named folder), so the
-    # checkpoint rules of a local worker apply unchanged; under --checkpoint-dir they are shared.
-    base = Path(checkpoint_dir) / start["store_id"] if checkpoint_dir else Path(tempfile.mkdtemp(prefix="offpoc-"))
-    files = RunFiles(base / start["store_name"], start["store_id"], None)
+    statuses: dict[int, str] = {}
+    lanes: list[tuple[RunRow, StoreBinding, ActorLink]] = []
+    files: RunFiles | None = None
+    base: Path | None = None
     try:
-        path = files.prepare(run_id) / CHECKPOINT
-        if start["checkpoint"] is not None and (checkpoint_dir is None or not path.exists()):
-            tmp = path.with_name(f"{CHECKPOINT}.{uuid.uuid4().hex[:8]}.tmp")  # whole or absent, never half
-            tmp.write_bytes(start["checkpoint"])
-            os.replace(tmp, path)
-        binding = StoreBinding(RunWriter(link, run_id), threading.Event())
-        outcome = live(start["run"], binding, link, files)
-        print(f"run {run_id} on {where}: {outcome.line}", flush=True)
-        return outcome.status
+        for run_id in run_ids:
+            start = ray.get(writer.start.remote(run_id, os.getpid(), where))
+            if start is None:
+                statuses[run_id] = "skipped"
+                continue
+            link = ActorLink(writer, start["owner"], ships=checkpoint_dir is None)
+            if "refused" in start:
+                link.end(run_id, "failed", start["refused"])
+                statuses[run_id] = "failed"
+                continue
+            if files is None:
+                # The runs' files on this node: the same layout as the store's (a store-named folder), so the
+                # checkpoint rules of a local worker apply unchanged; under --checkpoint-dir they are shared.
+                shared = Path(checkpoint_dir) / start["store_id"] if checkpoint_dir else None
+                base = shared or Path(tempfile.mkdtemp(prefix="offpoc-"))
+                files = RunFiles(base / start["store_name"], start["store_id"], None)
+            path = files.prepare(run_id) / CHECKPOINT
+            if start["checkpoint"] is not None and (checkpoint_dir is None or not path.exists()):
+                tmp = path.with_name(f"{CHECKPOINT}.{uuid.uuid4().hex[:8]}.tmp")  # whole or absent, never half
+                tmp.write_bytes(start["checkpoint"])
+                os.replace(tmp, path)
+            lanes.append((start["run"], StoreBinding(RunWriter(link, run_id), threading.Event()), link))
+        if not lanes:
+            return statuses
+        assert files is not None
+        if len(lanes) == 1:
+            run, binding, link = lanes[0]
+            outcomes = [live(run, binding, link, files)]
+        else:
+            print(f"lane group of runs {', '.join(str(run['id']) for run, _, _ in lanes)} on {where}", flush=True)
+            outcomes = live_group(lanes, files)  # type: ignore[arg-type]  # ActorLink is a Link
+        for (run, _, _), outcome in zip(lanes, outcomes, strict=True):
+            print(f"run {run['id']} on {where}: {outcome.line}", flush=True)
+            statuses[int(run["id"])] = outcome.status
+        return statuses
     finally:
-        if checkpoint_dir is None:
+        if checkpoint_dir is None and base is not None:
             shutil.rmtree(base, ignore_errors=True)

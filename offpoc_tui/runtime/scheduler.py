@@ -164,9 +164,7 @@ class LocalWorkers:
                 self._settle(run_id, process.pid, "lost", f"worker killed by signal {-code}", None)
             elif code != 0:
                 tail = self._log_tail(run_id)
-                self._settle(
-                    run_id, process.pid, "failed", tail.splitlines()[-1] if tail else f"exit status {code}", tail
-                )
+                self._settle(run_id, process.pid, "failed", _reason(run_id, tail) or f"exit status {code}", tail)
 
     def _settle(self, run_id: int, pid: int, status: str, error: str, text: str | None) -> None:
         """End the run of a worker that died without saying how: if it is running under that worker,
@@ -184,6 +182,16 @@ class LocalWorkers:
             return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def _reason(run_id: int, tail: str) -> str:
+    """Why a worker that exited 1 without recording it failed ``run_id``, from its log's end: a lane group's
+    worker ends with a line per lane (``run 5: failed: <reason>``), a solo run's with the reason itself."""
+    lines = tail.splitlines()
+    mine = [line for line in lines if line.startswith(f"run {run_id}: ")]
+    if mine:
+        return mine[-1].split(": ", 2)[-1]
+    return lines[-1] if lines else ""
 
 
 def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
@@ -355,8 +363,8 @@ def _serve_once(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, me: in
     if remote:
         if ray is None:
             ray = _connect(local.db_path, db, remote)
-        for run_id in remote[: max(ray.free(), 0)] if ray is not None else ():
-            ray.submit(run_id)
+        for run_ids in lane_groups(db, remote)[: max(ray.free(), 0)] if ray is not None else ():
+            ray.submit(run_ids)
     return not queue and not local.active and (ray is None or not ray.active), ray
 
 

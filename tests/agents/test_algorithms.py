@@ -239,3 +239,18 @@ def test_stochastic_acoffpoc_clips_by_the_density_ratio_at_the_stored_action(div
     torch.testing.assert_close(lam, expected, rtol=1e-5, atol=1e-7)
     unclipped = transition_similarity(mean, log_std, b.behaviour_mean, b.behaviour_log_std, log_ratio + 1e9, divergence)
     assert (lam < 0.9 * unclipped).any(), "some λ_i must be set by the ratio for this test to check it"
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_the_memory_checks_parameter_counts_are_the_networks_a_run_builds(algo: str) -> None:
+    """What the memory check counts (built on the meta device) is what a run builds on the CPU: its learned
+    values (networks and SAC's temperature) and its target copies."""
+    from agents.algorithms import make_algorithm, parameter_counts
+
+    config = TrainConfig.make(algo=algo, hidden=(48, 40)).resolved()
+    agent = make_algorithm(config, 11, 3, torch.Generator().manual_seed(0))
+    modules = agent.modules()
+    targets = sum(p.numel() for name, m in modules.items() if name.endswith("_target") for p in m.parameters())
+    learned = sum(p.numel() for name, m in modules.items() if not name.endswith("_target") for p in m.parameters())
+    learned += sum(t.numel() for t in agent.tensors().values())
+    assert parameter_counts(config, 11, 3) == (learned, targets)

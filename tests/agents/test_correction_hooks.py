@@ -292,7 +292,7 @@ def test_a_new_quantity_reaches_the_store_the_export_and_the_weights_view(regist
     shown = [model.answer(db, runs, Request(view="quantities", cursor=run_id, quantity=i)) for i in range(4)]
     titles = [data.histogram.title for data in shown]  # type: ignore[union-attr]
     # λ first when logged, then by name: every evaluation's share at the bounds, then the correction's two
-    assert titles[0].startswith("share of eval actions at the bounds histogram, run 1: evaluation at step")
+    assert titles[0].startswith("share of eval actions at the bounds histogram, evaluation at step")
     assert "one value per evaluation" in shown[0].training.title and titles[3] == titles[0]  # type: ignore[union-attr]
     assert "quantiles per 50 updates" in shown[2].training.title  # SMALL's weights_block  # type: ignore[union-attr]
     assert titles[1].startswith("|r̂ − r| histogram") and "reward-model loss)" in titles[1]

@@ -178,16 +178,57 @@ def test_a_stopped_group_resumes_as_a_group_equal_to_its_lanes_resumed_solo(algo
 
 
 def test_what_cannot_share_a_group_is_refused_in_one_line() -> None:
-    with pytest.raises(ConfigError, match="lanes train td3 and sac, not ddpg"):
-        check_lanes([_config("ddpg", 1, "none", hidden=(32, 32))])
-    with pytest.raises(ConfigError, match="not ris-off-pac"):
-        check_lanes([_config("td3", 1, "ris-off-pac")])
+    """What a group cannot stack is declared by the plug-in, not listed by name (the algorithm's networks:
+    layer_norm); and lanes share every other setting."""
+    with pytest.raises(ConfigError, match="not layer_norm's LayerNorm"):
+        check_lanes([_config("ddpg", 1, "none", layer_norm=True, backend="autograd")])
+    check_lanes([_config("td3", 1, "ace", pg_form="lr", backend="autograd")])  # its own actor loss: per lane
     with pytest.raises(ConfigError, match="every setting but the seed and correction: batch_size"):
         check_lanes([_config("td3", 1, "none"), _config("td3", 2, "acoffpoc", batch_size=64)])
     # The algorithm's own options are the stacked update's: lanes differing in them cannot share it.
     with pytest.raises(ConfigError, match="every setting but the seed and correction: policy_delay, target_noise"):
         check_lanes([_config("td3", 1, "none"), _config("td3", 2, "none", policy_delay=5, target_noise=0.3)])
     check_lanes(_four("sac"))
+    for algo in ("ddpg", "td3", "sac"):
+        check_lanes([_config(algo, 1, "ris-off-pac", sampler="per"), _config(algo, 2, "ace", sampler="per")])
+
+
+CORRECTIONS = ("none", "acoffpoc", "ace", "geoff-pac", "ipg", "ris-off-pac")
+
+
+@pytest.mark.parametrize("backend", ["fast", "autograd"])
+@pytest.mark.parametrize("sampler", ["uniform", "cer", "per", "ero"])
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "sac"])
+def test_every_correction_and_sampler_trains_as_lanes_equal_to_its_solo_runs(
+    algo: str, sampler: str, backend: str
+) -> None:
+    """One group holds every built-in correction (each lane its own weights, actor states, own networks'
+    steps and importance weights; on autograd, also ACE's and Geoff-PAC's own actor losses), DDPG's critic
+    decay included: each lane within 1e-5 of its solo run after 10 updates, on either gradient engine; its
+    generator in its solo run's state; its logged quantities (λ, ρ̄, a sampler's priorities' weights) and its
+    losses alike."""
+    configs = [_config(algo, 1 + k, c, sampler=sampler, backend=backend) for k, c in enumerate(CORRECTIONS)]
+    if backend == "autograd":  # and the forms that write their own actor loss, through each lane's own agent
+        own = [("ace", {"pg_form": "lr"}), ("geoff-pac", {"pg_form": "lr"}), ("geoff-pac", {"geoff_m2": "one"})]
+        configs += [_config(algo, 7 + k, c, sampler=sampler, backend=backend, **o) for k, (c, o) in enumerate(own)]
+    solo = _solo(configs)
+    lanes = [Trainer(config, RecordingSink()) for config in configs]
+    ends = LaneGroup(lanes).run()
+    assert [getattr(end, "status", end) for end in ends.values()] == ["finished"] * len(configs)
+    for lane, alone in zip(lanes, solo, strict=True):
+        assert lane.agent.updates == alone.agent.updates == UPDATES
+        _assert_close(lane, alone)
+        for name, module in alone.correction.modules().items():
+            for key, want in module.state_dict().items():
+                got = lane.correction.modules()[name].state_dict()[key]
+                assert (got - want).abs().max() <= TOLERANCE * want.abs().max().clamp_min(1e-12), (name, key)
+        assert torch.equal(lane.generator.get_state(), alone.generator.get_state())
+        assert [b.quantity.name for b in lane.sink.blocks] == [b.quantity.name for b in alone.sink.blocks]
+        for got, want in zip(lane.sink.blocks, alone.sink.blocks, strict=True):
+            np.testing.assert_allclose(got.values, want.values, rtol=1e-4, atol=1e-6)
+        losses = [(s.critic_loss, s.actor_loss) for s in lane.sink.stats]
+        want_losses = [(s.critic_loss, s.actor_loss) for s in alone.sink.stats]
+        np.testing.assert_allclose(np.array(losses, dtype=float), np.array(want_losses, dtype=float), rtol=1e-4)
 
 
 def test_a_group_of_one_is_its_solo_run_to_the_bit() -> None:
@@ -198,3 +239,34 @@ def test_a_group_of_one_is_its_solo_run_to_the_bit() -> None:
     assert LaneGroup([lane]).run()[0].status == "finished"  # type: ignore[union-attr]
     for name, expected in _tensors(solo).items():
         assert torch.equal(_tensors(lane)[name], expected), name
+
+
+def test_a_lane_group_must_fit_the_machine_as_one_process(tmp_path: Path) -> None:
+    """The memory check is per group: two runs that each fit alone, but not together in one process, are
+    refused as a group of two in one line (exit 2), and nothing is queued; alone, they are queued."""
+    from typer.testing import CliRunner
+
+    from offpoc_tui import specs
+    from offpoc_tui.cli import app
+
+    one = specs.memory_needed(_config("td3", 0, "none", buffer_size=32, total_steps=32).resolved(), (3, 1))
+    slots = int((0.6 * specs.MEMORY_SHARE * specs._memory() - one) / (4 * (3 + 1 + 2)))  # one run: 60% of it
+    args = ["run", "td3", "Pendulum-v1", "--seeds", "0-1", "--steps", str(slots), "--set", f"buffer_size={slots}",
+            "--set", "hidden=32,32", "--set", "batch_size=32", "--db", str(tmp_path / "s.db")]  # fmt: skip
+    grouped = CliRunner().invoke(app, [*args, "--lanes", "2", "--dry-run"])
+    assert grouped.exit_code == 2 and "a lane group of 2 runs needs about" in grouped.output, grouped.output
+    assert len(grouped.output.strip().splitlines()) == 1 and not (tmp_path / "s.db").exists()
+    alone = CliRunner().invoke(app, [*args, "--dry-run"])
+    assert alone.exit_code == 0, alone.output
+    sweep = tmp_path / "s.toml"  # sweep --lanes: the same check, before anything is queued
+    sweep.write_text(
+        f'name = "m"\nalgos = ["td3"]\nenvs = ["Pendulum-v1"]\nseeds = "0-1"\nsteps = {slots}\n[[methods]]\n'
+        f'correction = "none"\n[set]\nbuffer_size = {slots}\nhidden = [32, 32]\nbatch_size = 32\n'
+    )
+    for dry in (["--dry-run"], []):
+        swept = CliRunner().invoke(app, ["sweep", str(sweep), "--lanes", "2", *dry, "--db", str(tmp_path / "s.db")])
+        assert swept.exit_code == 2 and "a lane group of 2 runs needs about" in swept.output, swept.output
+    if (tmp_path / "s.db").exists():  # the real sweep opened its store: nothing was queued in it
+        import sqlite3
+
+        assert sqlite3.connect(tmp_path / "s.db").execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)

@@ -169,3 +169,27 @@ def test_a_name_the_cli_could_not_choose_is_refused(name: str) -> None:
     with pytest.raises(ValueError, match="use lower-case letters"):
         corrections.register(name, lambda settings: corrections.Correction())
     assert name not in corrections.names()
+
+
+def test_it_trains_as_lanes_equal_to_its_solo_runs(huber: None) -> None:
+    """Nothing but its registration: a lane group stacks its update (its own critic loss and option, on the
+    autograd engine), each lane within 1e-5 of its solo run, and ``run --lanes`` takes it."""
+    from agents.lanes import LaneGroup
+
+    small = {**SMALL, "total_steps": 230, "start_steps": 200, "eval_freq": 10_000}
+    configs = [
+        TrainConfig.make(algo="td3-huber", huber_delta=0.5, seed=seed, correction=correction, **small)
+        for seed, correction in ((0, "none"), (1, "acoffpoc"))
+    ]
+    solo = [Trainer(config, RecordingSink()) for config in configs]
+    for trainer in solo:
+        trainer.run()
+    lanes = [Trainer(config, RecordingSink()) for config in configs]
+    assert [getattr(end, "status", end) for end in LaneGroup(lanes).run().values()] == ["finished"] * 2
+    for lane, alone in zip(lanes, solo, strict=True):
+        assert lane.agent.updates == alone.agent.updates == 30
+        for got, want in zip(lane.agent.critic.parameters(), alone.agent.critic.parameters(), strict=True):
+            assert (got - want).abs().max() <= 1e-5 * want.abs().max()
+    submitted = CliRunner().invoke(app, ["run", "td3-huber", "Pendulum-v1", "--compare", "--correction", "acoffpoc",
+                                         "--lanes", "2", "--dry-run"])  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output

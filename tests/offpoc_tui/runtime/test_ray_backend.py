@@ -1,7 +1,7 @@
-"""The Ray backend with real clusters on 127.0.0.1: retries, node loss, stop, and nothing left behind.
+"""The Ray backend with real clusters on 127.0.0.1: retries, node loss, stop, lane groups, nothing left behind.
 
 Skipped, saying why, where Ray is not installed (``pip install -c constraints.txt -e ".[ray]"``).
-About a minute and a half.
+About three minutes on a quiet 2-core machine.
 """
 
 from __future__ import annotations
@@ -196,3 +196,33 @@ def test_a_task_ray_ran_again_never_puts_the_earlier_ones_checkpoint_in_place(tm
             assert kept.read_bytes() == b"the run's" and run_row(db, run_id)["checkpoint_step"] == 200
     finally:
         ray.shutdown()
+
+
+def test_a_lane_group_runs_as_one_ray_task_equal_to_the_group_run_locally(tmp_path: Path, ray_env: Path) -> None:
+    """``run --backend ray --lanes 4`` on a two-node cluster: the four runs train in one task (one process on one
+    node, each run claimed with its own owner), and record what the same group records in a local worker."""
+    from ray.cluster_utils import Cluster
+
+    args = ["td3", "Pendulum-v1", *SMALL, "--eval-freq", "500", "--correction", "acoffpoc", "--compare",
+            "--seeds", "0-1", "--steps", "1500", "--lanes", "4"]  # fmt: skip
+    local = tmp_path / "local.db"
+    offpoc(local, "run", *args, "--follow")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})  # the head holds the store's writer
+    try:
+        nodes = [cluster.add_node(num_cpus=1) for _ in range(2)]
+        db = tmp_path / "offpoc.db"
+        submitted = offpoc(db, "run", *args, "--backend", "ray", "--address", cluster.address)
+        assert "queued 4 runs" in submitted.stdout
+        wait_for(lambda: all(run_row(db, i)["status"] == "finished" for i in (1, 2, 3, 4)), what="the group's end")
+        rows = [run_row(db, i) for i in (1, 2, 3, 4)]
+        assert len({(r["host"], r["pid"]) for r in rows}) == 1, rows  # one task, one process
+        assert any(str(rows[0]["host"]).endswith("/" + n.node_id[:8]) for n in nodes)
+        kept = {"evaluations": ("run_id", "step", "return_mean", "return_std"),
+                "train": ("run_id", "step", "updates", "critic_loss", "actor_loss", "q_mean")}  # fmt: skip
+        for table, columns in kept.items():  # everything but the clocks
+            ours, theirs = ([tuple(r[c] for c in columns) for r in export(d, table)] for d in (db, local))
+            assert ours == theirs and len(ours) >= 4, table  # every run, at least one row each
+        wait_for(lambda: not rows[0]["launcher_pid"] or not _alive(rows[0]["launcher_pid"]),
+                 timeout=30, what="the scheduler to leave")  # fmt: skip
+    finally:
+        cluster.shutdown()

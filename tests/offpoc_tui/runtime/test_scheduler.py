@@ -124,3 +124,16 @@ def test_a_run_queued_after_the_scheduler_adopted_waits_for_the_next_poll(
         for process in local.active.values():
             process.kill()
             process.wait()
+
+
+def test_a_workers_unrecorded_failure_is_read_from_its_own_line() -> None:
+    """A worker that could not record a failure exits 1; the scheduler records it from the log's end: a solo
+    run's last line, and for each lane of a group its own ``run N: failed: ...`` line, not the last lane's."""
+    from offpoc_tui.runtime.scheduler import _reason
+
+    solo = "training\nthe store did not take the failure (disk full); ...\nRuntimeError: simulator exploded"
+    assert _reason(3, solo) == "RuntimeError: simulator exploded"
+    group = "lane group of runs 4, 5\nrun 4: failed: RuntimeError: nan at step 400\nrun 5: finished: finished at 600"
+    assert _reason(4, group) == "RuntimeError: nan at step 400"
+    assert _reason(5, group) == ["finished", "finished at 600"][1]
+    assert _reason(6, "") == ""

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+import sqlite_utils
+
 from agents import CheckpointRecord, TrainConfig
-from offpoc_tui.runtime.lifecycle import StoreBinding
+from offpoc_tui.runtime.lifecycle import StoreBinding, conclude
 from store import RunSpec, open_store
 from store.files import RunFiles
-from store.runs import create_runs, get_run
+from store.links import LocalLink
+from store.runs import claim, create_runs, get_run
 from store.writer import RunWriter
 
 
@@ -41,3 +47,25 @@ def test_everything_before_a_checkpoint_is_in_the_store_when_it_is_written(tmp_p
     assert weights == 1200  # the partial weight block was stored with the checkpoint
     run = db.execute("SELECT checkpoint_step FROM runs").fetchone()[0]
     assert run == 1200
+
+
+def test_a_failure_the_store_cannot_take_ends_the_log_with_its_reason(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 69, item 14: when the store refuses the failure's own record (a full disk; here, a store opened
+    read-only), the worker exits 1 and its starter records the failure from the log's last line
+    (``Scheduler._settle``). That line is the failure's reason, and the line before says where it goes,
+    never "could not record the failure" standing as the run's error."""
+    path = tmp_path / "s.db"
+    db = open_store(path, create=True)
+    (run_id,) = create_runs(db, [RunSpec("t", "td3", "Pendulum-v1", "none", None, 0, 600, {})])
+    owner = claim(db, run_id, os.getpid())
+    refusing = sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    binding = StoreBinding(RunWriter(db, run_id, flush_interval=3600), threading.Event())
+    outcome = conclude(run_id, binding, LocalLink(refusing, owner), RuntimeError("simulator exploded at step 400"))
+    log = capfd.readouterr().err.strip().splitlines()
+    assert outcome.status == "failed" and get_run(db, run_id)["status"] == "running"  # not recorded, truly
+    assert log[-1] == "RuntimeError: simulator exploded at step 400"
+    assert log[-2].startswith("the store did not take the failure (attempt to write a readonly database)")
+    refusing.close()
+    db.close()
