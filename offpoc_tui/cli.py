@@ -17,7 +17,6 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 from typer.exceptions import Abort
 
 try:  # typer ≥ 0.20 vendors click; its exceptions are not click's
@@ -29,10 +28,11 @@ from offpoc_tui.commands import control, dashboard, export, logs, merge, queue, 
 from offpoc_tui.commands.analyze import analyze_app
 from offpoc_tui.commands.imports import import_app
 from offpoc_tui.commands.plot import plot
+from offpoc_tui.console import WholeSummaries
 from store import StoreError
 
 
-class OneLineErrors(TyperGroup):
+class OneLineErrors(WholeSummaries):
     """Click's usage errors, and the store's, as one ``error: ...`` line with exit status 2."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
@@ -60,7 +60,8 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+HELP_OPTIONS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
+"""``-h`` too; help as wide as the terminal, up to 120 columns (click stops at 80)."""
 app = typer.Typer(
     cls=OneLineErrors,
     help="AC-Off-POC experiments: background training runs in SQLite, and the tools to watch them.",

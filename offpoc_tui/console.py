@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperGroup
 
 from store import StoreError, open_store
 
@@ -27,6 +30,15 @@ DbOption = Annotated[Path, typer.Option("--db", envvar="OFFPOC_DB", help="The st
 DEFAULT_DB = Path("offpoc.db")
 TagFilter = Annotated[
     list[str] | None, typer.Option("--tag", help="Only runs carrying this tag (repeatable: runs carrying every one).")
+]
+WhereFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        "-w",
+        metavar="FILTER",
+        help="Only runs this filter keeps, the dashboard's / grammar: 'start_steps=500 return>1000 hopper'.",
+    ),
 ]
 
 
@@ -119,6 +131,22 @@ def resolve_runs(db: Any, tokens: list[str]) -> list[int]:
         fail(str(error))
 
 
+def where_ids(db: Any, text: str | None, run_ids: list[int] | None = None) -> list[int] | None:
+    """The ids of the runs (of ``run_ids``, or all) the ``--where`` filter keeps: None without one; fails in one
+    line where it cannot be read, or keeps no run."""
+    if text is None:
+        return run_ids
+    from store.where import FilterError, matching_ids
+
+    try:
+        ids = matching_ids(db, text, run_ids)
+    except FilterError as error:
+        fail(str(error))
+    if not ids:
+        fail(f"no run matches --where {text!r} (offpoc ps --all lists the runs)", code=1)
+    return ids
+
+
 def resolve_one(db: Any, token: str) -> int:
     """The id of the one run ``token`` names (an id, or a name matching one run)."""
     ids = resolve_runs(db, [token])
@@ -136,6 +164,19 @@ def check_sources(sources: list[str] | None) -> None:
         fail(f"unknown source {unknown[0]!r}: choose from {', '.join(SOURCES)}")
 
 
+def check_group_by(db: Any, runs: list[Any], setting: str) -> None:
+    """``--group-by SETTING`` must name a setting some of ``runs`` have in their config: otherwise one line, exit 2
+    (a name nothing has would group every run under "unset")."""
+    if not setting.strip():
+        fail("--group-by needs a setting's name (offpoc config lists the settings)")
+    if not runs:
+        return
+    from store.reader import configs
+
+    if not any(setting in config for config in configs(db, [r["id"] for r in runs]).values()):
+        fail(f"no run here has the setting {setting!r} in its config (offpoc config lists the settings)")
+
+
 def id_list(ids: list[int]) -> str:
     """Ids as a command line takes them: ``1 2 3``, or a range ``1-40`` when they run on."""
     if len(ids) > 3 and ids == list(range(ids[0], ids[-1] + 1)):
@@ -150,3 +191,55 @@ def db_flag(db: Path) -> str:
 
     found = Path(os.environ.get("OFFPOC_DB", DEFAULT_DB))
     return "" if db.resolve() == found.resolve() else f" --db {shlex.quote(str(db))}"
+
+
+class WholeSummaries(TyperGroup):
+    """A command group whose help lists each command with its whole summary, and shows each value an option or
+    argument takes as a word (``--algo ALGO``, ``--tail N``, ``RUNS``), not as a type (``<list[str]>``).
+
+    It reads typer's parameters as typer 0.29 builds them (``type_descriptor``, ``display_type_rich``): a typer
+    upgrade that renames them shows the types again, which a test of every command's help catches
+    (``test_help_names_what_each_option_takes_in_words_not_types``)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        for param in getattr(command, "params", ()):
+            if param.metavar is None and not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+                param.metavar = metavar_of(param)
+            if param.param_type_name == "argument":  # typer prints an argument's type beside its name too
+                param.display_type_rich = _no_type
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command with its whole summary (its help's first sentence), wrapped, never cut with "...":
+        click cuts them to fit one line."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or summary_of(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary_of(text: str) -> str:
+    """A help text's first sentence, whole, on one line."""
+    first = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    end = first.find(". ")
+    return first if end < 0 else first[: end + 1]
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def metavar_of(param: Any) -> str:
+    """The word help shows for what ``param`` takes: N (a whole number), NUMBER, PATH, or its name in capitals
+    (usage adds ``...`` after an argument that takes several)."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", str)
+    several = typing.get_origin(annotation) is list
+    kind = typing.get_args(annotation)[0] if several else annotation
+    words = {int: "N", float: "NUMBER", Path: "PATH"}
+    word = words.get(kind) or str(param.name).rstrip("_").upper().replace("_", "-")
+    return word

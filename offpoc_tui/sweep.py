@@ -308,14 +308,22 @@ def missing(existing: Iterable[dict[str, Any]], specs: list[RunSpec]) -> list[Ru
     return [s for s in specs if json.dumps(s.config, sort_keys=True) not in present]
 
 
-DEFAULT_SPS = {"ddpg": 220.0, "td3": 220.0, "sac": 155.0}
-"""Env steps per second of one worker on Hopper-v4 (``benchmarks/throughput.py``), where the store has
-no run to go by (a registered algorithm of its own: TD3's)."""
+UNMEASURED_SPS = 220.0
+"""Env steps per second of one worker on Hopper-v4 for an algorithm that declares none (TD3's, measured)."""
+
+
+def declared_sps(algo: str) -> float | None:
+    """What the algorithm declares of its speed (:attr:`~agents.algorithms.base.ActorCritic.steps_per_second`)."""
+    from agents.plugins import algorithm
+
+    entry = algorithm(algo)
+    return entry.steps_per_second if entry is not None else None
 
 
 def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
     """CPU-hours for ``specs`` at the SPS the store's runs measured (the median of the same algo, env and
-    correction, else the same algo and correction, else :data:`DEFAULT_SPS`), and what it went by."""
+    correction, else the same algo and correction, else what the algorithm declares, else
+    :data:`UNMEASURED_SPS`), and what it went by."""
     measured: dict[tuple[str, ...], list[float]] = {}
     if db is not None:
         for algo, env, correction, sps in db.execute(
@@ -326,7 +334,7 @@ def cpu_hours(db: Any, specs: list[RunSpec]) -> tuple[float, str]:
     seconds, from_store = 0.0, 0
     for spec in specs:
         found = measured.get((spec.algo, spec.env, spec.correction)) or measured.get((spec.algo, spec.correction))
-        sps = float(np.median(found)) if found else DEFAULT_SPS.get(spec.algo, DEFAULT_SPS["td3"])
+        sps = float(np.median(found)) if found else declared_sps(spec.algo) or UNMEASURED_SPS
         from_store += bool(found)
         seconds += spec.total_steps / sps
     basis = f"SPS measured in the store for {from_store} of {len(specs)} runs, the rest at Hopper-v4's"

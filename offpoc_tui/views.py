@@ -43,12 +43,14 @@ def duration(seconds: float | None) -> str:
 
 
 PS_PRIORITY = (
-    "id", "status", "progress", "return", "env", "correction", "algo", "seed", "name", "steps", "div", "sampler",
-    "SPS", "where", "tags",
+    "id", "status", "progress", "return", "env", "correction", "algo", "seed", "name", "tags", "steps", "div",
+    "sampler", "SPS", "where",
 )  # fmt: skip
-"""Which of ``ps``'s columns a narrow terminal keeps, first to last; shown in the table's own order."""
+"""Which of ``ps``'s columns a narrow terminal keeps, first to last (tags, what users find runs by, before the
+counters); shown in the table's own order."""
 NAME_WIDTH = 24
-"""A longer name is cut with an ellipsis at a width under every column's: the id names the run whole."""
+"""A longer name is cut with an ellipsis at this width while columns compete for the room; the room the kept
+columns leave widens it again (the id names the run whole)."""
 
 
 def runs_table(runs: list[RunRow], width: int | None = None) -> Table:
@@ -89,6 +91,10 @@ def runs_table(runs: list[RunRow], width: int | None = None) -> Table:
             break  # a column is never kept while one before it in priority is left out
         kept.add(header)
         used += 1 + sizes[header]
+    names = max((len(value) for value in next(v for h, _, v in columns if h == "name")), default=0)
+    if "name" in kept and names > sizes["name"]:  # the room left over goes to the names cut at NAME_WIDTH
+        spare = names - sizes["name"] if width is None else max(width - used, 0)
+        sizes["name"] += min(spare, names - sizes["name"])
     left_out = [header for header, _, _ in columns if header not in kept]
     caption = f"not shown at {width} columns: {', '.join(left_out)}; see --json" if left_out else None
     table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1, 0, 0), collapse_padding=True)
@@ -173,7 +179,11 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
     )
     parts: list[RenderableType] = [Panel(facts, title=title, title_align="left"), Panel(config, title="config")]
     if run["error"]:
-        error = Text("\n".join(visible(line) for line in (run["traceback"] or run["error"]).splitlines()))
-        failure = Panel(error, title=literal(f"error: {run['error']}"), title_align="left", style="red")
+        # The reason first and whole (a panel's title is cut at its width), then the traceback that led to it.
+        error = Text(visible(run["error"]), style="bold")
+        if run["traceback"]:
+            error.append("\n\n" + "\n".join(visible(line) for line in run["traceback"].splitlines()), style="not bold")
+        ended = run["status"] if run["status"] in ("failed", "lost", "stopped", "cancelled") else "error"
+        failure = Panel(error, title=ended, title_align="left", style="red")
         parts.insert(0 if failure_first else len(parts), failure)
     return Group(*parts)

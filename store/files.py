@@ -26,12 +26,15 @@ a checkpoint found there against the run before taking it over
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
 import stat
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -100,6 +103,22 @@ def _taken(root: Path, store_path: Path) -> StoreError:
         f"{root} exists and is not offpoc's run-files folder (no {MARK} in it):"
         f" move it away, or keep the store {store_path.name} elsewhere"
     )
+
+
+@contextlib.contextmanager
+def _claims_in(folder: Path) -> Iterator[None]:
+    """Hold the claim lock of the stores in ``folder``: a flock on the folder itself, so no lock file is left
+    beside the stores, and a process killed while holding it lets it go."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:  # a folder we may write in but not list: claims there go unserialised, as before
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing the last descriptor releases the flock
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,15 @@ class RunFiles:
 
         Raises :class:`StoreError` when the path is taken by something that is not offpoc's.
         """
+        if self.mark() == self.store_id:
+            return None
+        with _claims_in(self.store_path.parent):
+            return self._claim()
+
+    def _claim(self) -> Path | None:
+        """:meth:`ensure`'s work, done by one process of the folder's at a time: a mark read here is still the
+        folder's mark when the folder is set aside (without the lock, two processes reading a stale mark at once
+        set aside the stale folder and then the one the first had just made, marked, in its place)."""
         set_aside = None
         for _ in range(_CLAIM_TRIES):
             mark = self.mark()

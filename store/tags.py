@@ -57,6 +57,7 @@ def retag(db: sqlite_utils.Database, run_ids: list[int], add: list[str], remove:
     (nothing changed) for a malformed tag or a run that would carry more than :data:`MAX_TAGS`."""
     add, remove = [check_tag(tag) for tag in add], [check_tag(tag) for tag in remove]
     with write(db):
+        _check_present(db, run_ids)  # resolved before this transaction: another command may have removed one
         marks = ", ".join("?" for _ in remove)
         for run_id in run_ids:
             if remove:
@@ -67,6 +68,17 @@ def retag(db: sqlite_utils.Database, run_ids: list[int], add: list[str], remove:
         if crowded is not None:
             raise TagError(f"run {crowded} would carry {len(after[crowded])} tags; at most {MAX_TAGS}")
     return after
+
+
+def _check_present(db: sqlite_utils.Database, run_ids: list[int]) -> None:
+    """Raise :class:`TagError` (nothing changed) when one of the runs is not in the store (any more)."""
+    if not run_ids:
+        return
+    marks = ", ".join("?" for _ in run_ids)
+    present = {row[0] for row in db.execute(f"SELECT id FROM runs WHERE id IN ({marks})", run_ids)}
+    gone = [run_id for run_id in run_ids if run_id not in present]
+    if gone:
+        raise TagError(f"run {gone[0]} is no longer in the store (removed meanwhile): nothing changed")
 
 
 def tags_of(db: sqlite_utils.Database, run_ids: Iterable[int] | None = None) -> dict[int, list[str]]:
@@ -85,4 +97,5 @@ def set_note(db: sqlite_utils.Database, run_id: int, note: str) -> None:
     """The run's note; an empty one clears it."""
     check_note(note)
     with write(db):
+        _check_present(db, [run_id])
         db.execute("UPDATE runs SET note = ? WHERE id = ?", [note or None, run_id])

@@ -15,8 +15,10 @@ from matplotlib.figure import Figure
 from offpoc_tui.charts.curves import COLOURS, DPI, style
 from store.aggregate import METRICS, MIN_SEEDS, interval, profile_band
 from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
+from store.budget import Budget
 from store.methods import algorithm_title
 from store.summary import method_label, method_rank
+from store.tasks import env_family
 
 KINDS = ("curves", "aggregate", "profile", "improvement")
 METRIC_TITLES = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_gap": "Optimality gap"}
@@ -28,8 +30,41 @@ def _label(key: MethodKey) -> str:
     return label + ("" if source == "offpoc" else f" [{source}]")
 
 
-def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
+Budgets = dict[tuple[str, str, str], Budget]
+"""Each (algorithm, env family, source)'s budget: the step its runs were scored at (``source_budgets``)."""
+
+
+def budget_texts(scores: MethodScores, budgets: Budgets) -> tuple[dict[tuple[str, str], str], str]:
+    """What to say of the steps the scores were taken at: per (algorithm, source), `` · at 3,000 steps``
+    where they differ, or else "" each and ``at 1,000,000 steps`` once, for the title."""
+    steps: dict[tuple[str, str], set[int]] = {}
+    for key, tasks in scores.items():
+        found = {
+            budgets[(key[0], env_family(task), key[4])].step
+            for task in tasks
+            if (key[0], env_family(task), key[4]) in budgets
+        }
+        steps.setdefault((key[0], key[4]), set()).update(s for s in found if s is not None)
+
+    def text(values: set[int]) -> str:
+        if not values:
+            return "at its last step"
+        low, high = min(values), max(values)
+        return f"at {low:,} steps" if low == high else f"at {low:,}–{high:,} steps"
+
+    texts = {group: text(values) for group, values in steps.items()}
+    if len(set(texts.values())) <= 1:
+        return {group: "" for group in texts}, next(iter(texts.values()), "")
+    return {group: f" · {t}" for group, t in texts.items()}, "budgets differ"
+
+
+def _titled(title: str, common: str) -> str:
+    return f"{title}; {common}" if common else title
+
+
+def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool, budgets: Budgets | None = None) -> Figure:
     keys = list(scores)
+    per, common = budget_texts(scores, budgets or {})
     few = {key for key in keys if min(len(v) for v in scores[key].values()) < MIN_SEEDS}
     fig = Figure(figsize=(3.2 * len(METRICS), 0.9 + 0.28 * len(keys)), dpi=DPI, layout="constrained")
     grid = fig.subplots(1, len(METRICS), sharey=True, squeeze=False)[0]
@@ -41,15 +76,23 @@ def aggregate_figure(scores: MethodScores, resamples: int, normalised: bool) -> 
                 axes.barh(row, high - low, left=low, height=0.6, color=colour, alpha=0.35)
             axes.plot([estimate, estimate], [row - 0.3, row + 0.3], color=colour, linewidth=2)
         axes.set_title(METRIC_TITLES[metric], fontsize=10)
+        axes.use_sticky_edges = False  # a bar's base must not hold the limit at an estimate: drawn whole
+        axes.margins(x=0.08)
         style(axes, "normalised score" if normalised else "return", grid="x")
-    labels = [_label(k) + (f" (no interval: under {MIN_SEEDS} seeds on a task)" if k in few else "") for k in keys]
+    labels = [
+        _label(k)
+        + per.get((k[0], k[4]), "")
+        + (f" (no interval: under {MIN_SEEDS} seeds on a task)" if k in few else "")
+        for k in keys
+    ]
     grid[0].set_yticks(range(len(keys)), labels)
     grid[0].invert_yaxis()
-    fig.suptitle("95% stratified-bootstrap intervals over runs within tasks", fontsize=9)
+    fig.suptitle(_titled("95% stratified-bootstrap intervals over runs within tasks", common), fontsize=9)
     return fig
 
 
-def profile_figure(scores: MethodScores, resamples: int, normalised: bool) -> Figure:
+def profile_figure(scores: MethodScores, resamples: int, normalised: bool, budgets: Budgets | None = None) -> Figure:
+    per, common = budget_texts(scores, budgets or {})
     algos = sorted({key[0] for key in scores})
     pooled = np.concatenate([runs for tasks in scores.values() for runs in tasks.values()])
     taus = np.linspace(min(0.0, pooled.min()) if normalised else pooled.min(), pooled.max(), 101)
@@ -59,15 +102,16 @@ def profile_figure(scores: MethodScores, resamples: int, normalised: bool) -> Fi
         for i, key in enumerate(k for k in scores if k[0] == algo):
             curve, low, high = profile_band(scores[key], taus, resamples)
             colour = COLOURS[i % len(COLOURS)]
-            axes.plot(taus, curve, color=colour, linewidth=1.2, label=_label(key))
+            axes.plot(taus, curve, color=colour, linewidth=1.2, label=_label(key) + per.get((key[0], key[4]), ""))
             axes.fill_between(taus, low, high, color=colour, alpha=0.18, linewidth=0)
         axes.set_title(algorithm_title(algo), fontsize=10)
         style(axes, "normalised score τ" if normalised else "return τ", "fraction of runs with score > τ", legend=True)
-    fig.suptitle("performance profiles, shaded: 95% stratified-bootstrap bands", fontsize=9)
+    fig.suptitle(_titled("performance profiles, shaded: 95% stratified-bootstrap bands", common), fontsize=9)
     return fig
 
 
-def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
+def improvement_figure(scores: MethodScores, resamples: int, budgets: Budgets | None = None) -> Figure:
+    per, common = budget_texts(scores, budgets or {})
     rows = improvement_rows(scores, resamples)
     fig = Figure(figsize=(5.0, 0.9 + 0.28 * max(len(rows), 1)), dpi=DPI, layout="constrained")
     axes = fig.subplots()
@@ -79,12 +123,12 @@ def improvement_figure(scores: MethodScores, resamples: int) -> Figure:
         axes.barh(i, high - low, left=low, height=0.6, color=colour, alpha=0.35)
         axes.plot([probability, probability], [i - 0.3, i + 0.3], color=colour, linewidth=2)
     labels = [f"{algorithm_title(algo)}: {method} > {baseline}" + ("" if src == "offpoc" else f" [{src}]")
-              + (" (–: under 2 seeds a side)" if row[4] is None else "")
+              + per.get((algo, src), "") + (" (–: under 2 seeds a side)" if row[4] is None else "")
               for row in rows for algo, method, src, baseline in [row[:4]]]  # fmt: skip
     axes.set_yticks(range(len(rows)), labels)
     axes.invert_yaxis()
     axes.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
-    axes.set_xlim(0, 1)
+    axes.set_xlim(-0.03, 1.03)  # a probability of 0 or 1 is drawn whole
     style(axes, "P(a run of the method beats a run of its baseline)", grid=None)
-    fig.suptitle("probability of improvement, 95% stratified-bootstrap intervals", fontsize=9)
+    fig.suptitle(_titled("probability of improvement, 95% stratified-bootstrap intervals", common), fontsize=9)
     return fig

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, check_output, err, fail, open_db
+from offpoc_tui.console import DEFAULT_DB, DbOption, WholeSummaries, check_output, err, fail, open_db
 
 if TYPE_CHECKING:
     from store.files import RunFiles
     from store.runs import RunRow
 
 analyze_app = typer.Typer(
+    cls=WholeSummaries,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Analyses of finished runs.",

@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, err, fail, open_db, out, stage
+from offpoc_tui.console import DEFAULT_DB, DbOption, WholeSummaries, err, fail, open_db, out, stage
 from store import StoreError
 from store.curve_imports import (
     Curve,
@@ -35,6 +35,7 @@ from store.db import check_writable
 from store.duplicates import Duplicate, flag_duplicates
 
 import_app = typer.Typer(
+    cls=WholeSummaries,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Bring in evaluation curves recorded elsewhere: the paper's published curves, SB3/zoo runs.",

@@ -7,7 +7,20 @@ from typing import Annotated, Any
 
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, TagFilter, check_output, err, fail, open_db, stage
+from offpoc_tui.console import (
+    DEFAULT_DB,
+    DbOption,
+    TagFilter,
+    WhereFilter,
+    check_group_by,
+    check_output,
+    err,
+    fail,
+    open_db,
+    stage,
+    where_ids,
+)
+from store.reader import RunFilters
 
 
 def plot(
@@ -27,6 +40,7 @@ def plot(
     bootstrap: Annotated[int, typer.Option(help="Across tasks: stratified-bootstrap resamples.")] = 2000,
     dedupe: Annotated[bool, typer.Option("--dedupe", help="Across tasks: leave out seeds flagged as copies.")] = False,
     tag: TagFilter = None,
+    where: WhereFilter = None,
     group_by: Annotated[
         str | None,
         typer.Option(help="Curves: a line per value of this setting (e.g. batch_size), every method's runs pooled."),
@@ -61,18 +75,19 @@ def plot(
     if bootstrap < 1:
         fail(f"--bootstrap must be at least 1, got {bootstrap}")
     store = open_db(db)
+    run_ids = where_ids(store, where)
     from offpoc_tui.charts.curves import figure, panels, save
 
     if kind != "curves":
-        across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, algo, env, correction, source, tag)
+        filters: RunFilters = {
+            "run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag
+        }  # fmt: skip
+        across_tasks(store, output, kind, until, normalise, bootstrap, dedupe, filters)
         return
 
-    runs = matching_runs(store, algos=algo, envs=env, corrections=correction, sources=source, tags=tag)
-    if group_by is not None and runs:
-        from store.reader import configs
-
-        if not any(group_by in config for config in configs(store, [r["id"] for r in runs]).values()):
-            fail(f"no run here has the setting {group_by!r} in its config (offpoc config lists the settings)")
+    runs = matching_runs(store, run_ids=run_ids, algos=algo, envs=env, corrections=correction, sources=source, tags=tag)
+    if group_by is not None:
+        check_group_by(store, runs, group_by)
     found = []
     if runs:  # no stage line before the error when nothing matches
         with stage(f"reading the evaluations of {len(runs):,} runs…"):
@@ -83,7 +98,7 @@ def plot(
         save(figure(found, smooth), output)
     lines = sum(len(p.series) for p in found)
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
-    err.print(f"wrote {output}: {what} from {len(runs):,} runs", highlight=False)
+    err.print(f"wrote {output}: {what} from {len(runs):,} run{'s' if len(runs) != 1 else ''}", highlight=False)
 
 
 def across_tasks(
@@ -94,19 +109,13 @@ def across_tasks(
     normalise: str,
     bootstrap: int,
     dedupe: bool,
-    algo: list[str] | None,
-    env: list[str] | None,
-    correction: list[str] | None,
-    source: list[str] | None,
-    tag: list[str] | None,
+    filters: RunFilters,
 ) -> None:
     from offpoc_tui.charts.aggregate import aggregate_figure, improvement_figure, profile_figure
     from offpoc_tui.charts.curves import save
-    from store.aggregate_tables import method_scores, too_short_note
+    from store.aggregate_tables import method_scores, task_budgets_of, too_short_note
     from store.normalise import NormalisationError
-    from store.reader import RunFilters
 
-    filters: RunFilters = {"algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag}
     try:
         short: list[int] = []
         scores = method_scores(store, until=until, normalise=normalise, too_short=short, dedupe=dedupe, **filters)
@@ -114,13 +123,14 @@ def across_tasks(
         fail(str(error))
     if not scores:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
+    budgets = task_budgets_of(store, until, dedupe=dedupe, **filters)  # the steps each task's runs were scored at
     with stage(f"bootstrapping {len(scores)} methods…"):
         if kind == "aggregate":
-            fig = aggregate_figure(scores, bootstrap, normalise != "none")
+            fig = aggregate_figure(scores, bootstrap, normalise != "none", budgets)
         elif kind == "profile":
-            fig = profile_figure(scores, bootstrap, normalise != "none")
+            fig = profile_figure(scores, bootstrap, normalise != "none", budgets)
         else:
-            fig = improvement_figure(scores, bootstrap)
+            fig = improvement_figure(scores, bootstrap, budgets)
         save(fig, output)
     runs = sum(len(v) for tasks in scores.values() for v in tasks.values())
     left = f"; {too_short_note(len(short))}" if short else ""

@@ -54,7 +54,13 @@ LastStepsOption = Annotated[
 
 def run(
     algo: Annotated[str, typer.Argument(help="ddpg, td3, sac, or another registered one (offpoc config).")],
-    env: Annotated[str, typer.Argument(help="A gymnasium id with a Box action space, e.g. Hopper-v4.")],
+    env: Annotated[
+        str,
+        typer.Argument(
+            help="A gymnasium id with a Box action space, e.g. Hopper-v4; or module:Env-v0, a module in this folder"
+            " (or on PYTHONPATH) that registers it."
+        ),
+    ],
     correction: Annotated[
         str, typer.Option(help="A registered correction, e.g. acoffpoc (offpoc config lists them all).")
     ] = "none",
@@ -108,7 +114,7 @@ def run(
         int,
         typer.Option(
             help="Train up to K of these runs as one lane group: one worker process, their updates stacked"
-            " (TD3 or SAC; corrections none and acoffpoc). Each is still a run of its own.",
+            " (any algorithm, correction and sampler; not layer_norm). Each is still a run of its own.",
             metavar="K",
         ),
     ] = 1,
@@ -133,6 +139,7 @@ def run(
         UsageError,
         assign_lanes,
         build_specs,
+        check_groups,
         check_name,
         parse_seeds,
         parse_sets,
@@ -148,8 +155,10 @@ def run(
         if (jobs is not None and jobs < 1) or threads < 1 or lanes < 1:
             raise UsageError(f"--{'threads' if threads < 1 else 'lanes' if lanes < 1 else 'jobs'} must be at least 1")
         where = check_backend(backend, address, checkpoint_dir)
-        if lanes > 1 and (decide_ or where is not None):
-            raise UsageError("--lanes trains lane groups on this machine's workers (not on Ray), without --decide")
+        if lanes > 1 and decide_:
+            raise UsageError(
+                "--lanes trains lane groups without --decide (a study's seeds are queued interim by interim)"
+            )
         if name is not None:
             check_name(name)
         study = study_design(decide_, compare, seeds, alpha, interim_seeds, max_interims, estimand, last_steps)
@@ -179,6 +188,8 @@ def run(
         if again and study is None:
             raise UsageError("--again applies to --decide")
         specs = assign_lanes(build_specs(request), lanes)
+        if where is None:
+            check_groups(specs)
         random = random_only(specs[0].config["start_steps"], specs[0].total_steps)
         if study is not None and not again:  # a dry run says so too: it shows what the command would do
             _refuse_a_second_study(db, specs, study)

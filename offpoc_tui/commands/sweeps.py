@@ -49,8 +49,8 @@ def sweep(
     lanes: Annotated[
         int,
         typer.Option(
-            help="Train up to K compatible runs as one lane group (TD3 or SAC; corrections none and acoffpoc);"
-            " the others alone.",
+            help="Train up to K runs that share every setting but the seed and correction as one lane group"
+            " (not layer_norm); the others alone.",
             metavar="K",
         ),
     ] = 1,
@@ -78,7 +78,7 @@ def sweep(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Queue a study's grid (algorithms × environments × methods × seeds); again, only what is missing."""
-    from offpoc_tui.specs import UsageError
+    from offpoc_tui.specs import UsageError, assign_lanes, check_groups
     from offpoc_tui.sweep import cpu_hours, load_sweep, missing, queue_missing
     from store.reader import configs
 
@@ -88,8 +88,10 @@ def sweep(
         if lanes < 1:
             raise UsageError(f"--lanes must be at least 1, got {lanes}")
         where = check_backend(backend, address, checkpoint_dir)
-        if lanes > 1 and (decide_ or where is not None):
-            raise UsageError("--lanes trains lane groups on this machine's workers (not on Ray), without --decide")
+        if lanes > 1 and decide_:
+            raise UsageError(
+                "--lanes trains lane groups without --decide (a study's seeds are queued interim by interim)"
+            )
         study = study_design(decide_, True, None, alpha, interim_seeds, max_interims, estimand, last_steps)
         grid = load_sweep(file, checked_tags(tag))
         if study is not None and not retry:
@@ -130,6 +132,13 @@ def sweep(
         if broken
         else ""
     )
+    if lanes > 1 and where is None and new:  # each group must fit this machine as one process, dry run too
+        try:
+            check_groups(assign_lanes(new, lanes, strict=False))
+        except UsageError as error:
+            if store is not None:
+                store.close()
+            fail(str(error))
     if dry_run or not new:
         out.print(summary + unfinished, highlight=False)
         if store is not None:

@@ -18,7 +18,10 @@ def tag(
     words: Annotated[list[str], typer.Argument(metavar="RUN… [+TAG|-TAG]…", help=TAG_HELP)],
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Add (+TAG) and remove (-TAG) runs' tags; with no +/-, list their tags. Filter by them with --tag."""
+    """Add (+TAG) and remove (-TAG) runs' tags; with no +/-, list their tags. Filter by them with --tag.
+
+    -h alone (or --help) shows this help; -hard is a tag to remove.
+    """
     if "-h" in words:  # -h alone asks for help; -hard is a tag to remove (click would read it as -h -a -r -d)
         out.print(ctx.get_help(), markup=False, highlight=False)
         raise typer.Exit(0)

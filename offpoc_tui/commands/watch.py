@@ -12,6 +12,7 @@ from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
     TagFilter,
+    WhereFilter,
     err,
     fail,
     open_db,
@@ -19,6 +20,7 @@ from offpoc_tui.console import (
     resolve_one,
     resolve_runs,
     tables_out,
+    where_ids,
 )
 from store import StoreError
 from store.codec import json_text
@@ -85,6 +87,7 @@ def ps(
     json_: Annotated[bool, typer.Option("--json", help="A JSON list instead of a table.")] = False,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Also finished runs (and imported curves).")] = False,
     tag: TagFilter = None,
+    where: WhereFilter = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """List runs: queued, running, and those that can resume (stopped, lost, failed); --all: every run."""
@@ -94,7 +97,7 @@ def ps(
     store = open_db(db)
     reap_lost(store)
     wake_scheduler(store, db)
-    runs = list_runs(store, tags=tag)
+    runs = list_runs(store, tags=tag, run_ids=where_ids(store, where))
     shown = runs if all_ else [r for r in runs if r["status"] != "finished"]
     if json_:
         print(json_text([{key: run.get(key) for key in PS_COLUMNS} for run in shown], indent=1))

@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from offpoc_tui.dashboard import filters, poller
+from offpoc_tui.dashboard import poller
 from offpoc_tui.dashboard.compare_pane import ComparePane
 from offpoc_tui.dashboard.data.compare import CompareData, compare_keys
 from offpoc_tui.dashboard.data.curves import group_settings
@@ -33,11 +33,12 @@ from offpoc_tui.dashboard.request import SMOOTHING, Request
 from offpoc_tui.dashboard.run_control import CONFIRM_S, StopConfirmation, asking, control
 from offpoc_tui.dashboard.runs_table import COLUMNS, RunsTable, sort_value
 from offpoc_tui.dashboard.state_line import StateLine
+from store import where
 from store.runs import RunRow
 from store.stats import BAND_KINDS, FinalWindow
 from store.tasks import source_of
 
-FILTER_HINT = "filter: env=Hopper correction=acoffpoc seed=0,1 (enter applies, esc closes)"
+FILTER_HINT = "filter: hopper correction=acoffpoc batch_size>=128 return>1000 (enter applies, esc closes; ? help)"
 
 
 class Dashboard(App[None]):
@@ -61,7 +62,7 @@ class Dashboard(App[None]):
         self.shown_runs: list[RunRow] = []
         self.selected: set[int] = set()
         self.stop_confirmation = StopConfirmation()
-        self.predicate: filters.Predicate = filters.parse("")
+        self.predicate: where.Filter = where.parse("")
         self.filter_text = ""
         self.sort_column: str | None = None
         self.sort_reverse = False
@@ -90,7 +91,7 @@ class Dashboard(App[None]):
                     self.panes[entry.view] = pane = entry.make(self.window)
                     yield pane
         yield StateLine(id="status")
-        yield Input(placeholder=FILTER_HINT, id="filter")
+        yield Input(placeholder=FILTER_HINT, id="filter", select_on_focus=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -162,13 +163,25 @@ class Dashboard(App[None]):
         ids = tuple(i for i in shown if i in self.selected) or tuple(shown)
         self.ask(run_ids=ids, cursor=self.table.cursor_run)
 
+    def on_resize(self) -> None:
+        if hasattr(self, "table"):  # mounted: the status line fits its words to the new width
+            self._show_state()
+
     def _show_state(self) -> None:
         cursor = self.table.cursor_run
-        text = f"{len(self.shown_runs)} of {len(self.runs)} runs shown · {len(self.selected)} selected"
-        text += f" · cursor: run {cursor}" if cursor is not None else ""
-        text += f" · filter: {self.filter_text}" if self.filter_text else ""
         shown = {key: label for key, label, _ in COLUMNS}.get(self.sort_column or "id") or "id"
-        text += f" · sorted by {shown} {'↓' if self.sort_reverse else '↑'} (s: next column, S: reverse)"
+        parts = [
+            f"{len(self.shown_runs)} of {len(self.runs)} runs shown",
+            f"{len(self.selected)} selected",
+            *([f"cursor: run {cursor}"] if cursor is not None else []),
+            f"sorted by {shown} {'↓' if self.sort_reverse else '↑'}",
+            *([f"filter: {self.filter_text}"] if self.filter_text else []),
+        ]
+        room = (self.status_bar.size.width or self.size.width) - 2  # its padding
+        text = " · ".join(parts) + " (s: next column, S: reverse)"
+        if room > 0 and len(text) > room:  # the keys' hint goes first, then the filter's end (the / box has it)
+            text = " · ".join(parts)
+            text = text if len(text) <= room else text[: max(room - 1, 0)] + "…"
         self.status_bar.update(text)
         for pane in self.panes.values():
             pane.show_request(self.request, len(self.selected))  # type: ignore[attr-defined]
@@ -206,13 +219,15 @@ class Dashboard(App[None]):
         box = self.filter_box
         box.add_class("visible")
         box.value = self.filter_text
-        box.focus()
+        box.select_all()  # typing replaces the filter; an arrow key keeps it to edit
+        # Focus now, not later as Widget.focus() does: keys typed right after / are the filter's, never the table's.
+        self.screen.set_focus(box)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
-            self.predicate = filters.parse(event.value)
-        except filters.FilterError as error:
+            self.predicate = where.parse(event.value, where.setting_keys(self.runs))
+        except where.FilterError as error:
             self.notify(str(error), severity="error")
             return
         self.filter_text = event.value.strip()
@@ -340,7 +355,11 @@ class Dashboard(App[None]):
 
     def action_page(self, key: str) -> None:
         """PageUp, PageDown, Home and End: Detail's facts scroll (the keyboard reaches a traceback below the
-        config); the runs and compare tables page as their own keys do; elsewhere nothing."""
+        config); the runs and compare tables page as their own keys do; elsewhere nothing. Over them, the help
+        scrolls (these keys are the app's first: the help screen's own would never see them)."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.action_scroll(key)
+            return
         if self.request.view == "detail":
             facts = self.detail_pane.facts
             scroll = {"pageup": facts.scroll_page_up, "pagedown": facts.scroll_page_down, "home": facts.scroll_home,
@@ -378,7 +397,8 @@ class Dashboard(App[None]):
         elif not targets:
             self.notify("no run under the cursor", severity="warning")
         else:
-            self.notify(asking(targets), timeout=CONFIRM_S)
+            lapsed = self.stop_confirmation.lapsed
+            self.notify(asking(targets, lapsed), severity="warning" if lapsed else "information", timeout=CONFIRM_S)
 
     def action_resume(self) -> None:
         self._control("resume", self._targets())

@@ -32,12 +32,23 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def note(window: FinalWindow, group_by: str = "") -> str:
+COMPACT_BELOW = 30
+"""Below this many rows, the pane says what its figures are in two lines (the plot keeps its room); ``?`` and a
+taller terminal have the whole note."""
+
+
+def note(window: FinalWindow, group_by: str = "", compact: bool = False) -> str:
     """What the table's figures are (the steps each row's final window spans are its 'final over steps');
-    ``group_by``: the rows pool every method's runs of a value of that setting."""
+    ``group_by``: the rows pool every method's runs of a value of that setting; ``compact``: in two lines."""
     unit, against = ("seed", "the baseline of its env and source")
     if group_by:
         unit, against = ("run", f"the reference row ({group_by}'s default value, else its first), every method pooled")
+    if compact:
+        last = window.describe().split(" (")[0]
+        return (
+            f"final: mean of each {unit}'s {last} ± 95% t interval · vs {'reference' if group_by else 'baseline'};"
+            " Welch p: one look, not a decision (--decide) · ? or a taller terminal: more"
+        )
     return (
         f"final: mean over {unit}s of each {unit}'s {window.describe()} ± its 95% t interval over {unit}s · vs"
         f' baseline, Welch p, P(>base): against {against}; p and P(>base) "–" under {MIN_SEEDS} {unit}s a side; p is'
@@ -92,6 +103,12 @@ def row_cells(row: CompareRow, versions: int = 1, shared: list[str] | None = Non
     ]
 
 
+def column_widths(cells: list[list[Text | str]]) -> list[int]:
+    """Each column as wide as its widest cell or header, the method column at most :data:`METHOD_WIDTH_MAX`."""
+    widths = [max([len(header), *(len(str(row[i])) for row in cells)]) for i, header in enumerate(HEADERS)]
+    return [min(widths[0], METHOD_WIDTH_MAX), *widths[1:]]
+
+
 class ComparePane(Vertical):
     """A line naming the algo · env shown (``e`` cycles them), the plot, a note, the table; ``t`` opens
     a threshold box under the line, which enter applies and escape closes."""
@@ -107,6 +124,8 @@ class ComparePane(Vertical):
         self.settings: tuple[str, ...] = ()
         """The settings the task's runs differ in, as the last data said: what ``g`` cycles through."""
         self.filter_text = ""
+        self.data: CompareData | None = None
+        """The data shown last, shown again when the pane's size changes."""
         # Held, not queried: updates may still arrive while the app shuts down and prunes children.
         self.heading = Static(id="compare-key", classes="pane-state")
         self.threshold = Input(placeholder="threshold (enter: apply; empty: the baseline's or reference's; esc: close)",
@@ -133,9 +152,8 @@ class ComparePane(Vertical):
         :data:`METHOD_WIDTH_MAX`), set before the rows: a long method name or ``12 of 20`` seeds is shown whole,
         and no column's width waits for the table to measure it."""
         self.table.clear(columns=True)
-        for i, header in enumerate(HEADERS):
-            widest = max([len(header), *(len(str(row[i])) for row in cells)])
-            self.table.add_column(header, width=min(widest, METHOD_WIDTH_MAX) if i == 0 else widest)
+        for header, width in zip(HEADERS, column_widths(cells), strict=True):
+            self.table.add_column(header, width=width)
 
     def set_keys(self, keys: list[tuple[str, str]], current: tuple[str, str] | None) -> None:
         self.keys = keys
@@ -169,7 +187,22 @@ class ComparePane(Vertical):
         self.threshold.remove_class("visible")
         self.table.focus()
 
+    def on_resize(self) -> None:
+        if self.data is not None:  # the note's length and the columns out of view depend on the size
+            self.show(self.data)
+
+    def out_of_view(self, cells: list[list[Text | str]]) -> list[str]:
+        """The columns past the table's right edge at its width now (they scroll into view)."""
+        width, right = self.table.size.width or self.size.width, 0
+        hidden = []
+        for header, column in zip(HEADERS, column_widths(cells), strict=True):
+            right += column + 2  # a cell's padding: 1 each side
+            if width and right > width:
+                hidden.append(header)
+        return hidden
+
     def show(self, data: CompareData) -> None:
+        self.data = data
         self.group_by, self.settings = data.group_by, data.settings
         self._heading()
         self.plot.show(data.figure)
@@ -184,4 +217,8 @@ class ComparePane(Vertical):
         across = f"\n{data.across}" if data.across else ""
         self.decisions.update(Text("\n".join(data.decisions)))
         self.decisions.set_class(bool(data.decisions), "visible")
-        self.note.update(Text(f"{budget}{threshold}{shared_text(shared)}{across}\n{note(self.window, self.group_by)}"))
+        hidden = self.out_of_view(cells)
+        cut = f" · → scrolls to {', '.join(hidden)}" if hidden else ""
+        compact = 0 < self.size.height < COMPACT_BELOW
+        said = note(self.window, self.group_by, compact)
+        self.note.update(Text(f"{budget}{threshold}{shared_text(shared)}{cut}{across}\n{said}"))

@@ -75,12 +75,17 @@ def shared_settings(keys: list[GroupKey]) -> list[str]:
     return [p for p in parts[0] if all(p in other for other in parts[1:])]
 
 
+def without(key: GroupKey, shared: list[str] | None) -> GroupKey:
+    """``key`` with the ``shared`` settings (:func:`shared_settings`) left out of its variant."""
+    if not shared:
+        return key
+    return (*key[:6], ", ".join(p for p in key[6].split(", ") if p and p not in shared))
+
+
 def row_label(key: GroupKey, versions: int, shared: list[str] | None = None) -> str:
     """A Compare row: the method, then (where it helps) the source and the env version; ``shared``: settings
     every row holds, left out of the name (:func:`shared_settings`)."""
-    if shared:
-        variant = ", ".join(p for p in key[6].split(", ") if p and p not in shared)
-        key = (*key[:6], variant)
+    key = without(key, shared)
     label = method(key)
     if key[4] != "offpoc":
         label += f" {'pub' if key[4] == 'published' else key[4]}"
@@ -203,6 +208,15 @@ def varying_options(configs: list[dict[str, Any]], baseline: dict[str, Any]) -> 
     return frozenset(k for k in keys if len({repr(c.get(k)) for c in configs}) > 1)
 
 
+def within_budget(curve: Band, threshold: float | None, step: int | None) -> int | None:
+    """The first step the mean curve reaches ``threshold`` at, up to the compared budget ``step`` (None: not
+    reached by then, or no threshold): a table compared at 3,000 steps never reads 27,000."""
+    if threshold is None:
+        return None
+    inside = curve.steps <= step if step is not None else np.ones(len(curve.steps), dtype=bool)
+    return steps_to_reach(curve.steps[inside], curve.mean[inside], threshold)
+
+
 def compare(
     groups: dict[GroupKey, list[RunRow]],
     curves: dict[int, tuple[np.ndarray, np.ndarray]],
@@ -274,7 +288,7 @@ def compare(
                 diff_pct=diff,
                 p_value=p,
                 improvement=improvement,
-                steps_to_threshold=None if threshold is None else steps_to_reach(curve.steps, curve.mean, threshold),
+                steps_to_threshold=within_budget(curve, threshold, budgeted.step),
                 config_diff=(
                     pooled_methods(groups[key])
                     if key[2] == POOLED

@@ -74,6 +74,19 @@ def _resample(cells: np.ndarray, rows: int, columns: int) -> np.ndarray:
     return cells[np.ix_(r, c)]
 
 
+LEGEND_FRAME = 5
+"""Rows of a plot that hold no legend entry (title, frame, the x axis's ticks and label): plotext draws the
+legend only when every entry fits in the rest, else none at all."""
+MORE_COLOUR = (150, 150, 150)
+
+
+def legend_entries(labelled: int, height: int) -> int:
+    """How many of ``labelled`` lines a plot ``height`` rows tall names in its legend: all where they fit, else
+    one row fewer than fit, that row saying how many are left out; none in a plot too low to name two."""
+    room = max(height - LEGEND_FRAME, 0)
+    return labelled if labelled <= room else room - 1 if room >= 3 else 0
+
+
 AREA_MARKER = "░"
 """A band's fill: a light shade in a dim colour, plainly not a line."""
 
@@ -132,12 +145,25 @@ def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
                     x, y = _fill(area, span, figure.ylim, 2 * width, 2 * height)
                     if x:
                         plt.scatter(x, y, color=area.colour, marker=AREA_MARKER)
+        drawn = []
         for line in figure.lines:
             x, y = _thin(np.asarray(line.x, dtype=np.float64), np.asarray(line.y, dtype=np.float64), limit)
             if x:
                 if figure.ylim is not None:  # raw seeds beyond the means' range stop at its edge
                     y = np.clip(y, *figure.ylim).tolist()
-                plt.plot(x, y, color=line.colour, marker=line.marker, label=line.label)
+                drawn.append((line, x, y))
+        labelled = sum(1 for line, _, _ in drawn if line.label)
+        named = legend_entries(labelled, height)
+        if named < labelled and named > 0:
+            # The legend's first row says what it leaves out. Its point lies under the first line's first point,
+            # which the line then paints over; plotext draws a legend entry only for a series with a point.
+            first = drawn[0]
+            more = f"+{labelled - named} more lines"  # short: plotext drops a legend wider than its plot
+            plt.plot([first[1][0]], [first[2][0]], color=MORE_COLOUR, marker=" ", label=more)
+        for line, x, y in drawn:
+            label = line.label if line.label and named > 0 else None
+            named -= label is not None
+            plt.plot(x, y, color=line.colour, marker=line.marker, label=label)
         if span is not None:
             plt.xticks(*round_ticks(*span))
         if figure.ylim is not None:

@@ -25,6 +25,7 @@ from store.reader import list_runs
 from store.runs import reap_lost
 from store.stats import FinalWindow
 from store.variants import VariantLabels
+from store.where import Configs
 
 POLL_S = 1.0
 IDLE_AFTER_S = 30.0
@@ -60,7 +61,7 @@ def poll(host: Host, worker: Worker[None]) -> None:
         host.post_message(StoreProblem(str(error)))
         return
     model = Model(window=host.window, until=host.until)
-    labels = VariantLabels()
+    labels, settings = VariantLabels(), Configs()
     reaped = 0.0
     while not worker.is_cancelled:
         host.wake.clear()  # a request made while this poll runs wakes the next at once
@@ -70,7 +71,7 @@ def poll(host: Host, worker: Worker[None]) -> None:
                 reaped = time.monotonic()
                 with contextlib.suppress(sqlite3.OperationalError):  # read-only store: show what is there
                     reap_lost(store)
-            runs = labels.label(store, list_runs(store))
+            runs = settings.attach(store, labels.label(store, list_runs(store)))
             model.forget(runs)
             host.post_message(RunsUpdated(runs, time.perf_counter() - start))
             request = host.request

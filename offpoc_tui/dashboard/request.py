@@ -9,10 +9,10 @@ from typing import Any
 
 import sqlite_utils
 
-from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.caches import Sources
 from store.runs import RunRow
 from store.stats import BandKind
+from store.where import Filter, FilterError, parse
 
 View = str
 """``runs``, or a view of :data:`~offpoc_tui.dashboard.panes.PANES` (each one of :data:`.model.VIEWS`)."""
@@ -62,12 +62,12 @@ def no_runs(request: Request) -> str:
     return EMPTY_STORE
 
 
-def filtered(text: str) -> filters.Predicate:
-    """The runs table's filter (already checked when the user gave it)."""
+def filtered(text: str) -> Filter:
+    """The runs table's filter (already checked when the user gave it), over runs read with their configs."""
     try:
-        return filters.parse(text)
-    except filters.FilterError:
-        return filters.parse("")
+        return parse(text, lenient=True)  # any key not a column or result is a setting: one no run has keeps none
+    except FilterError:
+        return parse("")
 
 
 Prepared = tuple[tuple[Any, ...], Callable[[], Any]]

@@ -22,21 +22,26 @@ class StopConfirmation:
 
     def __init__(self) -> None:
         self.asked: tuple[list[int], float] | None = None
+        self.lapsed = False
+        """Whether the last ``x`` came after an earlier one on the same runs had lapsed (it asks again, and says so)."""
 
     def confirmed(self, targets: list[int], now: float) -> bool:
-        """Whether this ``x`` on ``targets`` is the second; if not, it is the first (where there are targets)."""
-        if self.asked is not None and self.asked[0] == targets and now - self.asked[1] < CONFIRM_S:
+        """Whether this ``x`` on ``targets`` is the second; if not, it is the first (where there are targets), and
+        :attr:`lapsed` says whether a first ``x`` on the same runs came too long ago."""
+        self.lapsed = self.asked is not None and self.asked[0] == targets and now - self.asked[1] >= CONFIRM_S
+        if self.asked is not None and self.asked[0] == targets and not self.lapsed:
             self.asked = None
             return True
         self.asked = (targets, now) if targets else None
         return False
 
 
-def asking(targets: list[int]) -> str:
-    """What a first ``x`` says."""
+def asking(targets: list[int], lapsed: bool = False) -> str:
+    """What a first ``x`` says (``lapsed``: a first ``x`` on them came more than :data:`CONFIRM_S` ago)."""
     said = f"run {targets[0]}" if len(targets) == 1 else f"{len(targets)} runs ({', '.join(map(str, targets[:8]))}"
     said += "" if len(targets) == 1 else ("…)" if len(targets) > 8 else ")")
-    return f"press x again to stop {said} (checkpoint, resumable)"
+    again = f"the first x lapsed after {CONFIRM_S:g} s: " if lapsed else ""
+    return f"{again}press x again within {CONFIRM_S:g} s to stop {said} (checkpoint, resumable)"
 
 
 def control(db_path: Path, what: str, run_ids: list[int], say: Callable[..., Any]) -> None:

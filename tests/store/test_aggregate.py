@@ -166,7 +166,7 @@ def test_bad_aggregate_options_exit_2_with_one_line(filled_store: Path, tmp_path
     for args, message in [
         (["--table", "aggregate", "--normalise", "zscore"], "unknown --normalise 'zscore'"),
         (["--table", "aggregate", "--bootstrap", "0"], "--bootstrap must be at least 1"),
-        (["--table", "weights", "--until", "10"], "--until applies to --table summary, aggregate, improvement only"),
+        (["--table", "weights", "--until", "10"], "--until applies to --table finals, summary, aggregate"),
     ]:
         result = runner.invoke(app, ["export", *args, "--db", str(filled_store)])
         assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
@@ -303,6 +303,43 @@ def test_published_aggregate_rows_do_not_move_when_own_runs_are_added(reference_
     md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "td3", "--bootstrap",
                              "50", "--db", str(db)])  # fmt: skip
     assert "budgets differ between tasks pooled: td3 Ant offpoc 5,000, td3 Hopper offpoc 3,000 steps" in md.stdout
+
+
+@needs_reference
+def test_the_figures_across_tasks_say_each_rows_budget_and_draw_every_estimate_whole(
+    reference_store: Path, tmp_path: Path
+) -> None:
+    """Issue 69, item 13: own 3,000-step runs beside the published 1M-step ones: each row says its budget (one
+    budget for all: the title says it once), and no estimate sits on the axis's edge, half cut."""
+    import shutil
+
+    from offpoc_tui.charts.aggregate import aggregate_figure, profile_figure
+    from store import open_store
+    from store.aggregate_tables import method_scores, task_budgets_of
+    from store.runs import create_runs, finish
+    from tests.support.storefill import fill, spec
+
+    db = tmp_path / "mixed.db"
+    shutil.copy(reference_store, db)
+    store = open_store(db)
+    for run_id in create_runs(store, [spec("td3", "none", seed=s) for s in range(3)]):
+        fill(db, run_id, steps=3000)
+        finish(store, run_id, "finished", only_from=("queued",))
+    mixed = {"algos": ["td3"]}
+    scores, budgets = method_scores(store, **mixed), task_budgets_of(store, **mixed)
+    figure = aggregate_figure(scores, 50, True, budgets)
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert labels[:2] == ["TD3 · at 3,000 steps", "TD3 [published] · at 1,000,000 steps"]
+    assert all(label.endswith("at 1,000,000 steps") for label in labels[1:])
+    for axes in figure.axes:  # every estimate line inside the axes, with room
+        low, high = axes.get_xlim()
+        xs = [x for line in axes.get_lines() for x in line.get_xdata()]
+        assert low < min(xs) and max(xs) < high
+    published = {k: v for k, v in scores.items() if k[4] == "published"}
+    profile = profile_figure(published, 50, True, budgets)
+    assert profile.get_suptitle().endswith("; at 1,000,000 steps")
+    assert not any("steps" in t.get_text() for t in profile.axes[0].get_legend().get_texts())
+    store.close()
 
 
 def test_improvement_from_one_seed_a_side_is_no_probability_and_says_why(filled_store: Path, tmp_path: Path) -> None:

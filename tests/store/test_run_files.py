@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +162,31 @@ def test_processes_claiming_the_folder_at_once_end_with_one_marked_folder(tmp_pa
     assert files.owned()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db", "x.db-runs", f"x.db-runs.stale-{stale.store_id[:8]}"]
     assert (files.root / MARK).is_file()
+
+
+def test_a_claim_slow_to_set_aside_never_sets_aside_the_folder_another_claim_just_made(tmp_path: Path) -> None:
+    """Two claims read the same stale mark; the first is slow to set the folder aside. The second must not set
+    aside the stale folder and make its own meanwhile, only for the first to set aside that new, marked one."""
+    path = tmp_path / "x.db"
+    stale = files_of(path)
+    stale.ensure()
+    path.unlink()
+    plain = files_of(path)
+
+    class SlowToSetAside(RunFiles):
+        def _set_aside(self, mark: str) -> Path | None:
+            time.sleep(0.5)
+            return super()._set_aside(mark)
+
+    slow = SlowToSetAside(plain.store_path, plain.store_id, plain.legacy_dir)
+    first = threading.Thread(target=slow.ensure)
+    first.start()
+    time.sleep(0.1)  # the first has read the stale mark and sleeps before its rename
+    plain.ensure()
+    first.join(10)
+    assert plain.owned()
+    folders = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert folders == ["x.db-runs", f"x.db-runs.stale-{stale.store_id[:8]}"]
 
 
 def test_a_folder_deleted_between_its_claim_and_the_runs_folder_is_made_again(tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from offpoc_tui.dashboard import filters
-from store import open_store
+from store import open_store, where
 from store.reader import list_runs
 from tests.support.cli import cli
 from tests.support.processes import offpoc
@@ -97,7 +96,37 @@ def test_runs_and_sweeps_are_tagged_when_queued(tmp_path: Path) -> None:
 
 def test_the_dashboard_filter_takes_tags() -> None:
     runs = [{"id": 1, "tags": ["ablation"]}, {"id": 2, "tags": ["v2", "Ablation-b"]}, {"id": 3, "tags": []}]
-    keep = filters.parse("tag=ablation")
+    keep = where.parse("tag=ablation")
     assert [run["id"] for run in runs if keep(run)] == [1]  # a tag matches whole, not as a part of another
-    either = filters.parse("tag=ablation,v2")
+    either = where.parse("tag=ablation,v2")
     assert [run["id"] for run in runs if either(run)] == [1, 2]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("command", [["tag", "3", "+keep"], ["note", "3", "kept"]])
+def test_a_run_removed_while_tag_waits_is_refused_and_leaves_no_row(filled_store: Path, command: list[str]) -> None:
+    """Issue 69, item 12: ``tag`` (or ``note``) resolves its runs, then waits for the write lock that ``rm``
+    holds; ``rm`` deletes the run and commits. The command then refuses in one line, exit 2, and writes no tag
+    row of the deleted run (before: "run 3: orphan", exit 0, a tag row of a run that was gone)."""
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    remover = sqlite3.connect(filled_store, isolation_level=None)
+    remover.execute("BEGIN IMMEDIATE")  # rm's transaction: it holds the write lock from here
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "offpoc_tui.cli", *command, "--db", str(filled_store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3)  # it resolves run 3 (a read, not blocked) and waits for the lock
+    assert waiting.poll() is None, waiting.communicate()
+    for table in ("tags", "evaluations"):
+        remover.execute(f"DELETE FROM {table} WHERE run_id = 3")
+    remover.execute("DELETE FROM runs WHERE id = 3")
+    remover.execute("COMMIT")
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 2, (stdout, stderr)
+    assert stderr.startswith("error: run 3 is no longer in the store") and len(stderr.splitlines()) == 1, stderr
+    assert remover.execute("SELECT COUNT(*) FROM tags WHERE run_id = 3").fetchone() == (0,)
+    remover.close()

@@ -23,10 +23,13 @@ from offpoc_tui.dashboard.figures import (
     y_range,
 )
 from offpoc_tui.dashboard.groups import (
+    GroupKey,
     group_key,
     group_label,
     group_runs,
     method,
+    shared_settings,
+    without,
 )
 from offpoc_tui.dashboard.request import Prepared, Request, no_runs
 from store.reader import configs
@@ -85,9 +88,11 @@ def curves_figure(
     if request.smoothing > 1:
         title += f", smoothed over {request.smoothing} evaluations"
     lines: list[Line] = []
+    shared = shared_settings(list({group_key(r): None for r in runs}))  # said once in the title, not a line
     if not request.grouped:
+        title += shared_note(shared)
         for i, run in enumerate(runs[:MAX_RAW_LINES]):
-            label = f"{run['id']} {run['algo']} {run['env']} {method(group_key(run))} s{run['seed']}"
+            label = f"{run['id']} {run['algo']} {run['env']} {method(without(group_key(run), shared))} s{run['seed']}"
             drawn = series(run)
             lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
@@ -104,7 +109,11 @@ def curves_figure(
     groups: dict[Any, list[RunRow]] = (
         setting_groups(runs, request.group_by, settings or {}) if request.group_by else group_runs(runs)
     )
-    labelled: Callable[[Any, int], str] = setting_label if request.group_by else group_label
+
+    def method_label(key: GroupKey, n: int) -> str:
+        return group_label(without(key, shared), n)
+
+    labelled: Callable[[Any, int], str] = setting_label if request.group_by else method_label
     for i, (key, members) in enumerate(groups.items()):
         seeds = [series(r) for r in members if curves[r["id"]].size]
         if request.band == "none" and len(runs) <= MAX_RAW_LINES:  # no band: the seeds, faint, behind the mean
@@ -117,6 +126,7 @@ def curves_figure(
         means.append(Line(x, grid.mean, colour(i), labelled(key, len(members))))
         seed_counts.append(len(seeds))
     pooled = f"mean over runs with the same {request.group_by}" if request.group_by else "mean over seeds"
+    title += "" if request.group_by else shared_note(shared)  # before the band's words: a long title is cut at its end
     title += f", {pooled} · {BAND_LABELS[request.band]}{small_n_note(request.band, seed_counts)}"
     if len(means) > len(PALETTE):  # colours repeat and the legend no longer fits
         title += f"; {len(means)} groups (/ filters)"
@@ -137,10 +147,15 @@ def setting_groups(
 
 
 def group_settings(runs: list[RunRow]) -> list[str]:
-    """The settings ``g`` can group the runs by: those their variants name (what varies between them, or
-    differs from the defaults), in order."""
+    """The settings ``g`` can group the runs by: those their variants name (what sets runs of a method apart in
+    the store, or differs from the defaults) that take more than one value among ``runs``, in order."""
     found = {part.split("=", 1)[0] for run in runs for part in (run.get("variant") or "").split(", ") if "=" in part}
-    return sorted(found)
+    return sorted(k for k in found if len({repr((r.get("config") or {}).get(k)) for r in runs}) > 1)
+
+
+def shared_note(shared: list[str]) -> str:
+    """`` (every line: start_steps=500)``: the settings every line holds, said once instead of on each."""
+    return f" (every line: {', '.join(shared)})" if shared else ""
 
 
 def hidden_note(hidden: int, timeless: int = 0) -> str:

@@ -44,7 +44,13 @@ def detail_data(db: sqlite_utils.Database, run: RunRow | None, request: Request)
             if known.any():
                 lines.append(Line(steps[known], values[known], colour(i), name))
         if not lines:
-            return empty(title, "no training statistics yet")
+            status = run["status"]
+            said = (
+                "no training statistics yet"
+                if status in ("queued", "running")
+                else f"no training statistics: {status} before any"
+            )
+            return empty(title, said)
         return LinesFigure(f"{title}, run {run['id']}", "environment steps", ylabel, lines)
 
     return DetailData(

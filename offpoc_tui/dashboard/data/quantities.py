@@ -113,8 +113,9 @@ def histogram_figure(
     centres = shown.low + (np.arange(len(counts)) + 0.5) / len(counts) * (shown.high - shown.low)
     position = index % len(steps) + 1
     at = "evaluation at" if per_evaluation else "interval ending at"
-    title = f"{shown.label} histogram, {subject}: {at} step {step:,} ({position} of {len(steps)};"
-    return BarsFigure(title + f" [ ] to move){shown.others}", shown.label, "share of values", centres, share)
+    # Which interval first: a title wider than the plot is cut at its end, and the subject is the cursor's.
+    title = f"{shown.label} histogram, {at} step {step:,} ({position} of {len(steps)}; [ ] to move) · {subject}"
+    return BarsFigure(title + shown.others, shown.label, "share of values", centres, share)
 
 
 def heatmap_figure(subject: str, hists: list[tuple[int, int, np.ndarray]], shown: Shown) -> Figure:

@@ -55,7 +55,7 @@ BAD_RUNS = [
     (["run", "td3", "Hopper-v4", "--compare"], "--compare launches the baseline"),
     (["run", "td3", "Hopper-v4", "--jobs", "0"], "--jobs must be at least 1"),
     (["run", "td3", "Hopper-v4", "--steps", "10", "--set", "total_steps=20"], "given both as a flag and with --set"),
-    (["run", "td3"], "Missing argument 'env'"),
+    (["run", "td3"], "Missing argument 'ENV'"),
     (["run", "td3", "Hopper-v4", "--bogus-flag"], "No such option"),
     (["run", "td3", "Hopper-v4", "--correction", "ris-off-pac", "--set", "ris_beta=2"], "ris_beta must be in (0, 1)"),
     (["run", "sac", "Hopper-v4", "--correction", "ipg", "--set", "ipg_nu=0.5"], "only ν = 1"),
@@ -161,6 +161,12 @@ def test_show_failed_run_has_its_traceback(filled_store: Path) -> None:
     finish(db, 1, "failed", error="RuntimeError: boom", traceback="Traceback (most recent call last):\n  boom")
     result = invoke("show", "1", "--db", str(filled_store))
     assert "RuntimeError: boom" in result.stdout and "most recent call last" in result.stdout
+    assert "─ failed ─" in result.stdout
+    db.execute("UPDATE runs SET status = 'running' WHERE id = 2")
+    db.conn.commit()
+    finish(db, 2, "lost", error="worker killed by signal 9")  # as the scheduler settles a killed worker
+    shown = invoke("show", "2", "--db", str(filled_store)).stdout
+    assert "─ lost ─" in shown and "─ failed ─" not in shown  # the panel says how the run ended, not "failed"
 
 
 @pytest.mark.parametrize("args", [["show", "42"], ["show", "td3-Hopper-v4-none-x"], ["rm", "42", "--yes"]])

@@ -35,7 +35,9 @@ def test_logs_prints_follows_to_the_end_and_shows_a_failure(tmp_path: Path) -> N
     db = tmp_path / "l.db"
     offpoc(db, "run", "td3", "Pendulum-v1", *FAST)
     followed = offpoc(db, "logs", "1", "-f")  # returns when the run ends
-    lines = followed.stdout.splitlines()
+    hint = "(the worker log holds a run's start, warnings, errors and end; its progress: offpoc follow 1)"
+    assert followed.stdout.count(hint) == 1  # a live run's log is a few lines: where its progress is, said once
+    lines = [line for line in followed.stdout.splitlines() if line != hint]
     assert lines[0].startswith("run 1: td3 Pendulum-v1 none seed 0") and "finished at step 1500" in followed.stdout
     assert lines[-1] == "run 1 ended: finished"
     assert offpoc(db, "logs", "1", "--tail", "1").stdout.splitlines() == [lines[-2]]
@@ -55,3 +57,64 @@ def test_logs_prints_follows_to_the_end_and_shows_a_failure(tmp_path: Path) -> N
 
     missing = offpoc(db, "logs", "7", check=False)
     assert missing.returncode == 2 and missing.stderr.startswith("error: no run 7") and missing.stdout == ""
+
+
+def _run_folder(db: Path, run_id: int) -> Path:
+    store = open_store(db)
+    folder = RunFiles.of(store, db).run_dir(run_id)
+    store.close()
+    return folder
+
+
+@pytest.mark.process
+def test_a_hostile_log_is_refused_in_a_line_and_a_huge_one_read_in_bounded_memory(filled_store: Path) -> None:
+    """Issue 69, item 9, with real processes: a FIFO as a run's log (it hung ``logs 1`` and ``logs 1 -f``), a link
+    to ``/dev/zero`` (a MemoryError traceback), a link to another file and a symlinked run folder (it read
+    through them) are each refused in one line, exit 1, at once; ``logs -n 5`` of a 200 MB log prints its last
+    five lines in bounded memory (it read it all: 962 MB resident for 268 MB)."""
+    import os
+    import subprocess
+    import sys
+
+    db = filled_store
+    folder = _run_folder(db, 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "worker.log"
+    secret = db.parent / "secret.txt"
+    secret.write_text("not a log of this store\n")
+    for make, said in (
+        (lambda: os.mkfifo(log), "worker.log is not a regular file: refused"),
+        (lambda: log.symlink_to("/dev/zero"), "worker.log is a symlink: refused"),
+        (lambda: log.symlink_to(secret), "worker.log is a symlink: refused"),
+    ):
+        make()
+        for follow in ([], ["-f"]):
+            refused = offpoc(db, "logs", "1", *follow, check=False)
+            assert refused.returncode == 1 and said in refused.stderr, (said, follow, refused.stderr)
+            assert len(refused.stderr.strip().splitlines()) == 1 and "not a log" not in refused.stdout
+        log.unlink()
+    other = _run_folder(db, 2)
+    other.mkdir(parents=True, exist_ok=True)
+    (other / "worker.log").write_text("run 2's log, in another folder\n")
+    folder.rmdir()
+    folder.symlink_to(other)
+    linked = offpoc(db, "logs", "1", check=False)
+    assert linked.returncode == 1 and "is not a folder of this store" in linked.stderr and not linked.stdout
+    folder.unlink()
+    folder.mkdir()
+
+    with log.open("wb") as file:  # 200 MB of lines, then five known ones and a line still being written
+        block = b"x" * 99 + b"\n"
+        for _ in range(200):
+            file.write(block * 10_000)
+        file.write(b"".join(f"last {k}\n".encode() for k in range(5)) + b"being writ")
+    code = (
+        "import resource, subprocess, sys;"
+        "r = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
+        "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, repr(r.stdout))"
+    )
+    argv = [sys.executable, "-m", "offpoc_tui.cli", "logs", "1", "-n", "5", "--db", str(db)]
+    measured = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    status, peak_kib, printed = measured.stdout.split(" ", 2)
+    assert status == "0" and eval(printed).splitlines() == [f"last {k}" for k in range(5)], measured
+    assert int(peak_kib) < 200 * 1024, f"{int(peak_kib) / 1024:.0f} MiB resident for a 200 MB log"

@@ -155,6 +155,12 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
     ]
     table = invoke("export", "--table", "summary", "--format", "md", "--group-by", "batch_size", "--db", str(db_path))
     assert "TD3 {batch_size=64}, all methods" in table.stdout and "TD3 {batch_size=256}, all methods" in table.stdout
+    # A setting no run has, or none named, is refused in one line by export as by plot (issue 69, item 11).
+    for command in (["export", "--table", "summary"], ["plot", "-o", str(tmp_path / "n.png")]):
+        for name, said in (("nosuch", "no run here has the setting 'nosuch'"), ("", "--group-by needs a setting's")):
+            refused = invoke(*command, "--group-by", name, "--db", str(db_path))
+            assert refused.exit_code == 2 and said in refused.stderr, (command, name, refused.output)
+            assert len(refused.stderr.strip().splitlines()) == 1 and not refused.stdout
 
 
 def test_a_saved_figure_holds_its_titles_and_legends_whole(tmp_path: Path) -> None:

@@ -313,7 +313,9 @@ def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_
         await until(pilot, lambda: table.row_count == 7)
         table.move_cursor(row=table.shown.index(queued))
         await pilot.press("x")  # one x asks; it stops nothing
-        await until(pilot, lambda: any("press x again to stop run" in str(n.message) for n in app._notifications))
+        await until(
+            pilot, lambda: any("press x again within 3 s to stop run" in str(n.message) for n in app._notifications)
+        )
         await pilot.pause(0.5)
         assert str(table.get_row(str(queued))[8]) == "queued"
         await pilot.press("x")
@@ -322,6 +324,34 @@ def test_stop_a_queued_run_from_the_table_and_see_a_failure_in_detail(dashboard_
         await pilot.press("enter")
         await until(pilot, lambda: "boom here" in shown_text(app, "#detail-text"))
         assert app.query_one(DetailPane).display
+
+    drive(dashboard_store, scenario)
+
+
+def test_a_second_x_after_the_first_lapsed_says_so_and_stops_nothing(
+    dashboard_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 69, item 4: a second x after the window passed did nothing the user could see; it now says the
+    first lapsed and asks again, and a third x in time stops the run."""
+    from offpoc_tui.dashboard import run_control
+
+    monkeypatch.setattr(run_control, "CONFIRM_S", 0.5)
+    db = open_store(dashboard_store)
+    (queued,) = create_runs(db, [spec(seed=9)])
+    db.close()
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 7)
+        table.move_cursor(row=table.shown.index(queued))
+        await pilot.press("x")
+        await pilot.pause(0.8)  # past the window
+        await pilot.press("x")
+        await until(pilot, lambda: any("the first x lapsed after 0.5 s" in str(n.message) for n in app._notifications))
+        await pilot.pause(0.2)
+        assert str(table.get_row(str(queued))[8]) == "queued"
+        await pilot.press("x")  # within the window of the one that asked again
+        await until(pilot, lambda: str(table.get_row(str(queued))[8]) == "stopped")
 
     drive(dashboard_store, scenario)
 
@@ -487,9 +517,51 @@ def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_s
         assert "grouped: off" in str(app.panes["curves"].state.render())
         await pilot.press("4", "g")  # batch_size is the only setting that varies: back to a row per method
         await until(pilot, lambda: len(rows(app)) == 4 and rows(app)[0][0] != "all {batch_size=64}")
-        await pilot.press("slash", *" id=7,8,9,10", "enter", "4", "g")  # one batch size: nothing to make rows by
+        await pilot.press("slash", "end", *" id=7,8,9,10", "enter", "4", "g")  # one batch size: no rows to make
         await until(pilot, lambda: "no setting differs" in shown_text(app, "#compare-key"))
         assert len(rows(app)) == 2 and "g rows: by method" in shown_text(app, "#compare-key")
+
+    drive(swept_store, scenario)
+
+
+def test_curves_offer_and_label_only_the_settings_the_runs_shown_differ_in(swept_store: Path) -> None:
+    """Issue 69, item 2: the runs shown all have batch_size=128 (a setting other runs in the store differ in).
+    Their lines do not repeat it, the title says it once, and ``g`` offers no grouping by it (one line, n=4):
+    by method, then off."""
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("slash", *"tag=sweep batch_size=128", "enter", "2")
+        await until(pilot, lambda: len(labels(app, "curves-plot")) == 4)
+        assert not any("batch_size" in label for label in labels(app, "curves-plot"))
+        # at the title's start: a title wider than the plot (80 columns) is cut at its end
+        assert plot(app, "curves-plot").figure.title.startswith("Evaluation return (every line: batch_size=128)")
+        await pilot.press("g")
+        await until(pilot, lambda: len(labels(app, "curves-plot")) == 2)
+        assert labels(app, "curves-plot") == ["td3 Hopper-v4 none (n=2)", "td3 Hopper-v4 acoffpoc/jsd (n=2)"]
+        assert plot(app, "curves-plot").figure.title.startswith("Evaluation return (every line: batch_size=128), mean")
+        await pilot.press("g")  # no setting differs among the runs shown: back to off, never "by batch_size"
+        assert "grouped: off" in str(app.panes["curves"].state.render())
+
+    drive(swept_store, scenario)
+
+
+def test_the_filter_takes_settings_and_results_and_says_the_keys_there_are(swept_store: Path) -> None:
+    """Issue 69, item 6: ``/`` reads any setting of the runs' configs and conditions on results, in the grammar
+    ``ps``, ``export`` and ``plot`` take; an unknown key is refused in one line naming the settings there are;
+    the box reopens with the filter selected, so typing replaces it."""
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await pilot.press("slash", *"batch_size>=128 correction=acoffpoc", "enter")
+        assert table.shown == [13, 14] and app.filter_text == "batch_size>=128 correction=acoffpoc"
+        best = max(app.runs, key=lambda r: r["last_return"])
+        await pilot.press("slash", *f"return>{best['last_return'] - 1e-6:.6f}", "enter")  # typing replaced it
+        assert table.shown == [best["id"]]
+        await pilot.press("slash", *"batch_siz=64", "enter")
+        await until(pilot, lambda: any("unknown filter key 'batch_siz'" in str(n.message) for n in app._notifications))
+        message = next(str(n.message) for n in app._notifications if "batch_siz" in str(n.message))
+        assert "(did you mean batch_size?)" in message and "a setting: batch_size," in message and "\n" not in message
+        assert table.shown == [best["id"]], "the filter it could not read changed nothing"
 
     drive(swept_store, scenario)
 

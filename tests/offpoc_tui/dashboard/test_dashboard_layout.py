@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from offpoc_tui.dashboard import filters
 from offpoc_tui.dashboard.app import Dashboard
 from offpoc_tui.dashboard.figures import LinesFigure, MatrixFigure
 from offpoc_tui.dashboard.model import Model
 from offpoc_tui.dashboard.plots import short
 from offpoc_tui.dashboard.request import Request
 from offpoc_tui.dashboard.runs_table import WIDTHS, columns_for
-from store import RunSpec, open_store
+from store import RunSpec, open_store, where
 from store.curve_imports import Curve, import_curves
 from store.reader import list_runs
 from store.runs import create_runs
@@ -139,10 +138,10 @@ def test_the_filter_knows_sources(dashboard_store: Path) -> None:
     db = open_store(dashboard_store)
     runs = list_runs(db)
     db.close()
-    assert len([r for r in runs if filters.parse("source=published")(r)]) == 3
-    assert len([r for r in runs if filters.parse("source=offpoc,zoo")(r)]) == 6
-    with pytest.raises(filters.FilterError, match="unknown source 'pub'; use one of offpoc, published, zoo"):
-        filters.parse("source=pub")
+    assert len([r for r in runs if where.parse("source=published")(r)]) == 3
+    assert len([r for r in runs if where.parse("source=offpoc,zoo")(r)]) == 6
+    with pytest.raises(where.FilterError, match="unknown source 'pub'; use one of offpoc, published, zoo"):
+        where.parse("source=pub")
 
 
 def test_ticks_read_as_numbers_and_wall_time_in_a_unit_that_fits(dashboard_store: Path) -> None:
@@ -227,3 +226,53 @@ def test_a_picture_built_for_a_size_left_since_is_never_shown(dashboard_store: P
         assert plot.drawn is shown and plot.drawn_size == tuple(plot.size)
 
     drive(dashboard_store, scenario, (120, 40))
+
+
+def test_detail_says_a_run_that_ended_before_any_statistics_never_had_them(tmp_path: Path) -> None:
+    """Issue 69, item 14: Detail read "no training statistics yet" for a failed run, as if some might come."""
+    from offpoc_tui.dashboard.data.detail import detail_data
+    from offpoc_tui.dashboard.request import Request
+    from store import open_store
+    from store.reader import list_runs
+    from store.runs import create_runs
+    from tests.support.storefill import spec
+
+    db = open_store(tmp_path / "d.db", create=True)
+    (failed, queued) = create_runs(db, [spec(), spec(seed=1)])
+    db.execute("UPDATE runs SET status = 'failed' WHERE id = ?", [failed])
+    db.conn.commit()
+    runs = {r["id"]: r for r in list_runs(db)}
+    said = [detail_data(db, runs[i], Request(view="detail")).losses.title for i in (failed, queued)]
+    assert said == ["Losses: no training statistics: failed before any", "Losses: no training statistics yet"]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+def test_help_shows_many_keys_and_its_scroll_keys_move_it_alone(dashboard_store: Path, size: tuple[int, int]) -> None:
+    """Issue 69, item 3: in ``?`` help PgDn and End did nothing (the runs table behind took them), ↑ ↓ also moved
+    the Runs cursor behind it, and about six keys showed at 80×24 (a Markdown table: three rows a key). Now each
+    key is a line, PgDn/End/Home/↑/↓ scroll the help alone, and the cursor behind it stays."""
+    from textual.containers import VerticalScroll
+
+    from offpoc_tui.dashboard.help_screen import HelpScreen
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        cursor = app.request.cursor
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.pause(0.2)
+        scroller = app.screen.query_one("#help", VerticalScroll)
+        rows = scroller.size.height
+        assert rows >= (18 if size == (80, 24) else 39), rows  # the keys shown at once
+        await pilot.press("pagedown")
+        await pilot.pause(0.1)
+        assert scroller.scroll_y > 0 or scroller.max_scroll_y == 0
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert scroller.scroll_y == scroller.max_scroll_y
+        await pilot.press("home", "down", "down")
+        await pilot.pause(0.1)
+        assert scroller.scroll_y == min(2, scroller.max_scroll_y)
+        await pilot.press("escape")
+        assert app.request.cursor == cursor  # nothing behind the help moved
+
+    drive(dashboard_store, scenario, size)

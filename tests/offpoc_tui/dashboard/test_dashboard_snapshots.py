@@ -95,6 +95,15 @@ def test_tagged_compare_regrouped_by_a_setting(swept_store: Path, snap_compare: 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=ready("compare-plot", keys))
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["fourteen-runs", "by-method"])
+def test_curves_name_their_lines_at_80x24(swept_store: Path, snap_compare: Any, grouped: bool) -> None:
+    """Issue 69, item 1: fourteen runs' lines at 80×24 (more than the plot has rows: the legend names those that
+    fit and says how many it leaves out, where plotext would drop it whole), and by method."""
+    app = Dashboard(swept_store, poll_s=0.1)
+    keys = ("2", "g") if grouped else ("2",)
+    assert snap_compare(app, terminal_size=SIZES["80x24"], run_before=ready("curves-plot", keys))
+
+
 TRACEBACK = "\n".join(
     ["Traceback (most recent call last):"]
     + [f'  File "agents/training.py", line {100 + i}, in step\n    self._update()' for i in range(30)]
