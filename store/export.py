@@ -20,11 +20,16 @@ from store.codec import json_text
 from store.reader import META_COLUMNS, SAMPLER_SQL, quantities, quantity_rows, where_runs
 from store.tasks import env_matches
 
-TABLES = ("evaluations", "episodes", "train", "quantities", "runs", "decisions", "summary", "aggregate", "improvement")
+TABLES = (
+    "evaluations", "episodes", "train", "quantities", "runs", "decisions",
+    "finals", "summary", "aggregate", "improvement",
+)  # fmt: skip
 TABLE_ALIASES = {"weights": "quantities"}
 """Names a table went by before (``--table weights``: the logged quantities, λ first among them)."""
-FINAL_TABLES = ("summary", "aggregate", "improvement")
-"""Tables of each run's final return: they take --last, --last-steps, --until, and LaTeX."""
+FINAL_TABLES = ("finals", "summary", "aggregate", "improvement")
+"""Tables of each run's final return: they take --last, --last-steps, --until and --dedupe."""
+LATEX_TABLES = FINAL_TABLES[1:]
+"""Tables across seeds, written as LaTeX too; ``finals`` is tidy, a row per seed."""
 FORMATS = ("csv", "json", "md")
 SUMMARY_FORMATS = (*FORMATS, "latex")
 
@@ -73,6 +78,8 @@ def columns(table: str) -> tuple[str, ...]:
         return (*META_COLUMNS, *RUN_COLUMNS)
     if table == "quantities":
         return (*META_COLUMNS, *QUANTITY_COLUMNS)
+    if table == "finals":
+        return (*META_COLUMNS, *summary.FINAL_COLUMNS)
     return (*META_COLUMNS, *_OBSERVATIONS[table])
 
 

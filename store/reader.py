@@ -71,10 +71,14 @@ def where_runs(
     for tag in tags or ():
         clauses.append("runs.id IN (SELECT run_id FROM tags WHERE tag = ?)")
         params.append(tag.lower())  # tags are stored in lower case
+    if envs:  # an exact id, or a family: every version of it (store.tasks.env_matches)
+        exact = f"runs.env IN ({', '.join('?' for _ in envs)})"
+        version = "(runs.env GLOB ? || '-v[0-9]*' AND substr(runs.env, length(?) + 3) NOT GLOB '*[^0-9]*')"
+        clauses.append(f"({' OR '.join([exact, *[version] * len(envs)])})")
+        params.extend([*envs, *(f for family in envs for f in (_glob_literal(family), family))])
     for column, values in (
         ("id", run_ids),
         ("algo", algos),
-        ("env", envs),
         ("correction", corrections),
         ("status", statuses),
     ):
@@ -82,6 +86,11 @@ def where_runs(
             clauses.append(f"runs.{column} IN ({', '.join('?' for _ in values)})")
             params.extend(values)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _glob_literal(text: str) -> str:
+    """``text`` as a GLOB pattern matching itself only: its ``*``, ``?`` and ``[`` each in brackets."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def list_runs(db: sqlite_utils.Database, statuses: list[str] | None = None, **filters: Any) -> list[RunRow]:

@@ -35,7 +35,6 @@ from store.variants import label_variants
 
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
 COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm", "n_too_short")
-SAMPLER_NAMES = {"cer": "CER", "per": "PER", "ero": "ERO"}
 
 
 POOLED = "all"
@@ -66,7 +65,7 @@ def method_label(
     if not methods.is_default(correction, divergence):
         label += f" ({str(divergence).upper()})"
     if sampler != DEFAULT_SAMPLER:
-        label += f" [{SAMPLER_NAMES.get(sampler, sampler)}]"
+        label += f" [{sampler.upper()}]"  # the paper's acronyms (CER, PER, ERO); any sampler alike
     if variant:
         label += f" {{{variant}}}"
     return label
@@ -277,3 +276,70 @@ def summary_rows(
             )
         )
     return sorted(rows, key=_summary_order)
+
+
+FINAL_COLUMNS = ("source", "budget", "reached", "first_step", "last_step", "evaluations", "final_return", "mean_lambda")
+"""``--table finals``, after the run metadata: one row per seed, the numbers :func:`summary_rows` averages. ``budget``
+the step its task is compared at; ``reached`` the run's latest evaluated step; ``first_step``..``last_step`` and
+``evaluations`` its final window; ``final_return`` their mean, empty for a run short of the budget (or with no
+evaluation in the window: too short for it); ``mean_lambda`` λ's mean over every update the run logged up to the
+budget (:func:`mean_until`; the runs table's ``mean_lambda`` is its latest block's); empty without λ."""
+
+
+def final_rows(
+    db: sqlite_utils.Database,
+    last: int | FinalWindow = LAST_EVALUATIONS,
+    until: int | None = None,
+    dedupe: bool = False,
+    **filters: Any,
+) -> list[tuple[Any, ...]]:
+    """Each matching seed's final return at its task's budget (:func:`summary_rows`' per-seed numbers), run
+    metadata (:data:`~store.reader.META_COLUMNS`) first, then :data:`FINAL_COLUMNS`; in run order."""
+    from store.budget import reach_of, task_budgets
+    from store.links import MEAN_LAMBDA_QUANTITY
+
+    runs = matching_runs(db, dedupe=dedupe, **filters)
+    reach = reach_of(db, [r["id"] for r in runs])
+    budgets = task_budgets(runs, reach, until)
+    window = FinalWindow.of(last)
+    settings = configs(db, [r["id"] for r in runs])
+    rows = []
+    for run in sorted(runs, key=lambda r: r["id"]):
+        budget = budgets[(run["algo"], env_family(run["env"]))]
+        reached = reach.get(run["id"])
+        first = last_step = final = None
+        count = 0
+        if budget.counts(reached):
+            steps, values = final_evaluations(db, run["id"], window, budget.step)
+            steps, values = window.select(steps, values, learning_start(settings.get(run["id"], {})))
+            count = len(steps)
+            if count:
+                first, last_step, final = int(steps[0]), int(steps[-1]), float(np.mean(values))
+        meta = (run["id"], run["name"], run["algo"], run["env"], run["correction"], run["divergence"],
+                run.get("sampler") or DEFAULT_SAMPLER, run["seed"])  # fmt: skip
+        lam = mean_until(db, run["id"], MEAN_LAMBDA_QUANTITY, budget.step if budget.step is not None else 2**62)
+        rows.append((*meta, source_of(run), budget.step, reached, first, last_step, count, final, lam))
+    return rows
+
+
+def mean_until(db: sqlite_utils.Database, run_id: int, quantity: str, step: int) -> float | None:
+    """The mean of a logged quantity (its first column: λ, or the mean of per-transition λ_i) over the updates at
+    or before ``step``; None where there are none. Whole blocks by their stored means; the one block that
+    straddles ``step`` decoded."""
+    from store.reader import quantity_blocks
+
+    last = "first_step + (count - 1) * stride"
+    total, n = db.execute(
+        f"SELECT SUM(mean * count), SUM(count) FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND {last} <= ?",
+        [run_id, quantity, step],
+    ).fetchone()
+    total, n = total or 0.0, n or 0
+    straddling = db.execute(
+        f"SELECT first_step FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND first_step <= ? AND {last} > ?",
+        [run_id, quantity, step, step],
+    ).fetchone()
+    if straddling is not None:
+        _, first_step, _, values, stride = next(quantity_blocks(db, run_id, straddling[0] - 1, quantity))
+        kept = values[: (step - first_step) // stride + 1, 0]
+        total, n = total + float(kept.sum(dtype=np.float64)), n + len(kept)
+    return total / n if n else None

@@ -12,13 +12,17 @@ from offpoc_tui.console import (
     DEFAULT_DB,
     DbOption,
     TagFilter,
+    WhereFilter,
+    check_group_by,
     check_output,
     check_sources,
     err,
     fail,
     fresh_tmp,
+    id_list,
     open_db,
     resolve_runs,
+    where_ids,
 )
 from store.reader import RunFilters
 
@@ -28,7 +32,8 @@ def export(
         str,
         typer.Option(
             help="evaluations, episodes, train, quantities (λ and the other logged values; alias: weights), runs,"
-            " decisions (sequential studies); summary (the paper's table), aggregate or improvement (across tasks)."
+            " decisions (sequential studies); finals (each seed's final return), summary (the paper's table),"
+            " aggregate or improvement (across tasks)."
         ),
     ] = "evaluations",
     format_: Annotated[
@@ -66,7 +71,8 @@ def export(
     ] = False,
     algo: Annotated[list[str] | None, typer.Option(help="Only these algorithms (repeatable).")] = None,
     env: Annotated[
-        list[str] | None, typer.Option(help="Only these environments (repeatable; summary: Hopper = every version).")
+        list[str] | None,
+        typer.Option(help="Only these environments: ids or families (Hopper: every version; repeatable)."),
     ] = None,
     correction: Annotated[list[str] | None, typer.Option(help="Only these corrections (repeatable).")] = None,
     run: Annotated[list[str] | None, typer.Option(help="Only these runs, ids or names (repeatable).")] = None,
@@ -75,11 +81,19 @@ def export(
         typer.Option(help="Only runs from: offpoc (trained here), published (the paper's curves), zoo (repeatable)."),
     ] = None,
     tag: TagFilter = None,
+    where: WhereFilter = None,
     group_by: Annotated[
         str | None,
         typer.Option(help="Summary: a row per value of this setting (e.g. batch_size), every method's runs pooled."),
     ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", help="TensorBoard: export what is new every --every seconds while the runs train, to their end."
+        ),
+    ] = False,
+    every: Annotated[float, typer.Option(help="TensorBoard --follow: seconds between exports.")] = 10.0,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Tidy long tables, one row per observation led by its run's metadata; or final returns: the paper's
@@ -87,6 +101,7 @@ def export(
     from store.export import (
         FINAL_TABLES,
         FORMATS,
+        LATEX_TABLES,
         SUMMARY_FORMATS,
         TABLE_ALIASES,
         TABLES,
@@ -108,9 +123,14 @@ def export(
         if given or table != "evaluations":
             fail(f"--format tensorboard writes every record of the runs: drop {given[0] if given else '--table'}")
         check_sources(source)
-        return tensorboard(db, output, {"run": run, "algos": algo, "envs": env, "corrections": correction,
-                                        "sources": source, "tags": tag})  # fmt: skip
-    formats = SUMMARY_FORMATS if table in FINAL_TABLES else FORMATS
+        if not 0 < every <= 86_400:  # nan and inf too
+            fail(f"--every must be a number of seconds from above 0 to 86400, got {every:g}")
+        chosen = {"run": run, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag,
+                  "where": where}  # fmt: skip
+        return tensorboard(db, output, chosen, every if follow else None)
+    if follow:
+        fail("--follow keeps a TensorBoard export current: use it with --format tensorboard -o DIR")
+    formats = SUMMARY_FORMATS if table in LATEX_TABLES else FORMATS
     if format_ not in formats:
         fail(f"unknown format {format_!r} for --table {table}: choose one of {', '.join(formats)}")
     for flag, value in (("--last", last), ("--last-steps", last_steps), ("--until", until)):
@@ -136,11 +156,15 @@ def export(
         check_output(output, db)
     check_sources(source)
     store = open_db(db)
-    run_ids = resolve_runs(store, run) if run else None
+    run_ids = where_ids(store, where, resolve_runs(store, run) if run else None)
     filters: RunFilters = {
         "run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag,
     }  # fmt: skip
 
+    if group_by is not None:
+        from store.summary import matching_runs
+
+        check_group_by(store, matching_runs(store, **filters), group_by)
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     short: list[int] = []  # aggregate, improvement: runs too short for the window, left out and said
     if table in ("aggregate", "improvement"):
@@ -177,6 +201,13 @@ def export(
             if short:
                 note += f" {too_short_note(len(short))}."
             return final_table(out, table, format_, scores, bootstrap, note)
+        if table == "finals":
+            from store.summary import final_rows
+
+            finals = final_rows(store, last=window, until=until, dedupe=dedupe, **filters)
+            if repeated := repeats_note(repeated_runs(store, dedupe=dedupe, **filters)):
+                err.print(f"note: {repeated}", highlight=False)  # rows left out, as the summary says in its note
+            return write_rows(out, format_, columns(table), iter(finals))
         return write_rows(out, format_, columns(table), rows(store, table, **filters), objects=("config",))
 
     if output is None:
@@ -195,45 +226,82 @@ def export(
     err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)
 
 
-def tensorboard(db: Path, output: Path | None, filters: dict[str, Any]) -> None:
-    """``--format tensorboard -o DIR``: the matching runs' event files, a folder per run (:mod:`store.tensorboard`),
-    written beside DIR and renamed into place whole: DIR must not exist yet, or be an empty folder."""
-    import shutil
-    import tempfile
+def tensorboard(db: Path, output: Path | None, filters: dict[str, Any], every: float | None) -> None:
+    """``--format tensorboard -o DIR``: what the matching runs recorded since the last export into DIR, a folder per
+    run (:mod:`store.tensorboard`); with ``every`` (``--follow``), again every that many seconds until none of
+    them is queued or running, or Ctrl-C."""
+    import contextlib
+    import sqlite3
+    import time
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+    from store import StoreError
+    from store.db import store_id
+    from store.files import part_of_store
     from store.reader import list_runs
-    from store.tensorboard import TensorBoardMissing, write_runs
+    from store.runs import reap_lost
+    from store.tensorboard import ExportRefused, read_manifest
 
     if output is None:
         fail("--format tensorboard writes a folder: name it with -o DIR")
-    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
-        fail(f"cannot write {output}: it exists and is not an empty folder")
+    part = part_of_store(output, db)
+    if part is not None:
+        fail(f"cannot write {output}: it is {part}; write the export elsewhere")
     if not output.parent.is_dir():
         fail(f"cannot write {output}: {output.parent} is not a folder")
     store = open_db(db)
-    run_ids = resolve_runs(store, filters.pop("run")) if filters.get("run") else None
-    runs = list_runs(store, run_ids=run_ids, **{k: v for k, v in filters.items() if k != "run"})
-    if not runs:
+    try:
+        read_manifest(output, store_id(store))  # refused before anything is written
+    except ExportRefused as error:
+        fail(str(error))
+    where = filters.pop("where")
+    asked = filters.pop("run")
+    named = resolve_runs(store, asked) if asked else None
+
+    def matching() -> list[Any]:  # read again before each export: a tag, a result or a new run may join
+        return list_runs(store, run_ids=where_ids(store, where, named), **filters)
+
+    if not matching():
         fail("no runs match these filters (see `offpoc ps --all`)")
     try:
-        work = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
-    except OSError as error:
-        fail(f"cannot write {output}: {error.strerror or error}", code=1)
+        while True:
+            with contextlib.suppress(sqlite3.OperationalError):  # read-only store: its runs as they were left
+                reap_lost(store)  # a dead worker's run is lost, not training: --follow must not wait on it
+            live = _export_once(store, matching(), output)
+            if every is None or not live:
+                break
+            time.sleep(every)
+    except KeyboardInterrupt:
+        err.print(f"stopped following; {output} holds what was exported (run the same command to go on)")
+    except (StoreError, ExportRefused) as error:
+        fail(str(error), code=1)
+
+
+def _export_once(store: Any, runs: list[Any], output: Path) -> bool:
+    """One export of ``runs`` into ``output``, with a progress bar and a line of what it wrote; whether any of
+    the runs is still queued or running."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from store.tensorboard import TensorBoardMissing, export_runs
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"))
     try:
         with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("writing event files", total=len(runs))
-            events = write_runs(store, runs, work, lambda *_: progress.advance(task))
-        if output.exists():
-            output.rmdir()  # empty, checked above
-        work.rename(output)
+            report = export_runs(store, runs, output, lambda *_: progress.advance(task))
     except TensorBoardMissing as error:
-        shutil.rmtree(work, ignore_errors=True)
         fail(str(error), code=1)
     except OSError as error:
-        shutil.rmtree(work, ignore_errors=True)
         fail(f"cannot write {output}: {error.strerror or error}", code=1)
-    err.print(f"wrote {events:,} events of {len(runs):,} runs to {output} (tensorboard --logdir {output})",
-              highlight=False, markup=False)  # fmt: skip
+    line = f"wrote {report.events:,} new events of {report.runs:,} of {len(runs):,} runs to {output}"
+    if report.rewritten:
+        line += f"; runs {id_list(report.rewritten)} written again whole (records replaced, or their folder gone)"
+    if report.removed:
+        line += f"; runs {id_list(report.removed)} removed (deleted from the store)"
+    if report.relabelled:
+        line += f"; runs {id_list(report.relabelled)} written again whole (new tags, note or settings)"
+    if report.live:
+        at = ", ".join(f"{run_id} at step {step:,}" for run_id, step in report.live[:5])
+        more = f" and {len(report.live) - 5} more" if len(report.live) > 5 else ""
+        line += f"; still training: run {at}{more} (export again, or --follow, for the rest)"
+    err.print(line + f" (tensorboard --logdir {output})", highlight=False, markup=False)
+    return bool(report.live)

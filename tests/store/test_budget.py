@@ -204,3 +204,16 @@ def test_compare_reads_each_seed_after_its_own_learning_start() -> None:
     assert base.n_seeds == 1 and base.final_mean == -17.5 and base.too_short == 0
     assert method.training and method.too_short == 1 and method.n_seeds == 0
     assert str(row_cells(method)[2]) == "too short for the window (1 seed)"
+
+
+def test_steps_to_threshold_counts_only_steps_within_the_compared_budget() -> None:
+    """Issue 69, item 14: a table compared at 3,000 steps read "steps to thr." 27,000 from the full curve. Only
+    steps up to the budget count; a method that reaches the threshold later reads "–" (not by then)."""
+    runs = [run(1, "none"), run(2, "acoffpoc")]
+    curves = {1: curve(3_000, 20_000.0), 2: curve(30_000, 1000.0)}  # the correction passes 1,350 at 27,000
+    rows, _, b, _ = compare(group_runs(runs), curves, {i: {} for i in curves}, threshold=1_350.0)
+    assert b.step == 3_000
+    base, corrected = rows
+    assert base.steps_to_threshold == 2_000 and corrected.steps_to_threshold is None
+    rows, *_ = compare(group_runs(runs), curves, {i: {} for i in curves}, threshold=1_350.0, until=30_000)
+    assert rows[1].steps_to_threshold == 27_000  # asked for 30,000 steps: within it

@@ -16,10 +16,11 @@ from typer.testing import CliRunner, Result
 
 from offpoc_tui.cli import app
 from store import open_store
+from store.reader import quantity_rows
 from store.runs import create_runs, finish
 from store.stats import final_performance, paper_half_width
 from store.summary import method_label, method_rank
-from store.tasks import env_family
+from store.tasks import env_family, env_matches
 from tests.conftest import REFERENCE_CURVES, needs_reference
 from tests.support.storefill import fill_learning, spec
 
@@ -78,6 +79,22 @@ def test_env_families_line_up_versions(tmp_path: Path) -> None:
     assert (
         method_label("sac", "none", None) == "SAC" and method_label("ddpg", "ris-off-pac", None) == "DDPG + RIS-Off-PAC"
     )
+    assert method_label("td3", "none", None, "per") == "TD3 [PER]"
+    assert method_label("td3", "acoffpoc", "jsd", "my-replay") == "TD3 + AC-Off-POC [MY-REPLAY]"  # a plug-in's alike
+
+
+def test_env_filters_take_ids_and_families_alike_in_sql_and_in_python(tmp_path: Path) -> None:
+    """The tidy tables filter runs in SQL (store.reader.where_runs), the summary in Python (env_matches): one
+    answer for every id, odd ones too (GLOB's own characters, a module path, no version, a version-like tail)."""
+    from store.reader import list_runs
+
+    envs = ["Hopper-v2", "Hopper-v4", "Hopper-v10", "Hopper", "Hopper-vx", "Hopper-v4x", "HopperX-v4", "a*b-v1",
+            "aXb-v1", "Foo[1]-v0", "Foo1-v0", "m:E?-v3", "m:Ex-v3", "Hopper-v2-v0"]  # fmt: skip
+    store = open_store(tmp_path / "envs.db", create=True)
+    create_runs(store, [spec(env=env) for env in envs])
+    for wanted in (["Hopper"], ["Hopper-v4"], ["a*b"], ["Foo[1]"], ["m:E?"], ["Hopper-v2"], ["Hopper", "HopperX"]):
+        assert [r["env"] for r in list_runs(store, envs=wanted)] == [e for e in envs if env_matches(e, wanted)], wanted
+    assert [r["env"] for r in list_runs(store, envs=["Hopper"])] == ["Hopper-v2", "Hopper-v4", "Hopper-v10", "Hopper"]
 
 
 # ---- the published curves ------------------------------------------------------------------------
@@ -103,10 +120,9 @@ def test_summary_cells_match_an_independent_computation(
     assert other[0]["mean"] == pytest.approx(paper_cell(algo, env, prefix, last=3)[0], rel=1e-12)
 
 
-@needs_reference
-def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_path: Path) -> None:
-    # The published curves evaluate every 1,000 steps: at step 100,000 the last 10 are indices 91-100,
-    # and the last 50,000 steps are indices 51-100.
+def mixed_store(reference_store: Path, tmp_path: Path) -> tuple[np.ndarray, Path, list[int]]:
+    """The published curves and two finished TD3 + AC-Off-POC Hopper-v4 seeds of 12,000 steps: the published
+    TD3 + AC-Off-POC Hopper-v2 seeds' curves (10 × 1,001 evaluations), the store, the two runs' ids."""
     folder = REFERENCE_CURVES / "Learning Curves" / "TD3" / "Hopper-v2"
     curves = np.stack([np.load(folder / f"AC-Off-POC_TD3_Hopper-v2_{seed}.npy") for seed in range(10)])
     db = tmp_path / "mixed.db"
@@ -117,6 +133,14 @@ def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_pa
     for run_id in ids:
         fill_learning(db, run_id, 12_000, gain=1.0)
         finish(open_store(db), run_id, "finished", only_from=("queued",))  # finished runs set the budget
+    return curves, db, ids
+
+
+@needs_reference
+def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_path: Path) -> None:
+    # The published curves evaluate every 1,000 steps: at step 100,000 the last 10 are indices 91-100,
+    # and the last 50,000 steps are indices 51-100.
+    curves, db, _ = mixed_store(reference_store, tmp_path)
     filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
     # By default the published curves meet the runs trained here at their budget: 12,000 steps.
     default = {r["source"]: r for r in summary_json(db, *filters)}
@@ -140,6 +164,46 @@ def test_published_and_own_runs_meet_at_one_budget(reference_store: Path, tmp_pa
     )
     assert "none at 100,000 (2 short)" in md.stdout and "td3 Hopper at 100,000 steps" in md.stdout
     assert "**training" not in md.stdout  # a row short of the budget is never the best
+
+
+@needs_reference
+def test_finals_are_each_seeds_number_in_the_summary(reference_store: Path, tmp_path: Path) -> None:
+    """``--table finals``: a row per seed with the final return the summary averages, at the same budget and
+    window; a seed short of the budget is a row with no final return. ``--env Hopper`` takes every version
+    in the tidy tables as in the summary (it once matched no run there, silently)."""
+    curves, db, ids = mixed_store(reference_store, tmp_path)
+    filters = ("--algo", "td3", "--env", "Hopper", "--correction", "acoffpoc")
+
+    def finals(*args: str) -> list[dict]:
+        result = invoke("export", "--table", "finals", "--format", "json", "--db", str(db), *filters, *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    rows = finals("--until", "100000", "--last-steps", "50000")
+    published = sorted((r for r in rows if r["source"] == "published"), key=lambda r: r["seed"])
+    assert [r["final_return"] for r in published] == pytest.approx(curves[:, 51:101].mean(axis=1), rel=1e-12)
+    assert {(r["first_step"], r["last_step"], r["evaluations"], r["budget"]) for r in published} == {
+        (51_000, 100_000, 50, 100_000)
+    }
+    own = [r for r in rows if r["source"] == "offpoc"]
+    assert [(r["run_id"], r["reached"], r["final_return"], r["evaluations"]) for r in own] == [
+        (run_id, 12_000, None, 0) for run_id in ids
+    ]
+    for row in own:  # λ over every logged update: all of them, as these runs end at 12,000 steps
+        logged = [float(v[0]) for _, _, _, v in quantity_rows(open_store(db), row["run_id"], "lambda")]
+        assert row["mean_lambda"] == pytest.approx(np.mean(logged), rel=1e-6)
+    for row in [r for r in finals("--until", "6500") if r["source"] == "offpoc"]:  # a budget inside a block
+        rows_ = list(quantity_rows(open_store(db), row["run_id"], "lambda"))
+        assert rows_[-1][1] > 6500 and any(step == 6500 for _, step, _, _ in rows_)
+        assert row["mean_lambda"] == pytest.approx(np.mean([v[0] for _, s, _, v in rows_ if s <= 6500]), rel=1e-6)
+    summary = {r["source"]: r for r in summary_json(db, *filters, "--until", "100000", "--last-steps", "50000")}
+    assert summary["published"]["mean"] == pytest.approx(np.mean([r["final_return"] for r in published]), rel=1e-12)
+    at_own = [r for r in finals("--until", "12000") if r["source"] == "offpoc"]
+    assert all(r["final_return"] is not None and r["last_step"] == 12_000 for r in at_own)
+    tidy = invoke("export", "--table", "runs", "--format", "json", "--db", str(db), *filters)
+    assert {r["env"] for r in json.loads(tidy.stdout)} == {"Hopper-v2", "Hopper-v4"}
+    refused = invoke("export", "--table", "finals", "--format", "latex", "--db", str(db))
+    assert refused.exit_code == 2 and "unknown format 'latex' for --table finals" in refused.output
 
 
 def paper_tables() -> dict[tuple[str, str], tuple[float, float]]:
@@ -246,8 +310,8 @@ def test_user_runs_sit_beside_the_published_curves(reference_store: Path, tmp_pa
         (["--table", "summary", "--last", "0"], "--last must be at least 1"),
         (["--table", "summary", "--format", "xlsx"], "unknown format 'xlsx' for --table summary"),
         (["--table", "evaluations", "--format", "latex"], "unknown format 'latex' for --table evaluations"),
-        (["--table", "evaluations", "--last", "5"], "--last applies to --table summary, aggregate, improvement only"),
-        (["--table", "weights", "--until", "5000"], "--until applies to --table summary, aggregate, improvement only"),
+        (["--table", "evaluations", "--last", "5"], "--last applies to --table finals, summary, aggregate"),
+        (["--table", "weights", "--until", "5000"], "--until applies to --table finals, summary, aggregate"),
         (["--table", "summary", "--last", "3", "--last-steps", "5000"], "pass one of them"),
         (["--table", "summary", "--last-steps", "0"], "--last-steps must be at least 1"),
         (["--table", "summary", "--until", "-1"], "--until must be a step"),
@@ -283,6 +347,9 @@ def test_a_seed_trained_twice_counts_once_in_the_summary_and_the_table_says_so(t
     assert [(r.n_seeds, r.budget) for r in rows] == [(2, 4000)]  # runs 2 and 3, at 4,000: run 1 left out
     md = CliRunner().invoke(app, ["export", "--table", "summary", "--format", "md", "--db", str(db)])
     assert f"1 run repeats a seed of its method, left out (run {ids[0]} for run {ids[1]})" in md.stdout
+    finals = CliRunner().invoke(app, ["export", "--table", "finals", "--format", "json", "--db", str(db)])
+    assert [r["run_id"] for r in json.loads(finals.stdout)] == ids[1:]  # the summary's seeds, and it says so
+    assert f"note: 1 run repeats a seed of its method, left out (run {ids[0]} for run {ids[1]})" in finals.stderr
 
 
 def test_a_seed_too_short_for_its_window_is_counted_and_said(tmp_path: Path) -> None:
