@@ -170,7 +170,7 @@ def test_a_full_disk_fails_the_run_with_the_reason_and_the_scheduler_serves_on(t
     assert not list((tmp_path / "offpoc.db-runs").glob("*/*.tmp"))
 
     log = tmp_path / "offpoc.db-runs" / "scheduler.log"  # the limited scheduler must not take the resumed run
-    wait_for(lambda: log.read_text().count("scheduler done") == 2, timeout=30, what="the scheduler to leave")
+    wait_for(lambda: log.read_text().count("scheduler done") == 2, timeout=90, what="the scheduler to leave")
     offpoc(db, "resume", "2")  # a failure from outside: resume carries on
     wait_for(lambda: ended(db, 2), what="the resumed run's end")
     assert run_row(db, 2)["status"] == "finished"
@@ -222,7 +222,7 @@ def test_resume_from_an_episode_boundary_is_the_uninterrupted_run(tmp_path: Path
     kill_at = random.Random(7).randrange(700, 1500)
     wait_for(lambda: run_row(broken, 1)["steps"] >= kill_at, what=f"step {kill_at}")
     os.kill(run_row(broken, 1)["pid"], signal.SIGKILL)
-    wait_for(lambda: ended(broken, 1), timeout=30, what="lost")
+    wait_for(lambda: ended(broken, 1), timeout=90, what="lost")
     offpoc(broken, "resume", "1")
     wait_for(lambda: ended(whole, 1) and ended(broken, 1), what="both runs' end")
     assert run_row(broken, 1)["status"] == run_row(whole, 1)["status"] == "finished"

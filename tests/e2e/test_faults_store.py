@@ -120,7 +120,7 @@ def test_a_store_made_anew_at_the_path_sends_the_old_scheduler_and_worker_away(t
     for suffix in ("", "-wal", "-shm"):  # rm s.db s.db-wal s.db-shm: its run files stay
         (tmp_path / f"s.db{suffix}").unlink()
     offpoc(db, "run", *PENDULUM, "--steps", "600", "--seed", "7")  # a new store, its own run 1
-    wait_for(lambda: not pid_alive(scheduler) and not pid_alive(worker), timeout=30, what="the old processes to go")
+    wait_for(lambda: not pid_alive(scheduler) and not pid_alive(worker), timeout=90, what="the old processes to go")
     wait_for(lambda: ended(db, 1), what="the new store's run")
     assert run_row(db, 1)["status"] == "finished" and run_row(db, 1)["seed"] == 7
     new_id = open_store(db).execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
@@ -141,7 +141,7 @@ def test_a_store_moved_while_it_trains_names_only_what_its_files_hold(tmp_path: 
     scheduler, worker = run_row(db, 1)["launcher_pid"], run_row(db, 1)["pid"]
     for path in sorted(tmp_path.glob("s.db*")):  # mv s.db* elsewhere/, in the shell's order
         os.rename(path, elsewhere / path.name)
-    wait_for(lambda: not pid_alive(scheduler) and not pid_alive(worker), timeout=30, what="the old processes to go")
+    wait_for(lambda: not pid_alive(scheduler) and not pid_alive(worker), timeout=90, what="the old processes to go")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere"]  # nothing made again at the old place
 
     moved = elsewhere / "s.db"

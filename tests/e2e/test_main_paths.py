@@ -73,7 +73,7 @@ def test_killed_worker_is_lost_then_resumes_without_duplicate_steps(tmp_path: Pa
     row = run_row(db, 1)
     assert row["status"] == "running", row
     os.kill(row["pid"], signal.SIGKILL)
-    wait_for(lambda: runs(db)[1]["status"] == "lost", timeout=30, what="lost")
+    wait_for(lambda: runs(db)[1]["status"] == "lost", timeout=90, what="lost")
     before = {int(r["step"]): r["return_mean"] for r in export(db, "evaluations")}
     assert max(before) >= 1500
     checkpointed = run_row(db, 1)["checkpoint_step"]
@@ -102,7 +102,7 @@ def test_sigterm_stops_gracefully_and_a_failing_worker_leaves_others_alone(tmp_p
     )  # fmt: skip
     wait_for(lambda: both_running(db, 700), what="both running")
     following.send_signal(signal.SIGINT)  # Ctrl-C detaches; the workers keep going
-    stdout, _ = following.communicate(timeout=30)
+    stdout, _ = following.communicate(timeout=90)
     assert following.returncode == 0 and "detached" in stdout
     steps = {i: r["steps"] for i, r in runs(db).items()}
     wait_for(lambda: all(runs(db)[i]["steps"] > steps[i] for i in steps), timeout=60, what="progress after detaching")

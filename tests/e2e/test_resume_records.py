@@ -102,7 +102,7 @@ def test_a_run_resumed_mid_episode_replaces_what_it_recorded_past_its_checkpoint
     offpoc(db, "run", *RUN)
     wait_for(lambda: past_a_checkpoint(db, 300), what="300 steps past a checkpoint")
     os.kill(run_row(db, 1)["pid"], signal.SIGKILL)
-    wait_for(lambda: run_row(db, 1)["status"] == "lost", timeout=30, what="lost")  # the scheduler settles it
+    wait_for(lambda: run_row(db, 1)["status"] == "lost", timeout=90, what="lost")  # the scheduler settles it
     step = clean_copy(db, clean)
     assert abandoned(db, step) > 0  # the killed worker's trajectory past the checkpoint
     before = trajectory(db)

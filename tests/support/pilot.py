@@ -19,7 +19,7 @@ from offpoc_tui.dashboard.plots import FigurePlot
 SIZE = (160, 48)
 
 
-async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "the dashboard never got there"

@@ -40,7 +40,7 @@ def test_piped_follow_prints_changes_and_a_summary_not_every_run(tmp_path: Path)
     move("finished", ids[:2])
     time.sleep(0.3)
     move("finished", ids[2:])
-    follower.join(timeout=30)
+    follower.join(timeout=90)
     assert not follower.is_alive() and set(done.values()) == {"finished"}
     lines = out.getvalue().splitlines()
     summaries = [line for line in lines if line.startswith("· ")]

@@ -34,7 +34,7 @@ KEYS = ("b", "g", "m", "w", "h", "v", "p", "e", "t", "left_square_bracket", "rig
 CLOSES = {"slash": "escape", "question_mark": "escape", "t": "escape"}
 
 
-async def answered(app: Dashboard, pilot: Pilot, timeout: float = 20.0) -> None:
+async def answered(app: Dashboard, pilot: Pilot, timeout: float = 60.0) -> None:
     """Until the poller has answered what is on screen (the runs view asks it nothing)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

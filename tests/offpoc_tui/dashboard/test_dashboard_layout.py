@@ -26,7 +26,7 @@ from store.runs import create_runs
 from tests.support.storefill import fill_learning, spec
 
 
-async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "the dashboard never got there"

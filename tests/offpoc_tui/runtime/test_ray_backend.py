@@ -36,7 +36,7 @@ def ray_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("RAY_TMPDIR", str(tmp))
     yield tmp
     try:
-        wait_for(lambda: not ray_processes(tmp), timeout=30, what="Ray's processes to end")
+        wait_for(lambda: not ray_processes(tmp), timeout=90, what="Ray's processes to end")
     finally:
         for pid in ray_processes(tmp):  # only processes of this test's own Ray folder
             os.kill(pid, signal.SIGKILL)
@@ -108,8 +108,8 @@ def test_a_cluster_offpoc_started_ends_with_its_killed_scheduler_at_the_next_com
     assert session_ray_processes(session)  # the cluster it started lives in its session
     os.kill(scheduler, signal.SIGKILL)
     offpoc(db, "ps")  # the store's next command
-    wait_for(lambda: not session_ray_processes(session), timeout=20, what="the cluster's processes to end")
-    wait_for(lambda: run_row(db, 1)["status"] == "lost", timeout=30, what="lost")
+    wait_for(lambda: not session_ray_processes(session), timeout=90, what="the cluster's processes to end")
+    wait_for(lambda: run_row(db, 1)["status"] == "lost", timeout=90, what="lost")
     assert not (tmp_path / "offpoc.db-runs" / "ray-cluster.json").exists()
 
 
@@ -150,7 +150,7 @@ def test_a_lost_node_moves_the_run_or_loses_it_and_resume_finishes_it(tmp_path: 
         wait_for(lambda: run_row(db, 2)["status"] == "finished", what="run 2 finished after resume")
         assert [int(r["step"]) for r in export(db, "evaluations", "--run", "2")] == list(range(0, 3001, 500))
         wait_for(lambda: not run_row(db, 2)["launcher_pid"] or not _alive(run_row(db, 2)["launcher_pid"]),
-                 timeout=30, what="the scheduler to leave")  # fmt: skip
+                 timeout=90, what="the scheduler to leave")  # fmt: skip
     finally:
         cluster.shutdown()
 
@@ -223,6 +223,6 @@ def test_a_lane_group_runs_as_one_ray_task_equal_to_the_group_run_locally(tmp_pa
             ours, theirs = ([tuple(r[c] for c in columns) for r in export(d, table)] for d in (db, local))
             assert ours == theirs and len(ours) >= 4, table  # every run, at least one row each
         wait_for(lambda: not rows[0]["launcher_pid"] or not _alive(rows[0]["launcher_pid"]),
-                 timeout=30, what="the scheduler to leave")  # fmt: skip
+                 timeout=90, what="the scheduler to leave")  # fmt: skip
     finally:
         cluster.shutdown()

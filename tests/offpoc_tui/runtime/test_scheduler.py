@@ -71,7 +71,7 @@ def test_killed_scheduler_leaves_its_queue_lost_and_resumable(tmp_path: Path) ->
     wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 3)["launcher_pid"], what="run 1 running")
     scheduler = run_row(db, 3)["launcher_pid"]
     os.kill(scheduler, signal.SIGKILL)
-    wait_for(lambda: runs(db)[3]["status"] == "lost", timeout=30, what="queued runs lost")
+    wait_for(lambda: runs(db)[3]["status"] == "lost", timeout=90, what="queued runs lost")
     current = runs(db)
     assert current[2]["status"] == "lost" and current[1]["status"] in ("running", "finished")  # its worker goes on
     wait_for(lambda: run_row(db, 1)["status"] == "finished", what="run 1 finished by its own worker")
