@@ -14,8 +14,13 @@ trap 'git -C "$here" worktree remove --force "$old"' EXIT
 cd "$old/.."   # outside both checkouts, so each case imports the agents its PYTHONPATH names
 sps() { PYTHONPATH=$1 python "$1/benchmarks/throughput.py" --case "$2" --env Hopper-v4 --start 1000 --steps 2000 \
   | tail -1 | python -c 'import json, sys; print(round(json.load(sys.stdin)["sps"], 1))'; }
+peer() { echo "SB3 $(sps "$here" "$1:sb3")"; }
+if ! python -c 'import stable_baselines3' 2>/dev/null; then
+  echo "Stable-Baselines3 is not installed (pip install -c constraints.txt -e '.[bench]'): no SB3 column" >&2
+  peer() { :; }
+fi
 for round in $(seq "$rounds"); do
   for algo in $algos; do
-    echo "round $round $algo: $rev $(sps "$old" "$algo:none")  working tree $(sps "$here" "$algo:none")  SB3 $(sps "$here" "$algo:sb3")"
+    echo "round $round $algo: $rev $(sps "$old" "$algo:none")  working tree $(sps "$here" "$algo:none")  $(peer "$algo")"
   done
 done
