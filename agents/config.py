@@ -143,7 +143,11 @@ class TrainConfig:
             options = tuple(group.from_flat(flat) for group, flat in grouped.items())
         except TypeError as error:
             raise ConfigError(str(error)) from None
-        return cls(**common, options=options)
+        config = cls(**common, options=options)
+        known = config.algo in plugins.algorithm_names()
+        if known and all(name in plugins.names(kind) for kind, name in config._plugins()):  # else resolved() says
+            config._check_owned()
+        return config
 
     def replace(self, **values: Any) -> TrainConfig:
         """A copy with flat-named ``values`` changed. Option groups of an algorithm, correction or sampler
@@ -201,8 +205,8 @@ class TrainConfig:
             decay = entry.defaults.critic_weight_decay if entry is not None else 0.0
         return bool(decay) and self.correction != "none"
 
-    def _options(self) -> tuple[Options, ...]:
-        """Exactly the chosen plug-ins' groups, in their registration order, each checked."""
+    def _check_owned(self) -> None:
+        """Refuse an option group that none of this run's algorithm, correction and sampler takes (one line)."""
         owned = plugins.owned_groups(self.algo, self.correction, self.sampler)
         for options in self.options:
             if type(options) not in owned:
@@ -211,6 +215,11 @@ class TrainConfig:
                 flat = (given or list(defaults))[0]
                 raise ConfigError(f"{flat} {owner_text(type(options))}: this run is {self.algo} with correction"
                                   f" {self.correction} and sampler {self.sampler}")  # fmt: skip
+
+    def _options(self) -> tuple[Options, ...]:
+        """Exactly the chosen plug-ins' groups, in their registration order, each checked."""
+        self._check_owned()
+        owned = plugins.owned_groups(self.algo, self.correction, self.sampler)
         resolved = tuple(self.option(group).resolve(self) for group in owned)
         for options in resolved:
             try:

@@ -14,17 +14,21 @@ towards 1 as the data get closer to the final policy.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from agents.replay import ReplayBuffer
+    from agents.training import Trainer
 
 
 class NoBuffer(ValueError):
     """The checkpoint kept no replay buffer (``checkpoint_buffer`` false) or the run logs no weight."""
 
 
-def collection_order(buffer: Any) -> np.ndarray:
+def collection_order(buffer: ReplayBuffer) -> np.ndarray:
     """The slots that start transitions, oldest first (across the ring's wrap-around)."""
     slots = np.arange(buffer.filled)
     if buffer.filled == buffer.capacity:
@@ -32,7 +36,7 @@ def collection_order(buffer: Any) -> np.ndarray:
     return slots[buffer.starts_transition[slots]]
 
 
-def window_weights(trainer: Any) -> tuple[np.ndarray, np.ndarray]:
+def window_weights(trainer: Trainer) -> tuple[np.ndarray, np.ndarray]:
     """(positions in [0, 1], weights): one per window of ``batch_size`` transitions in collection order."""
     buffer, correction, agent = trainer.buffer, trainer.correction, trainer.agent
     if not correction.quantities:

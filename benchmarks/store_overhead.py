@@ -29,6 +29,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agents import plugins
+
 warnings.filterwarnings("ignore")
 
 
@@ -85,7 +87,7 @@ def one(case: str, algo: str, env_id: str, start: int, steps: int) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--algo", default="td3", choices=["ddpg", "td3", "sac"])
+    parser.add_argument("--algo", default="td3", choices=plugins.algorithm_names())
     parser.add_argument("--env", default="Hopper-v4")
     parser.add_argument("--start", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=5000, help="steps after the start phase")

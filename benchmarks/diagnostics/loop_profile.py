@@ -29,7 +29,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from agents import Sink, TrainConfig, Trainer
+from agents import Sink, TrainConfig, Trainer, plugins
 from agents.corrections import acoffpoc
 from agents.corrections.divergences import DIVERGENCES
 from benchmarks.microbench import seconds_per_call
@@ -78,7 +78,7 @@ class TimedCorrection:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="td3", choices=["ddpg", "td3", "sac"])
+    parser.add_argument("--algo", default="td3", choices=plugins.algorithm_names())
     parser.add_argument("--env", default="Hopper-v4")
     parser.add_argument("--correction", default="none", choices=["none", "acoffpoc"])
     parser.add_argument("--divergence", default="jsd", choices=DIVERGENCES)

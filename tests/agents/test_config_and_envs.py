@@ -104,6 +104,20 @@ def test_invalid_configs_are_rejected_with_the_reason(fields: dict, message: str
         TrainConfig.make(**fields).resolved()
 
 
+def test_a_config_holding_another_plugins_option_is_never_made() -> None:
+    """Refused where the config is made, not only when it is resolved: ``make`` of SAC with TD3's target noise
+    used to return a config holding TD3's options, refused only later."""
+    with pytest.raises(ConfigError, match=r"^target_noise is an option of td3: this run is sac"):
+        TrainConfig.make(algo="sac", target_noise=0.3)
+    with pytest.raises(ConfigError, match=r"^divergence is an option of acoffpoc: this run is td3"):
+        TrainConfig.make(divergence="kl")
+    with pytest.raises(ConfigError, match=r"^policy_delay is an option of td3: this run is sac"):
+        TrainConfig.make(policy_delay=3).replace(algo="sac", policy_delay=3)
+    assert TrainConfig.make(policy_delay=3).replace(algo="sac").resolved().algo == "sac"  # dropped with td3
+    with pytest.raises(ConfigError, match="unknown"):  # an unknown plug-in: resolved() names it
+        TrainConfig.make(algo="nosuch", target_noise=0.3).resolved()
+
+
 def test_config_round_trips_through_a_dict() -> None:
     config = TrainConfig.make(algo="sac", hidden=(32, 32)).resolved()
     assert TrainConfig.from_dict(config.to_dict()).resolved() == config
