@@ -155,6 +155,27 @@ def quantity_blocks(
         yield first_update, first_step, names, decode_values(data, len(names), count), stride
 
 
+def mean_until(db: sqlite_utils.Database, run_id: int, quantity: str, step: int) -> float | None:
+    """The mean of a logged quantity (its first column: λ, or the mean of per-transition λ_i) over the updates at
+    or before ``step``; None where there are none. Whole blocks by their stored means; the one block that
+    straddles ``step`` decoded."""
+    last = "first_step + (count - 1) * stride"
+    total, n = db.execute(
+        f"SELECT SUM(mean * count), SUM(count) FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND {last} <= ?",
+        [run_id, quantity, step],
+    ).fetchone()
+    total, n = total or 0.0, n or 0
+    straddling = db.execute(
+        f"SELECT first_step FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND first_step <= ? AND {last} > ?",
+        [run_id, quantity, step, step],
+    ).fetchone()
+    if straddling is not None:
+        _, first_step, _, values, stride = next(quantity_blocks(db, run_id, straddling[0] - 1, quantity))
+        kept = values[: (step - first_step) // stride + 1, 0]
+        total, n = total + float(kept.sum(dtype=np.float64)), n + len(kept)
+    return total / n if n else None
+
+
 def quantity_rows(
     db: sqlite_utils.Database, run_id: int, quantity: str = "lambda"
 ) -> Iterator[tuple[int, int, tuple[str, ...], np.ndarray]]:

@@ -20,7 +20,7 @@ import numpy as np
 import sqlite_utils
 
 from store import methods
-from store.reader import DEFAULT_SAMPLER, configs, list_runs
+from store.reader import DEFAULT_SAMPLER, configs, list_runs, mean_until
 from store.runs import RunRow
 from store.stats import (
     LAST_EVALUATIONS,
@@ -283,7 +283,7 @@ FINAL_COLUMNS = ("source", "budget", "reached", "first_step", "last_step", "eval
 the step its task is compared at; ``reached`` the run's latest evaluated step; ``first_step``..``last_step`` and
 ``evaluations`` its final window; ``final_return`` their mean, empty for a run short of the budget (or with no
 evaluation in the window: too short for it); ``mean_lambda`` λ's mean over every update the run logged up to the
-budget (:func:`mean_until`; the runs table's ``mean_lambda`` is its latest block's); empty without λ."""
+budget (:func:`store.reader.mean_until`; the runs table's ``mean_lambda`` is its latest block's); empty without λ."""
 
 
 def final_rows(
@@ -320,26 +320,3 @@ def final_rows(
         lam = mean_until(db, run["id"], MEAN_LAMBDA_QUANTITY, budget.step if budget.step is not None else 2**62)
         rows.append((*meta, source_of(run), budget.step, reached, first, last_step, count, final, lam))
     return rows
-
-
-def mean_until(db: sqlite_utils.Database, run_id: int, quantity: str, step: int) -> float | None:
-    """The mean of a logged quantity (its first column: λ, or the mean of per-transition λ_i) over the updates at
-    or before ``step``; None where there are none. Whole blocks by their stored means; the one block that
-    straddles ``step`` decoded."""
-    from store.reader import quantity_blocks
-
-    last = "first_step + (count - 1) * stride"
-    total, n = db.execute(
-        f"SELECT SUM(mean * count), SUM(count) FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND {last} <= ?",
-        [run_id, quantity, step],
-    ).fetchone()
-    total, n = total or 0.0, n or 0
-    straddling = db.execute(
-        f"SELECT first_step FROM quantity_blocks WHERE run_id = ? AND quantity = ? AND first_step <= ? AND {last} > ?",
-        [run_id, quantity, step, step],
-    ).fetchone()
-    if straddling is not None:
-        _, first_step, _, values, stride = next(quantity_blocks(db, run_id, straddling[0] - 1, quantity))
-        kept = values[: (step - first_step) // stride + 1, 0]
-        total, n = total + float(kept.sum(dtype=np.float64)), n + len(kept)
-    return total / n if n else None
