@@ -13,7 +13,7 @@ from store import open_store
 from store.links import rewind
 from store.runs import create_runs
 from store.writer import RunWriter
-from tests.support.processes import SMALL, offpoc, run_row
+from tests.support.processes import SMALL, gated_env, offpoc, read_until, run_row
 from tests.support.storefill import spec
 
 
@@ -169,14 +169,26 @@ def test_settings_tags_and_notes_reach_the_hparams_dashboard(filled_store: Path,
 def test_follow_keeps_the_export_current_while_a_run_trains_then_ends(tmp_path: Path) -> None:
     """``--follow`` exports what is new every second while the run is queued or running, says it is still
     training, and ends by itself once the run has: the last evaluation is in TensorBoard, every step once."""
+    import subprocess
+    import sys
+
     db, out = tmp_path / "offpoc.db", tmp_path / "tb"
-    offpoc(db, "run", "td3", "Pendulum-v1", *SMALL, "--steps", "1200", "--eval-freq", "200")
-    followed = offpoc(db, "export", "--format", "tensorboard", "-o", str(out), "--follow", "--every", "1")
-    lines = followed.stderr.strip().splitlines()
-    assert len(lines) >= 2 and "still training: run 1 at step" in lines[0], followed.stderr
+    env_id, gate = gated_env(tmp_path, after=700)  # the run waits at its 701st step until the gate opens
+    offpoc(db, "run", "td3", env_id, *SMALL, "--steps", "1200", "--eval-freq", "200")
+    following = subprocess.Popen(
+        [sys.executable, "-m", "offpoc_tui.cli", "export", "--format", "tensorboard", "-o", str(out), "--follow",
+         "--every", "1", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    seen = read_until(following, "still training: run 1 at step", stream="stderr")  # the run is held: live
+    gate.touch()
+    _, rest = following.communicate(timeout=120)  # it ends by itself once the run has
+    lines = (seen + rest.decode()).strip().splitlines()
+    assert following.returncode == 0 and len(lines) >= 2 and "still training: run 1 at step" in lines[0], lines
     assert "still training" not in lines[-1]
     assert run_row(db, 1)["status"] == "finished"
-    assert _steps(out / "td3/Pendulum-v1/none/seed0") == list(range(0, 1201, 200))
+    (folder,) = out.glob("td3/*/none/seed0")
+    assert _steps(folder) == list(range(0, 1201, 200))
 
 
 def test_exports_at_once_are_one_after_the_other_and_a_manifest_is_trusted_only_inside(

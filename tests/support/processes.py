@@ -76,20 +76,54 @@ def offpoc_in_terminal(db: Path, *args: str, columns: int, lines: int = 24, time
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
-def read_until(process: subprocess.Popen[bytes], text: str, timeout: float = 60.0) -> str:
-    """What ``process`` wrote to its stdout (a pipe) up to and including ``text``: a prompt, which ends no
-    line, so a line-wise read would wait past it."""
-    assert process.stdout is not None
-    fd, seen = process.stdout.fileno(), b""
+def read_until(process: subprocess.Popen[bytes], text: str, timeout: float = 60.0, stream: str = "stdout") -> str:
+    """What ``process`` wrote to its ``stream`` (a pipe: stdout or stderr) up to and including ``text``: a
+    prompt, which ends no line, so a line-wise read would wait past it."""
+    pipe = getattr(process, stream)
+    assert pipe is not None
+    fd, seen = pipe.fileno(), b""
     deadline = time.monotonic() + timeout
     while text.encode() not in seen:
         left = deadline - time.monotonic()
         assert left > 0, f"no {text!r} within {timeout:.0f} s; written: {seen.decode()!r}"
         if select.select([fd], [], [], left)[0]:
             chunk = os.read(fd, 4096)
-            assert chunk, f"stdout closed before {text!r}; written: {seen.decode()!r}"
+            assert chunk, f"{stream} closed before {text!r}; written: {seen.decode()!r}"
             seen += chunk
     return seen.decode()
+
+
+GATED_ENV = """
+import os
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+AFTER, GATE = {after}, {gate!r}
+
+
+class Gated(PendulumEnv):
+    steps = 0
+
+    def step(self, action):
+        Gated.steps += 1
+        while Gated.steps > AFTER and not os.path.exists(GATE):
+            time.sleep(0.05)
+        return super().step(action)
+
+
+gym.register(id="Gated-v0", entry_point=Gated, max_episode_steps=200)
+"""
+
+
+def gated_env(folder: Path, after: int) -> tuple[str, Path]:
+    """A Pendulum held at its step ``after`` + 1 until the test creates the returned gate file: a run on it
+    (``offpoc run ALGO gated_envs:Gated-v0``, queued from ``folder``) stays live, however fast the machine,
+    until the test has seen what it waits for. The env id and the gate."""
+    gate = folder / "gate"
+    (folder / "gated_envs.py").write_text(GATED_ENV.format(after=after, gate=str(gate)))
+    return "gated_envs:Gated-v0", gate
 
 
 class Payload:

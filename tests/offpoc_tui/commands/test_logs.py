@@ -8,7 +8,7 @@ import pytest
 
 from store import open_store
 from store.files import RunFiles
-from tests.support.processes import offpoc
+from tests.support.processes import gated_env, offpoc, read_until
 
 FAST = ["--steps", "1500", "--set", "start_steps=500", "--set", "hidden=32,32", "--eval-freq", "500"]
 FAILING_ENV = """
@@ -32,13 +32,24 @@ gym.register(id="Failing-v0", entry_point=Failing, max_episode_steps=200)
 
 @pytest.mark.process
 def test_logs_prints_follows_to_the_end_and_shows_a_failure(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
     db = tmp_path / "l.db"
-    offpoc(db, "run", "td3", "Pendulum-v1", *FAST)
-    followed = offpoc(db, "logs", "1", "-f")  # returns when the run ends
+    env_id, gate = gated_env(tmp_path, after=700)  # the run waits at its 701st step until the gate opens
+    offpoc(db, "run", "td3", env_id, *FAST, env={"PYTHONPATH": str(tmp_path)})
+    following = subprocess.Popen(
+        [sys.executable, "-m", "offpoc_tui.cli", "logs", "1", "-f", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
     hint = "(the worker log holds a run's start, warnings, errors and end; its progress: offpoc follow 1)"
-    assert followed.stdout.count(hint) == 1  # a live run's log is a few lines: where its progress is, said once
-    lines = [line for line in followed.stdout.splitlines() if line != hint]
-    assert lines[0].startswith("run 1: td3 Pendulum-v1 none seed 0") and "finished at step 1500" in followed.stdout
+    seen = read_until(following, hint)  # said while the run is live (it is held)...
+    gate.touch()
+    rest, _ = following.communicate(timeout=120)  # ...and it returns when the run ends
+    followed = seen + rest.decode()
+    assert followed.count(hint) == 1  # a live run's log is a few lines: where its progress is, said once
+    lines = [line for line in followed.splitlines() if line != hint]
+    assert lines[0].startswith(f"run 1: td3 {env_id} none seed 0") and "finished at step 1500" in followed
     assert lines[-1] == "run 1 ended: finished"
     assert offpoc(db, "logs", "1", "--tail", "1").stdout.splitlines() == [lines[-2]]
 
