@@ -47,17 +47,24 @@ class Dashboard(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = KEYS
 
     def __init__(
-        self, db_path: Path, poll_s: float = POLL_S, window: FinalWindow | None = None, until: int | None = None
+        self,
+        db_path: Path,
+        poll_s: float = POLL_S,
+        window: FinalWindow | None = None,
+        until: int | None = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
         self.db_path = db_path
+        self.read_only = read_only
+        """No stop or resume (``--read-only``, or ``--web`` on another host without ``--allow-control``)."""
         self.poll_s = poll_s
         self.last_input = time.monotonic()
         """When a key was last pressed or the mouse used (the poller slows down after :data:`IDLE_AFTER_S`)."""
         self.window = window or FinalWindow()
         self.until = until
         """Compare's final statistic (``offpoc dashboard --last / --last-steps``)."""
-        self.sub_title = str(db_path)
+        self.sub_title = f"{db_path} (read-only)" if read_only else str(db_path)
         self.runs: list[RunRow] = []
         self.shown_runs: list[RunRow] = []
         self.selected: set[int] = set()
@@ -391,6 +398,8 @@ class Dashboard(App[None]):
     def action_stop(self) -> None:
         """Stop the selected runs (or the cursor's) on a second ``x`` within :data:`CONFIRM_S`: one key alone
         never stops a run."""
+        if self._refused("stop"):
+            return
         targets = self._targets()
         if self.stop_confirmation.confirmed(targets, time.monotonic()):
             self._control("stop", targets)
@@ -401,7 +410,15 @@ class Dashboard(App[None]):
             self.notify(asking(targets, lapsed), severity="warning" if lapsed else "information", timeout=CONFIRM_S)
 
     def action_resume(self) -> None:
-        self._control("resume", self._targets())
+        if not self._refused("resume"):
+            self._control("resume", self._targets())
+
+    def _refused(self, what: str) -> bool:
+        """In a read-only view, say why ``what`` is off, and refuse it."""
+        if self.read_only:
+            self.notify(f"read-only view: {what} is off here; offpoc stop/resume, or serve with --allow-control",
+                        severity="warning")  # fmt: skip
+        return self.read_only
 
     @work(thread=True, group="control")
     def _control(self, what: str, run_ids: list[int]) -> None:

@@ -26,9 +26,14 @@ async def until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 60
         await pilot.pause(0.05)
 
 
-def drive(path: Path, scenario: Callable[[Dashboard, Pilot], Awaitable[None]], until_step: int | None = None) -> None:
+def drive(
+    path: Path,
+    scenario: Callable[[Dashboard, Pilot], Awaitable[None]],
+    until_step: int | None = None,
+    read_only: bool = False,
+) -> None:
     async def main() -> None:
-        app = Dashboard(path, poll_s=0.1, until=until_step)
+        app = Dashboard(path, poll_s=0.1, until=until_step, read_only=read_only)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.polls > 0)
             await scenario(app, pilot)
