@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -43,11 +46,11 @@ def duration(seconds: float | None) -> str:
 
 
 PS_PRIORITY = (
-    "id", "status", "progress", "return", "env", "correction", "algo", "seed", "name", "tags", "steps", "div",
+    "id", "status", "progress", "return", "env", "correction", "algo", "seed", "tags", "name", "steps", "div",
     "sampler", "SPS", "where",
 )  # fmt: skip
 """Which of ``ps``'s columns a narrow terminal keeps, first to last (tags, what users find runs by, before the
-counters); shown in the table's own order."""
+names and the counters); shown in the table's own order."""
 NAME_WIDTH = 24
 """A longer name is cut with an ellipsis at this width while columns compete for the room; the room the kept
 columns leave widens it again (the id names the run whole)."""
@@ -129,6 +132,27 @@ def _worker(run: RunRow) -> str:
     return f"pid {run['pid']} on {run['host']}"
 
 
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
+PROJECT = str(Path(__file__).resolve().parent.parent) + os.sep
+"""The folder holding offpoc's packages: their frames are shown relative to it."""
+
+
+def short_paths(line: str) -> str:
+    """A traceback line with offpoc's own folder left out of its paths, and a library's path from its
+    ``site-packages`` on: the file and line fit a narrow pane."""
+    line = line.replace(f'"{PROJECT}', '"')
+    return re.sub(r'"[^"]*/(site-packages|dist-packages)/', r'"…/\1/', line)
+
+
+def innermost_frame(lines: list[str]) -> str | None:
+    """``failing_envs.py:9, in step``: the traceback's last frame, where the error was raised."""
+    for line in reversed(lines):
+        found = FRAME.match(line)
+        if found:
+            return f"{found['path']}:{found['line']}, in {found['function']}"
+    return None
+
+
 def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
     """``offpoc show``: status, timings, summary, config, and the error of a failed run: last, just above the
     prompt, or with ``failure_first`` (the dashboard's Detail, read from the top) first."""
@@ -182,7 +206,10 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
         # The reason first and whole (a panel's title is cut at its width), then the traceback that led to it.
         error = Text(visible(run["error"]), style="bold")
         if run["traceback"]:
-            error.append("\n\n" + "\n".join(visible(line) for line in run["traceback"].splitlines()), style="not bold")
+            lines = [short_paths(visible(line)) for line in run["traceback"].splitlines()]
+            raised = innermost_frame(lines)  # where it was raised, before the frames of offpoc that led there
+            error.append(f"\nraised at {raised}" if raised else "", style="not bold")
+            error.append("\n\n" + "\n".join(lines), style="not bold")
         ended = run["status"] if run["status"] in ("failed", "lost", "stopped", "cancelled") else "error"
         failure = Panel(error, title=ended, title_align="left", style="red")
         parts.insert(0 if failure_first else len(parts), failure)

@@ -99,7 +99,7 @@ class Dashboard(App[None]):
                     yield pane
         yield StateLine(id="status")
         yield Input(placeholder=FILTER_HINT, id="filter", select_on_focus=False)
-        yield Footer()
+        yield Footer(show_command_palette=False)  # Ctrl+P still opens it; the footer keeps to 80 columns
 
     def on_mount(self) -> None:
         # Held, not queried: App.query_one searches the active screen, which may be the help.

@@ -61,9 +61,21 @@ def method(key: GroupKey) -> str:
     return f"{label} {{{key[6]}}}" if key[6] else label
 
 
-def group_label(key: GroupKey, n: int) -> str:
+def group_label(key: GroupKey, n: int, shown: tuple[bool, bool] = (True, True)) -> str:
+    """A group's name; ``shown``: whether its algorithm and its env are said (not where every line shares
+    them: :func:`task_parts`)."""
     source = "" if key[4] == "offpoc" else f" [{key[4]}]"
-    return f"{key[0]} {key[1]} {method(key)}{source} (n={n})"
+    task = " ".join(part for part, show in zip(key[:2], shown, strict=True) if show)
+    return f"{task} {method(key)}{source} (n={n})".lstrip()
+
+
+def task_parts(runs: Iterable[RunRow]) -> tuple[str, tuple[bool, bool]]:
+    """What every run shares of algorithm and env, said once (``", td3 on Hopper-v4"``, ``", td3"``), and
+    whether each line must still say its own algorithm and env."""
+    algos, envs = {r["algo"] for r in runs}, {r["env"] for r in runs}
+    one_algo, one_env = len(algos) == 1, len(envs) == 1
+    said = " on ".join([*(algos if one_algo else ()), *(envs if one_env else ())])
+    return (f", {said}" if said else ""), (not one_algo, not one_env)
 
 
 def shared_settings(keys: list[GroupKey]) -> list[str]:

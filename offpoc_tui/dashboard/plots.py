@@ -7,6 +7,7 @@ the UI thread.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 from rich.text import Text
@@ -127,10 +128,25 @@ def _fill(
     return px, py
 
 
+TITLE_ROWS = 3
+"""At most this many rows for a title too wide for its plot's one line (then cut, with "…")."""
+
+
+def title_rows(title: str, width: int) -> list[str]:
+    """A title that fits beside plotext's frame: none (plotext draws it on the plot's top line); a wider one,
+    wrapped into rows of ``width`` drawn above the plot, so a narrow terminal shows all of it."""
+    if len(title) <= width - 5:
+        return []
+    rows = textwrap.wrap(title, max(width - 2, 8))
+    if len(rows) > TITLE_ROWS:
+        rest = textwrap.shorten(" ".join(rows[TITLE_ROWS - 1 :]), max(width - 2, 8), placeholder="…")
+        rows = [*rows[: TITLE_ROWS - 1], rest]
+    return rows
+
+
 def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
-    """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells."""
-    title = figure.title  # plotext drops a title wider than the plot: cut it instead
-    plt.title(title if len(title) <= width - 5 else title[: max(width - 6, 1)] + "…")
+    """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells (its title: :func:`title_rows`)."""
+    plt.title(figure.title if not title_rows(figure.title, width) else "")
     limit = max(width, 10) * POINTS_PER_COLUMN
     if isinstance(figure, LinesFigure):
         plt.xlabel(figure.xlabel)
@@ -225,10 +241,13 @@ class FigurePlot(PlotextPlot):
         # not one (tests, snapshots, a pipe): the widget, not the terminal, sets the size here.
         # There is no public per-figure switch (plotext.limit_size acts on plotext's own figure).
         plt._limit_size(False, False)  # type: ignore[attr-defined]
-        plt.plotsize(width, height)
+        above = title_rows(figure.title, width)[: max(height - 4, 0)]  # a wide title: whole, above the plot
+        plt.plotsize(width, height - len(above))
         plt.theme(theme)
-        draw(plt, figure, width, height)
+        draw(plt, figure, width, height - len(above))
         picture = Text.from_ansi(plt.build())
+        if above:
+            picture = Text("\n".join(row.center(width).rstrip() for row in above) + "\n", style="bold") + picture
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._paint, figure, picture, (width, height))
 

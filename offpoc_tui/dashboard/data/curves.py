@@ -29,6 +29,7 @@ from offpoc_tui.dashboard.groups import (
     group_runs,
     method,
     shared_settings,
+    task_parts,
     without,
 )
 from offpoc_tui.dashboard.request import Prepared, Request, no_runs
@@ -84,7 +85,8 @@ def curves_figure(
         steps, wall, returns = curves[run["id"]].arrays()
         return steps, wall / per, smooth(returns, request.smoothing)
 
-    title = "Evaluation return"
+    said, shown = task_parts(runs)  # an algorithm or env every line shares: in the title, not on each line
+    title = "Evaluation return" + said
     if request.smoothing > 1:
         title += f", smoothed over {request.smoothing} evaluations"
     lines: list[Line] = []
@@ -92,7 +94,8 @@ def curves_figure(
     if not request.grouped:
         title += shared_note(shared)
         for i, run in enumerate(runs[:MAX_RAW_LINES]):
-            label = f"{run['id']} {run['algo']} {run['env']} {method(without(group_key(run), shared))} s{run['seed']}"
+            task = " ".join(part for part, show in zip((run["algo"], run["env"]), shown, strict=True) if show)
+            label = f"{run['id']} {task} {method(without(group_key(run), shared))} s{run['seed']}".replace("  ", " ")
             drawn = series(run)
             lines.append(Line(drawn[x_of], drawn[2], colour(i), label))
         if len(runs) > MAX_RAW_LINES:
@@ -104,14 +107,15 @@ def curves_figure(
     seed_counts = []
 
     def setting_label(key: tuple[str, str, str], n: int) -> str:
-        return f"{key[0]} {key[1]} {request.group_by}={key[2]} (n={n})"
+        task = " ".join(part for part, show in zip(key[:2], shown, strict=True) if show)
+        return f"{task} {request.group_by}={key[2]} (n={n})".lstrip()
 
     groups: dict[Any, list[RunRow]] = (
         setting_groups(runs, request.group_by, settings or {}) if request.group_by else group_runs(runs)
     )
 
     def method_label(key: GroupKey, n: int) -> str:
-        return group_label(without(key, shared), n)
+        return group_label(without(key, shared), n, shown)
 
     labelled: Callable[[Any, int], str] = setting_label if request.group_by else method_label
     for i, (key, members) in enumerate(groups.items()):

@@ -46,6 +46,7 @@ def test_the_run_help_states_the_configs_own_defaults() -> None:
                         ("--batch-size", "batch_size"), ("--buffer-size", "buffer_size")):  # fmt: skip
         after = text[text.index(flag + " ") :]
         assert f"[default: {getattr(defaults, field):,}]" in after[: after.index("--", 3)], flag
+    assert "module:Env-v0, a module in this folder" in text  # issue 69, item 14: custom envs are said
 
 
 def test_offpoc_config_lists_every_field_with_its_default_type_and_meaning() -> None:

@@ -3,7 +3,8 @@
 Each case runs the real CLI in a process against a real store holding three runs, and must answer with
 one line starting ``error:``, exit 2, within a time bound (no hang, no unbounded work), and leave every
 file in the folder as it was (nothing written). Imports, which skip a bad file and go on, are in
-test_imports.py.
+test_imports.py; a run's log that is a FIFO, a device or a link (a file the store holds, not an argument:
+exit 1) in test_logs.py; ``tag`` racing ``rm`` in test_tags.py.
 """
 
 from __future__ import annotations
@@ -47,23 +48,36 @@ CASES = [
     ("ids", ["rm", "", "-y"], "'' names no run"),
     ("ids", ["export", "--table", "runs", "--run", ","], "',' names no run"),
     ("ids", ["duplicates", ","], "',' names no run"),
+    ("ids", ["logs", "1,2"], "'1,2' names 2 runs"),
+    ("ids", ["logs", "1-10000000000"], "range 1-10000000000: 3 of its ids are runs"),
+    ("ids", ["tag", "²", "+x"], "no run '²'"),
+    ("ids", ["tag", "1-10000000000", "+x"], "no run 4 in this store"),
+    ("ids", ["note", ",", "text"], "',' names no run"),
     # ---- names that would read as ids
     ("names", [*PENDULUM, "--name", "1-3"], "--name '1-3' would read as run ids"),
     ("names", [*PENDULUM, "--name", "a,b"], "--name 'a,b' would read as run ids"),
     ("names", [*PENDULUM, "--name", "7"], "--name '7' would read as run ids"),
     ("names", ["sweep", "FILE:name = '2-3'\n" + SWEEP], "name '2-3' would read as run ids"),
+    ("names", ["tag", "1", "+a,b"], "tag 'a,b': letters, digits and _ . : / @ - only"),
+    ("names", ["tag", "1", "+" + "x" * 300], "is 300 characters; at most 64"),
     # ---- files that are not what they claim
     ("files", ["ps", "--db", "FIFO"], "is not a regular file (a FIFO, device or socket)"),
     ("files", ["export", "--table", "runs", "--db", "FIFO"], "is not a regular file"),
     ("files", ["sweep", "FIFO"], "is not a regular file (a sweep is a TOML file)"),
     ("files", ["sweep", "FILE:name = 'big'\n" + "# padding\n" * 200_000 + SWEEP], "a sweep file is at most"),
     ("files", ["ps", "--db", "."], "is a directory, not an offpoc store"),
+    ("files", ["export", "--format", "tensorboard", "-o", "offpoc.db"], "cannot write offpoc.db: it is the store"),
+    ("files", ["export", "--format", "tensorboard", "-o", "offpoc.db-runs/tb"], "it is in the store's run files"),
+    ("files", ["export", "--format", "tensorboard", "-o", "FIFO"], "FIFO exists and is not an offpoc TensorBoard"),
+    ("files", ["export", "--format", "tensorboard", "-o", "FIFO/tb"], "FIFO is not a folder"),
+    ("files", ["export", "--format", "tensorboard"], "--format tensorboard writes a folder: name it with -o DIR"),
     # ---- numbers beyond what the machine or the store can hold
     ("numbers", [*PENDULUM, "--set", "threads=1000000"], "threads 1,000,000 is more than this machine's"),
     ("numbers", [*PENDULUM, "--set", "hidden=100000000"], "GiB, more than 80% of this machine's"),
     ("numbers", [*PENDULUM, "--set", "buffer_size=1e11", "--steps", "1e11"], "replay slots need about"),
     ("numbers", [*PENDULUM, "--set", "exploration_std=nan"], "exploration_std must be a non-negative number"),
     ("numbers", [*PENDULUM, "--seeds", "0-999999"], "more than 1000 seeds"),
+    ("numbers", ["logs", "1", "--tail", "-1"], "Invalid value for '--tail'"),
     ("numbers", ["sweep", f"FILE:name = 'many'\nseeds = [{SEEDS_10000}]\n" + SWEEP], "10,000 seeds, more than 1000"),
     ("numbers", ["sweep", "FILE:name = 'neg'\nseeds = [-1, 2]\n" + SWEEP], "seeds must be from 0 to 2^63 - 1"),
     ("numbers", ["sweep", "FILE:name = 'product'\n" + PRODUCT], "lists expand to more than 100,000 methods"),

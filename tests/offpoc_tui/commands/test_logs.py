@@ -129,3 +129,40 @@ def test_a_hostile_log_is_refused_in_a_line_and_a_huge_one_read_in_bounded_memor
     status, peak_kib, printed = measured.stdout.split(" ", 2)
     assert status == "0" and eval(printed).splitlines() == [f"last {k}" for k in range(5)], measured
     assert int(peak_kib) < 200 * 1024, f"{int(peak_kib) / 1024:.0f} MiB resident for a 200 MB log"
+
+
+def test_a_failures_view_says_where_it_was_raised_before_offpocs_own_frames(filled_store: Path) -> None:
+    """Issue 69, item 7: a failed run's traceback opens with offpoc's own frames (lifecycle.py's ``conclude``),
+    the environment's frame ~40 lines down. ``show`` and Detail say, under the error, the frame that raised it,
+    and the paths leave out offpoc's folder and a library's path up to site-packages, so they fit a narrow
+    pane."""
+    from typer.testing import CliRunner
+
+    from offpoc_tui.cli import app as cli
+    from offpoc_tui.views import PROJECT
+
+    site = "/usr/lib/python3/site-packages"
+    traceback = "\n".join([
+        "Traceback (most recent call last):",
+        f'  File "{PROJECT}offpoc_tui/runtime/lifecycle.py", line 208, in conclude',
+        "    raise end",
+        f'  File "{site}/gymnasium/wrappers/common.py", line 125, in step',
+        "    observation, reward, terminated, truncated, info = self.env.step(action)",
+        '  File "/home/me/study/failing_envs.py", line 9, in step',
+        '    raise RuntimeError("the simulator broke at its 701st step")',
+        "RuntimeError: the simulator broke at its 701st step",
+    ])  # fmt: skip
+    store = open_store(filled_store)
+    store.execute(
+        "UPDATE runs SET status = 'failed', error = 'RuntimeError: the simulator broke at its 701st step',"
+        " traceback = ? WHERE id = 1",
+        [traceback],
+    )
+    store.conn.commit()
+    store.close()
+    shown = CliRunner().invoke(cli, ["show", "1", "--db", str(filled_store)], terminal_width=200).output
+    lines = [line.strip(" │") for line in shown.splitlines()]
+    at = lines.index("RuntimeError: the simulator broke at its 701st step")
+    assert lines[at + 1] == "raised at /home/me/study/failing_envs.py:9, in step"
+    assert 'File "offpoc_tui/runtime/lifecycle.py", line 208, in conclude' in shown and PROJECT not in shown
+    assert 'File "…/site-packages/gymnasium/wrappers/common.py", line 125' in shown

@@ -50,7 +50,7 @@ def test_the_weights_header_never_shows_a_negative_interval() -> None:
 def test_ps_shows_long_names_whole_where_there_is_room_and_tags_before_counters(ended_store: Path) -> None:
     """Issue 69, item 8: names were cut at 24 characters even at 160 columns, and tags were the first column
     dropped on a narrow terminal. The room the kept columns leave widens the names; tags come before the
-    counters (steps, SPS, where)."""
+    counters (steps, SPS, where) and the names (the id names a run whole)."""
     from store.tags import add_tags
 
     name = "a-rather-long-experiment-name-for-ablation-7"  # 44 characters
@@ -65,6 +65,10 @@ def test_ps_shows_long_names_whole_where_there_is_room_and_tags_before_counters(
     header = narrow.splitlines()[0].split()
     assert "tags" in header and "steps" not in header and "where" not in header, narrow
     assert all(len(row) <= 100 for row in narrow.splitlines())
+    eighty = offpoc_in_terminal(ended_store, "ps", "--all", columns=80, lines=24)  # tags kept, before names
+    header = eighty.splitlines()[0].split()
+    assert header[-1] == "tags" and eighty.count("ablation") == 3, eighty
+    assert eighty.splitlines()[-1].startswith("not shown at 80 columns: name,")
 
 
 @pytest.mark.parametrize("group", [[], ["import"]])

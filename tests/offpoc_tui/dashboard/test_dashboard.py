@@ -478,8 +478,7 @@ def test_g_groups_curves_by_a_setting_the_runs_differ_in(dashboard_store: Path) 
         await until(pilot, lambda: any("(n=" in label for label in labels(app, "curves-plot")))
         assert "grouped: by method" in str(app.panes["curves"].state.render())
         await pilot.press("g")
-        expected = ["td3 Hopper-v4 batch_size=unset (n=6)", "td3 Hopper-v4 batch_size=64 (n=2)",
-                    "td3 Hopper-v4 batch_size=128 (n=1)"]  # fmt: skip
+        expected = ["batch_size=unset (n=6)", "batch_size=64 (n=2)", "batch_size=128 (n=1)"]  # td3 on Hopper: title
         await until(pilot, lambda: labels(app, "curves-plot") == expected)
         assert "mean over runs with the same batch_size" in plot(app, "curves-plot").figure.title
         assert "grouped: by batch_size" in str(app.panes["curves"].state.render())
@@ -526,19 +525,19 @@ def test_compare_follows_the_filter_and_g_regroups_its_rows_by_a_setting(swept_s
 
 def test_curves_offer_and_label_only_the_settings_the_runs_shown_differ_in(swept_store: Path) -> None:
     """Issue 69, item 2: the runs shown all have batch_size=128 (a setting other runs in the store differ in).
-    Their lines do not repeat it, the title says it once, and ``g`` offers no grouping by it (one line, n=4):
-    by method, then off."""
+    Their lines do not repeat it, nor the algorithm and env they all share: the title says them once. ``g``
+    offers no grouping by it (one line, n=4): by method, then off."""
 
     async def scenario(app: Dashboard, pilot: Pilot) -> None:
         await pilot.press("slash", *"tag=sweep batch_size=128", "enter", "2")
         await until(pilot, lambda: len(labels(app, "curves-plot")) == 4)
-        assert not any("batch_size" in label for label in labels(app, "curves-plot"))
-        # at the title's start: a title wider than the plot (80 columns) is cut at its end
-        assert plot(app, "curves-plot").figure.title.startswith("Evaluation return (every line: batch_size=128)")
+        assert not any("batch_size" in label or "Hopper" in label for label in labels(app, "curves-plot"))
+        title = "Evaluation return, td3 on Hopper-v4 (every line: batch_size=128)"
+        assert plot(app, "curves-plot").figure.title.startswith(title)
         await pilot.press("g")
         await until(pilot, lambda: len(labels(app, "curves-plot")) == 2)
-        assert labels(app, "curves-plot") == ["td3 Hopper-v4 none (n=2)", "td3 Hopper-v4 acoffpoc/jsd (n=2)"]
-        assert plot(app, "curves-plot").figure.title.startswith("Evaluation return (every line: batch_size=128), mean")
+        assert labels(app, "curves-plot") == ["none (n=2)", "acoffpoc/jsd (n=2)"]
+        assert plot(app, "curves-plot").figure.title.startswith(f"{title}, mean")
         await pilot.press("g")  # no setting differs among the runs shown: back to off, never "by batch_size"
         assert "grouped: off" in str(app.panes["curves"].state.render())
 
