@@ -41,6 +41,32 @@ from store.tasks import source_of
 FILTER_HINT = "filter: hopper correction=acoffpoc batch_size>=128 return>1000 (enter applies, esc closes; ? help)"
 
 
+def state_text(shown: int, runs: int, selected: int, cursor: int | None, sort: str, filter_text: str, room: int) -> str:
+    """The status line, in the longest form that fits ``room`` columns: the keys' hint goes first, then a
+    selection of none, then the words around the counts, so the filter shows whole; only a filter longer than
+    the line is cut (the / box holds it whole)."""
+    at = [f"run {cursor}"] if cursor is not None else []
+    where = [f"filter: {filter_text}"] if filter_text else []
+    chosen = [f"{selected} selected"] if selected else []
+    forms = [
+        [
+            f"{shown} of {runs} runs shown",
+            f"{selected} selected",
+            *[f"cursor: {a}" for a in at],
+            f"sorted by {sort}",
+            *where,
+        ],
+        [f"{shown} of {runs} runs shown", *chosen, *[f"cursor: {a}" for a in at], f"sorted by {sort}", *where],
+        [f"{shown}/{runs} shown", *chosen, *at, f"by {sort}", *where],
+    ]
+    text = " · ".join(forms[0]) + " (s: next column, S: reverse)"
+    for form in [None, *forms]:
+        text = text if form is None else " · ".join(form)
+        if room <= 0 or len(text) <= room:
+            return text
+    return text[: max(room - 1, 0)] + "…"
+
+
 class Dashboard(App[None]):
     CSS_PATH = "dashboard.tcss"
     TITLE = "offpoc"
@@ -177,19 +203,18 @@ class Dashboard(App[None]):
     def _show_state(self) -> None:
         cursor = self.table.cursor_run
         shown = {key: label for key, label, _ in COLUMNS}.get(self.sort_column or "id") or "id"
-        parts = [
-            f"{len(self.shown_runs)} of {len(self.runs)} runs shown",
-            f"{len(self.selected)} selected",
-            *([f"cursor: run {cursor}"] if cursor is not None else []),
-            f"sorted by {shown} {'↓' if self.sort_reverse else '↑'}",
-            *([f"filter: {self.filter_text}"] if self.filter_text else []),
-        ]
         room = (self.status_bar.size.width or self.size.width) - 2  # its padding
-        text = " · ".join(parts) + " (s: next column, S: reverse)"
-        if room > 0 and len(text) > room:  # the keys' hint goes first, then the filter's end (the / box has it)
-            text = " · ".join(parts)
-            text = text if len(text) <= room else text[: max(room - 1, 0)] + "…"
-        self.status_bar.update(text)
+        self.status_bar.update(
+            state_text(
+                len(self.shown_runs),
+                len(self.runs),
+                len(self.selected),
+                cursor,
+                f"{shown} {'↓' if self.sort_reverse else '↑'}",
+                self.filter_text,
+                room,
+            )
+        )
         for pane in self.panes.values():
             pane.show_request(self.request, len(self.selected))  # type: ignore[attr-defined]
 

@@ -32,6 +32,8 @@ PRIORITY = (
 """Which columns a narrow terminal keeps, first to last; the table shows them in :data:`COLUMNS`' order."""
 PADDING = 2
 """The cells' padding, one character each side."""
+WIDEST = {"name": 48, "env": 28}
+"""How far the room a wide terminal leaves widens the columns whose values are cut most (names, envs)."""
 
 
 def columns_for(width: int) -> list[str]:
@@ -44,6 +46,19 @@ def columns_for(width: int) -> list[str]:
         kept.add(key)
         used += WIDTHS[key] + PADDING
     return [key for key, _, _ in COLUMNS if key in kept]
+
+
+def widths_for(width: int, keys: list[str]) -> dict[str, int]:
+    """The columns' widths at ``width`` characters: :data:`WIDTHS`, and the room the ``keys`` leave (less a
+    scrollbar) to names and envs, up to :data:`WIDEST`."""
+    widths = dict(WIDTHS)
+    spare = width - 2 - sum(WIDTHS[key] + PADDING for key in keys)
+    for key, most in WIDEST.items():
+        if key in keys and spare > 0:
+            extra = min(spare, most - widths[key])
+            widths[key] += extra
+            spare -= extra
+    return widths
 
 
 def eta_seconds(run: RunRow) -> float | None:
@@ -63,7 +78,7 @@ def sort_value(run: RunRow, column: str) -> Any:
     return (value is None, value if value is not None else 0)
 
 
-def cells(run: RunRow, selected: bool) -> list[Any]:
+def cells(run: RunRow, selected: bool, widths: dict[str, int] = WIDTHS) -> list[Any]:
     progress = run["steps"] / run["total_steps"] if run["total_steps"] else 0.0
 
     def right(text: str) -> Text:
@@ -73,9 +88,9 @@ def cells(run: RunRow, selected: bool) -> list[Any]:
     return [
         Text("●", style="bold yellow") if selected else Text(""),
         right(str(run["id"])),
-        fitted(run["name"], WIDTHS["name"]),
+        fitted(run["name"], widths["name"]),
         Text(run["algo"]),
-        fitted(run["env"], WIDTHS["env"]),
+        fitted(run["env"], widths["env"]),
         fitted(
             run["correction"] + ("" if run.get("sampler", "uniform") == "uniform" else f"+{run['sampler']}"),
             WIDTHS["correction"],
@@ -131,25 +146,29 @@ class RunsTable(DataTable[Any]):
         """Off-screen runs whose row is behind: the run and its selection, to draw on arrival."""
         self.last_sync_s = 0.0
         self.keys: list[str] = []
+        self.widths: dict[str, int] = dict(WIDTHS)
         """The columns shown, in order (:func:`columns_for` the table's width)."""
         self._runs: list[RunRow] = []
         self._selected: set[int] = set()
         self._keep: int | None = None
 
     def on_mount(self) -> None:
-        self._layout(columns_for(self.size.width or 160))
+        width = self.size.width or 160
+        self._layout(columns_for(width), width)
 
-    def _layout(self, keys: list[str]) -> None:
-        """Show the columns ``keys``: the rows are redrawn at the next :meth:`sync`."""
-        if keys == self.keys:
+    def _layout(self, keys: list[str], width: int) -> None:
+        """Show the columns ``keys`` at ``width``: the rows are redrawn at the next :meth:`sync`."""
+        widths = widths_for(width, keys)
+        if keys == self.keys and widths == self.widths:
             return
+        self.widths = widths
         keep = self.cursor_run
         self.clear(columns=True)
         self.keys = keys
         labels = {key: (label, justify) for key, label, justify in COLUMNS}
         for key in keys:
             label, justify = labels[key]
-            self.add_column(Text(label, justify=justify), key=key, width=WIDTHS[key])  # type: ignore[arg-type]
+            self.add_column(Text(label, justify=justify), key=key, width=widths[key])  # type: ignore[arg-type]
         self.shown, self._cells, self._drawn, self._pending = [], {}, {}, {}
         self._keep = keep
 
@@ -203,7 +222,7 @@ class RunsTable(DataTable[Any]):
         return range(max(first - self.MARGIN, 0), first + self.size.height + self.MARGIN)
 
     def _shown_cells(self, run: RunRow, is_selected: bool) -> list[Any]:
-        every = dict(zip((key for key, _, _ in COLUMNS), cells(run, is_selected), strict=True))
+        every = dict(zip((key for key, _, _ in COLUMNS), cells(run, is_selected, self.widths), strict=True))
         return [every[key] for key in self.keys]
 
     def _draw(self, run: RunRow, is_selected: bool) -> None:
@@ -230,7 +249,7 @@ class RunsTable(DataTable[Any]):
         if self.size.width <= 0:  # hidden behind another tab: keep the columns it will show again
             return
         keys = columns_for(self.size.width)
-        if keys != self.keys:
-            self._layout(keys)
+        if keys != self.keys or widths_for(self.size.width, keys) != self.widths:
+            self._layout(keys, self.size.width)
             self.sync(self._runs, self._selected)
         self._draw_pending_on_screen()

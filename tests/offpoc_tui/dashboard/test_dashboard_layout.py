@@ -276,3 +276,47 @@ def test_help_shows_many_keys_and_its_scroll_keys_move_it_alone(dashboard_store:
         assert app.request.cursor == cursor  # nothing behind the help moved
 
     drive(dashboard_store, scenario, size)
+
+
+def test_the_status_line_gives_up_words_before_it_cuts_the_filter() -> None:
+    """Issue 69, item 7: at 80 columns the status line cut the filter ("… · filter…"). It now drops the keys'
+    hint, then a selection of none, then the words around the counts; only a filter longer than the whole
+    line is cut."""
+    from offpoc_tui.dashboard.app import state_text
+
+    wide = state_text(1, 1446, 0, 5, "id ↑", "status=failed", 158)
+    assert wide == "1 of 1446 runs shown · 0 selected · cursor: run 5 · sorted by id ↑ · filter: status=failed" + (
+        " (s: next column, S: reverse)"
+    )
+    narrow = state_text(1, 1446, 0, 5, "id ↑", "status=failed tag=smoke", 78)
+    assert narrow.endswith("filter: status=failed tag=smoke") and len(narrow) <= 78, narrow
+    assert state_text(1, 1446, 2, 5, "id ↑", "status=failed", 78).count("2 selected") == 1  # a selection stays
+    long = state_text(1, 1446, 0, 5, "id ↑", "x" * 200, 78)
+    assert len(long) == 78 and long.endswith("…") and long.startswith("1/1446 shown · run 5 · by id ↑ · filter: xx")
+
+
+@pytest.mark.parametrize(("size", "shown"), [((80, 24), None), ((160, 45), 30), ((220, 45), 48)])
+def test_the_room_a_wide_terminal_leaves_goes_to_names(
+    dashboard_store: Path, size: tuple[int, int], shown: int | None
+) -> None:
+    """Issue 69, item 8 in the dashboard: names were cut at 20 characters at any width. The room the columns
+    leave widens the names (and envs), up to 48: at 220 columns a 44-character name shows whole."""
+    from offpoc_tui.dashboard.runs_table import RunsTable
+
+    name = "a-rather-long-experiment-name-for-ablation-7"  # 44 characters
+    db = open_store(dashboard_store)
+    db.execute("UPDATE runs SET name = ?", [name])
+    db.conn.commit()
+    db.close()
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 6)
+        if shown is None:  # 80 columns: no room for names at all
+            assert "name" not in table.keys
+            return
+        cell = str(table.get_row("1")[table.keys.index("name")])
+        assert cell == (name if shown >= len(name) else name[: shown - 1] + "…"), cell
+        assert table.widths["name"] == shown > WIDTHS["name"]
+
+    drive(dashboard_store, scenario, size)
