@@ -61,6 +61,9 @@ class LinesFigure:
     """Bands, drawn first: clipped to ``ylim``, they never set the scale."""
     ylim: tuple[float, float] | None = None
     """The y range; None lets the plot fit everything drawn."""
+    short_title: str = ""
+    """What the title says in one row, for a plot too short to give its whole title rows of its own (what it
+    leaves out is on screen beside it); empty: the title, wrapped or cut."""
 
 
 def y_range(lines: list[Line], margin: float = 0.05) -> tuple[float, float] | None:

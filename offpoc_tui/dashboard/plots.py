@@ -130,23 +130,34 @@ def _fill(
 
 TITLE_ROWS = 3
 """At most this many rows for a title too wide for its plot's one line (then cut, with "…")."""
+MIN_PLOT_ROWS = 6
+"""The rows a plot keeps for its frame, axes and curves before its title takes rows above it."""
 
 
-def title_rows(title: str, width: int) -> list[str]:
-    """A title that fits beside plotext's frame: none (plotext draws it on the plot's top line); a wider one,
-    wrapped into rows of ``width`` drawn above the plot, so a narrow terminal shows all of it."""
+def title_rows(figure: Figure, width: int, height: int) -> tuple[str, list[str]]:
+    """The title plotext draws on the plot's top line, and the rows drawn above the plot. A title that fits
+    beside plotext's frame is plotext's; a wider one is wrapped into rows above, as many as the plot can give
+    and still keep ``MIN_PLOT_ROWS`` (then the figure's one-row ``short_title``, where it has one, instead;
+    else the last row is cut, with "…")."""
+    title = figure.title
     if len(title) <= width - 5:
-        return []
+        return title, []
     rows = textwrap.wrap(title, max(width - 2, 8))
-    if len(rows) > TITLE_ROWS:
-        rest = textwrap.shorten(" ".join(rows[TITLE_ROWS - 1 :]), max(width - 2, 8), placeholder="…")
-        rows = [*rows[: TITLE_ROWS - 1], rest]
-    return rows
+    allowed = min(TITLE_ROWS, max(height - MIN_PLOT_ROWS, 1))
+    short = getattr(figure, "short_title", "")
+    if len(rows) > allowed and short and len(short) <= width - 5:
+        return short, []
+    if len(rows) > allowed:
+        rest = textwrap.shorten(" ".join(rows[allowed - 1 :]), max(width - 2, 8), placeholder="…")
+        rows = [*rows[: allowed - 1], rest]
+    return "", rows
 
 
-def draw(plt: Plot, figure: Figure, width: int, height: int) -> None:
-    """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells (its title: :func:`title_rows`)."""
-    plt.title(figure.title if not title_rows(figure.title, width) else "")
+def draw(plt: Plot, figure: Figure, width: int, height: int, title: str | None = None) -> None:
+    """Put ``figure`` on a plotext figure sized ``width`` × ``height`` cells, ``title`` on its top line
+    (:func:`title_rows`; None: the figure's own, cut to fit)."""
+    title = figure.title if title is None else title
+    plt.title(title if len(title) <= width - 5 else title[: max(width - 6, 1)] + "…")
     limit = max(width, 10) * POINTS_PER_COLUMN
     if isinstance(figure, LinesFigure):
         plt.xlabel(figure.xlabel)
@@ -241,10 +252,10 @@ class FigurePlot(PlotextPlot):
         # not one (tests, snapshots, a pipe): the widget, not the terminal, sets the size here.
         # There is no public per-figure switch (plotext.limit_size acts on plotext's own figure).
         plt._limit_size(False, False)  # type: ignore[attr-defined]
-        above = title_rows(figure.title, width)[: max(height - 4, 0)]  # a wide title: whole, above the plot
+        title, above = title_rows(figure, width, height)  # a wide title: whole, above the plot, where it can
         plt.plotsize(width, height - len(above))
         plt.theme(theme)
-        draw(plt, figure, width, height - len(above))
+        draw(plt, figure, width, height - len(above), title)
         picture = Text.from_ansi(plt.build())
         if above:
             picture = Text("\n".join(row.center(width).rstrip() for row in above) + "\n", style="bold") + picture

@@ -194,7 +194,13 @@ def compare_figure(
         title += "; dotted: imported curves"
     if budget is not None:
         title += f"; table at {budget:,} steps"
-    return LinesFigure(title, "environment steps", "return", lines, hlines, areas=areas, ylim=y_range(lines))
+    # One row for a short plot (80×24): the task is in the pane's header, the step in the notes below it, the
+    # seeds' spread in the table's interval.
+    short = pooled + (f" · {BAND_LABELS[kind]}" if own else "") + (", grey: threshold" if hlines else "")
+    short += "; dotted: imported" if len(own) < len(rows) else ""
+    return LinesFigure(
+        title, "environment steps", "return", lines, hlines, areas=areas, ylim=y_range(lines), short_title=short
+    )
 
 
 def prepare(sources: Sources, db: sqlite_utils.Database, runs: list[RunRow], request: Request) -> Prepared:

@@ -320,3 +320,23 @@ def test_the_room_a_wide_terminal_leaves_goes_to_names(
         assert table.widths["name"] == shown > WIDTHS["name"]
 
     drive(dashboard_store, scenario, size)
+
+
+@pytest.mark.parametrize(("height", "rows"), [(40, 2), (6, 0)])
+def test_a_wide_title_is_whole_above_a_tall_plot_and_short_above_a_short_one(height: int, rows: int) -> None:
+    """Issue 69, item 7: a title wider than its plot was cut ("1,440 imported curves hi…"). Above a plot with
+    room it is wrapped, whole, into rows of its own; a plot that has no rows to spare (Compare at 80×24) says
+    the figure's one-row short title instead, so neither is cut."""
+    from offpoc_tui.dashboard.plots import title_rows
+
+    title = "Evaluation return (every line: start_steps=500); 1,440 imported curves hidden beside runs (p shows)"
+    figure = LinesFigure(title, "steps", "return", short_title="mean over seeds · band 95% t-interval")
+    on_plot, above = title_rows(figure, 80, height)
+    assert len(above) == rows
+    if rows:
+        assert on_plot == "" and " ".join(above) == title  # whole, in words
+    else:
+        assert on_plot == "mean over seeds · band 95% t-interval"
+    bare = LinesFigure(title, "steps", "return")  # no short title: the rows it can have, the last cut
+    on_plot, above = title_rows(bare, 80, 6)
+    assert on_plot == "" and len(above) == 1 and above[-1].endswith("…")
