@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import sqlite_utils
@@ -50,7 +50,8 @@ def detail_data(db: sqlite_utils.Database, run: RunRow | None, request: Request)
                 if status in ("queued", "running")
                 else f"no training statistics: {status} before any"
             )
-            return empty(title, said)
+            short = "none yet" if status in ("queued", "running") else f"none ({status})"  # a narrow pane: one row
+            return replace(empty(title, said), short_title=f"{title}: {short}")
         return LinesFigure(f"{title}, run {run['id']}", "environment steps", ylabel, lines)
 
     return DetailData(

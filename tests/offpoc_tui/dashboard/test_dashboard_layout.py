@@ -242,8 +242,10 @@ def test_detail_says_a_run_that_ended_before_any_statistics_never_had_them(tmp_p
     db.execute("UPDATE runs SET status = 'failed' WHERE id = ?", [failed])
     db.conn.commit()
     runs = {r["id"]: r for r in list_runs(db)}
-    said = [detail_data(db, runs[i], Request(view="detail")).losses.title for i in (failed, queued)]
-    assert said == ["Losses: no training statistics: failed before any", "Losses: no training statistics yet"]
+    figures = [detail_data(db, runs[i], Request(view="detail")).losses for i in (failed, queued)]
+    assert [f.title for f in figures] == ["Losses: no training statistics: failed before any",
+                                          "Losses: no training statistics yet"]  # fmt: skip
+    assert [f.short_title for f in figures] == ["Losses: none (failed)", "Losses: none yet"]  # a narrow pane's row
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)])
