@@ -163,6 +163,8 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
     counts = run["counts"]
     first, last = run["evaluated_steps"]  # None, None before the first evaluation
     rows: list[tuple[str, Any]] = [
+        ("name", run["name"]),  # in rows, not the panel's title, which a narrow pane cuts without a mark
+        ("trains", f"{run['algo']} on {run['env']}, {run['correction']}, seed {run['seed']}"),
         ("status", status),
         ("steps", f"{run['steps']:,} of {run['total_steps']:,} ({run['updates']:,} updates)"),
         ("created", _when(run["created"])),
@@ -198,9 +200,7 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
     config.add_column()
     for key, value in run["config"].items():
         config.add_row(literal(key), literal(value))
-    title = literal(
-        f"run {run['id']} · {run['name']} · {run['algo']} {run['env']} {run['correction']} seed {run['seed']}"
-    )
+    title = f"run {run['id']}"
     parts: list[RenderableType] = [Panel(facts, title=title, title_align="left"), Panel(config, title="config")]
     if run["error"]:
         # The reason first and whole (a panel's title is cut at its width), then the traceback that led to it.

@@ -166,3 +166,5 @@ def test_a_failures_view_says_where_it_was_raised_before_offpocs_own_frames(fill
     assert lines[at + 1] == "raised at /home/me/study/failing_envs.py:9, in step"
     assert 'File "offpoc_tui/runtime/lifecycle.py", line 208, in conclude' in shown and PROJECT not in shown
     assert 'File "…/site-packages/gymnasium/wrappers/common.py", line 125' in shown
+    # What the run is, in rows: a panel's title is cut without a mark in a narrow pane (Detail at 80 columns).
+    assert "trains               td3 on Hopper-v4, none, seed 0" in shown and "╭─ run 1 ─" in shown
