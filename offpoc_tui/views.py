@@ -132,7 +132,7 @@ def _worker(run: RunRow) -> str:
     return f"pid {run['pid']} on {run['host']}"
 
 
-FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
+FRAME = re.compile(r'^\s*File "(?P<path>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 PROJECT = str(Path(__file__).resolve().parent.parent) + os.sep
 """The folder holding offpoc's packages: their frames are shown relative to it."""
 
@@ -140,16 +140,19 @@ PROJECT = str(Path(__file__).resolve().parent.parent) + os.sep
 def short_paths(line: str) -> str:
     """A traceback line with offpoc's own folder left out of its paths, and a library's path from its
     ``site-packages`` on: the file and line fit a narrow pane."""
-    line = line.replace(f'"{PROJECT}', '"')
-    return re.sub(r'"[^"]*/(site-packages|dist-packages)/', r'"…/\1/', line)
+    line = line.replace(f'File "{PROJECT}', 'File "')
+    return re.sub(r'File "[^"]*/(site-packages|dist-packages)/', r'File "…/\1/', line)
 
 
 def innermost_frame(lines: list[str]) -> str | None:
-    """``failing_envs.py:9, in step``: the traceback's last frame, where the error was raised."""
+    """``failing_envs.py:9, in step``: the last frame of the last exception's traceback (a chained one's
+    frames, before "During handling…", are not where the error shown was raised); None when it has none."""
     for line in reversed(lines):
         found = FRAME.match(line)
         if found:
             return f"{found['path']}:{found['line']}, in {found['function']}"
+        if line.startswith("Traceback (most recent call last)"):
+            return None  # the last exception's own traceback has no frame
     return None
 
 

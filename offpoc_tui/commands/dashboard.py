@@ -83,6 +83,8 @@ def dashboard(
         fail("--host, --port and --allow-control go with --web")
     if web and once:
         fail("--web serves the live dashboard; --once prints its tables: pass one of them")
+    if once and read_only:
+        fail("--read-only goes with the live dashboard (or --web); --once has no keys")
     if allow_control and read_only:
         fail("--allow-control keeps the stop and resume keys, --read-only removes them: pass one of them")
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)

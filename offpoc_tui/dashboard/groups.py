@@ -72,6 +72,7 @@ def group_label(key: GroupKey, n: int, shown: tuple[bool, bool] = (True, True)) 
 def task_parts(runs: Iterable[RunRow]) -> tuple[str, tuple[bool, bool]]:
     """What every run shares of algorithm and env, said once (``", td3 on Hopper-v4"``, ``", td3"``), and
     whether each line must still say its own algorithm and env."""
+    runs = list(runs)
     algos, envs = {r["algo"] for r in runs}, {r["env"] for r in runs}
     one_algo, one_env = len(algos) == 1, len(envs) == 1
     said = " on ".join([*(algos if one_algo else ()), *(envs if one_env else ())])

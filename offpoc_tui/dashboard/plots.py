@@ -143,13 +143,16 @@ def title_rows(figure: Figure, width: int, height: int) -> tuple[str, list[str]]
     if len(title) <= width - 5:
         return title, []
     rows = textwrap.wrap(title, max(width - 2, 8))
-    allowed = min(TITLE_ROWS, max(height - MIN_PLOT_ROWS, 1))
+    allowed = min(TITLE_ROWS, max(height - MIN_PLOT_ROWS, 0))
+    if len(rows) <= allowed:
+        return "", rows
     short = getattr(figure, "short_title", "")
-    if len(rows) > allowed and short and len(short) <= width - 5:
+    if short and len(short) <= width - 5:
         return short, []
-    if len(rows) > allowed:
-        rest = textwrap.shorten(" ".join(rows[allowed - 1 :]), max(width - 2, 8), placeholder="…")
-        rows = [*rows[: allowed - 1], rest]
+    if allowed == 0:
+        return title, []  # no row to spare: on the plot's line, cut
+    rest = textwrap.shorten(" ".join(rows[allowed - 1 :]), max(width - 2, 8), placeholder="…")
+    rows = [*rows[: allowed - 1], rest]
     return "", rows
 
 

@@ -7,7 +7,12 @@ things are ours on top of it:
   address (``--host``) it is read-only, no stop or resume, unless ``--allow-control``.
 - **Only our own page opens the websocket.** A browser lets any site open a websocket to
   ``127.0.0.1``, and it would type keys into the dashboard. So a connection whose ``Origin`` is not this
-  server's own host is refused (403).
+  server's own host is refused (403). A site could still rebind its own name to 127.0.0.1 (DNS rebinding:
+  then its page, Host and Origin all say its name), so a server on a loopback or a named address answers
+  only requests whose ``Host`` is that address (:func:`allowed_hosts`); only one listening on every address
+  (``0.0.0.0``), open to the network by the user's choice, takes any.
+- **A bounded number of tabs.** Each tab is a dashboard process: past :data:`MAX_TABS` at once, 503.
+- **Ctrl+C or SIGTERM closes the open tabs' websockets** at once, so their dashboards end with the server.
 - **The page's address comes from the request**, not from the listening address: served on
   ``0.0.0.0``, the page still connects its websocket to the host the browser used.
 """
@@ -15,6 +20,7 @@ things are ours on top of it:
 from __future__ import annotations
 
 import ipaddress
+import os
 import shlex
 import socket
 import sys
@@ -63,6 +69,21 @@ def same_origin(origin: str | None, host: str) -> bool:
     return urlsplit(origin).netloc.lower() == host.lower()
 
 
+MAX_TABS = 8
+"""Browser tabs served at once: each is a dashboard process on this machine (``OFFPOC_WEB_TABS`` sets it)."""
+
+
+def allowed_hosts(host: str, port: int) -> set[str] | None:
+    """The ``Host`` headers a server on ``host:port`` answers (lower case); None: any (every address)."""
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        return None
+    names = {host.lower()}
+    if is_loopback(host):
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    names = {f"[{name}]" if ":" in name and not name.startswith("[") else name for name in names}
+    return {f"{name}:{port}" for name in names} | ({*names} if port == 80 else set())
+
+
 def check_address(host: str, port: int) -> None:
     """Raise OSError when ``host:port`` cannot be listened on (a port in use, a name that does not resolve),
     before anything says it is served: aiohttp binds only after its start-up hooks have run."""
@@ -77,10 +98,19 @@ def check_address(host: str, port: int) -> None:
 def serve(db: Path, host: str, port: int, command: str, read_only: bool, say: Any) -> None:
     """Serve ``command`` (:func:`app_command`) on ``host:port`` until Ctrl-C or SIGTERM; ``say`` prints a line
     for the user. Raises OSError when the address cannot be listened on."""
+    import asyncio
     import logging
 
     from aiohttp import web
     from textual_serve.server import Server
+
+    hosts = allowed_hosts(host, port)
+    tabs: set[asyncio.Task[Any]] = set()
+    most = int(os.environ.get("OFFPOC_WEB_TABS", MAX_TABS))
+
+    def check_host(request: web.Request) -> None:
+        if hosts is not None and request.host.lower() not in hosts:  # a rebound name: not this server's
+            raise web.HTTPMisdirectedRequest(text=f"refused: this server answers {url(host, port)} only\n")
 
     class DashboardServer(Server):
         def initialize_logging(self) -> None:
@@ -90,15 +120,31 @@ def serve(db: Path, host: str, port: int, command: str, read_only: bool, say: An
             mode = "read-only: no stop or resume keys" if read_only else "stop (x x) and resume (r) keys on"
             say(f"serving the dashboard of {db} at {url(host, port)} ({mode}); Ctrl+C stops")
 
+        async def on_shutdown(self, app: web.Application) -> None:
+            for task in list(tabs):  # each tab's handler cancelled: it closes its websocket and ends its dashboard
+                task.cancel()
+            await asyncio.gather(*tabs, return_exceptions=True)
+            await super().on_shutdown(app)
+
         async def handle_index(self, request: web.Request) -> web.StreamResponse:
+            check_host(request)
             self.public_url = f"{request.scheme}://{request.host}"  # the address the browser used
             response: web.StreamResponse = await super().handle_index(request)
             return response
 
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+            check_host(request)
             if not same_origin(request.headers.get("Origin"), request.host):
                 raise web.HTTPForbidden(text="refused: a page of another site\n")
-            return await super().handle_websocket(request)
+            if len(tabs) >= most:
+                raise web.HTTPServiceUnavailable(text=f"refused: {most} tabs are open; close one\n")
+            task = asyncio.current_task()
+            assert task is not None
+            tabs.add(task)
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                tabs.discard(task)
 
     check_address(host, port)
     DashboardServer(command, host=host, port=port, title="offpoc dashboard").serve()

@@ -173,7 +173,7 @@ def test_follow_keeps_the_export_current_while_a_run_trains_then_ends(tmp_path: 
     import sys
 
     db, out = tmp_path / "offpoc.db", tmp_path / "tb"
-    env_id, gate = gated_env(tmp_path, after=700)  # the run waits at its 701st step until the gate opens
+    env_id, gate = gated_env(tmp_path, after=700)  # the run waits, 700 env steps in, for the gate
     offpoc(db, "run", "td3", env_id, *SMALL, "--steps", "1200", "--eval-freq", "200")
     following = subprocess.Popen(
         [sys.executable, "-m", "offpoc_tui.cli", "export", "--format", "tensorboard", "-o", str(out), "--follow",

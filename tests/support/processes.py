@@ -118,7 +118,8 @@ gym.register(id="Gated-v0", entry_point=Gated, max_episode_steps=200)
 
 
 def gated_env(folder: Path, after: int) -> tuple[str, Path]:
-    """A Pendulum held at its step ``after`` + 1 until the test creates the returned gate file: a run on it
+    """A Pendulum held at step ``after`` + 1, counted over every instance in the worker (training and evaluation
+    episodes alike), until the test creates the returned gate file: a run on it
     (``offpoc run ALGO gated_envs:Gated-v0``, queued from ``folder``) stays live, however fast the machine,
     until the test has seen what it waits for. The env id and the gate."""
     gate = folder / "gate"

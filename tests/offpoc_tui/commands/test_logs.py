@@ -36,7 +36,7 @@ def test_logs_prints_follows_to_the_end_and_shows_a_failure(tmp_path: Path) -> N
     import sys
 
     db = tmp_path / "l.db"
-    env_id, gate = gated_env(tmp_path, after=700)  # the run waits at its 701st step until the gate opens
+    env_id, gate = gated_env(tmp_path, after=700)  # the run waits, 700 env steps in, for the gate
     offpoc(db, "run", "td3", env_id, *FAST, env={"PYTHONPATH": str(tmp_path)})
     following = subprocess.Popen(
         [sys.executable, "-m", "offpoc_tui.cli", "logs", "1", "-f", "--db", str(db)],
@@ -168,3 +168,24 @@ def test_a_failures_view_says_where_it_was_raised_before_offpocs_own_frames(fill
     assert 'File "…/site-packages/gymnasium/wrappers/common.py", line 125' in shown
     # What the run is, in rows: a panel's title is cut without a mark in a narrow pane (Detail at 80 columns).
     assert "trains               td3 on Hopper-v4, none, seed 0" in shown and "╭─ run 1 ─" in shown
+
+
+def test_raised_at_is_the_last_exceptions_own_frame() -> None:
+    """A chained traceback's earlier frames are not where the error shown was raised; a path may hold a quote;
+    a last exception without frames has no "raised at"."""
+    from offpoc_tui.views import innermost_frame
+
+    chained = [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in first',
+        "KeyError: 'x'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/home/me/it\'s "here"/envs.py", line 9, in step',
+        "RuntimeError: boom",
+    ]
+    assert innermost_frame(chained) == '/home/me/it\'s "here"/envs.py:9, in step'
+    frameless = [*chained[:3], "", "During handling…", "", "Traceback (most recent call last):", "RuntimeError: b"]
+    assert innermost_frame(frameless) is None

@@ -340,5 +340,6 @@ def test_a_wide_title_is_whole_above_a_tall_plot_and_short_above_a_short_one(hei
     else:
         assert on_plot == "mean over seeds · band 95% t-interval"
     bare = LinesFigure(title, "steps", "return")  # no short title: the rows it can have, the last cut
-    on_plot, above = title_rows(bare, 80, 6)
+    on_plot, above = title_rows(bare, 80, 7)
     assert on_plot == "" and len(above) == 1 and above[-1].endswith("…")
+    assert title_rows(bare, 80, 6) == (title, [])  # no row to spare: on the plot's own line (draw cuts it)

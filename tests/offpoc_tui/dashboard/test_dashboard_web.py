@@ -23,7 +23,7 @@ from offpoc_tui.dashboard.runs_table import RunsTable
 from store import open_store
 from store.runs import create_runs
 from tests.support.pilot import drive, until
-from tests.support.processes import read_until
+from tests.support.processes import read_until, wait_for
 from tests.support.storefill import spec
 
 
@@ -41,6 +41,15 @@ def test_only_a_loopback_address_serves_the_keys_that_stop_and_resume_unless_all
     assert served.endswith("--read-only") is not loopback  # what each browser tab runs
 
 
+def test_a_rebound_name_is_not_this_server() -> None:
+    """DNS rebinding: a site points its own name at 127.0.0.1, so its page, Host and Origin all say its name.
+    A server on a loopback or named address answers only its own names; one on every address, any."""
+    assert web.allowed_hosts("127.0.0.1", 8000) == {"127.0.0.1:8000", "localhost:8000", "[::1]:8000"}
+    assert "evil.example:8000" not in (web.allowed_hosts("localhost", 8000) or set())
+    assert web.allowed_hosts("192.168.1.4", 8080) == {"192.168.1.4:8080"}
+    assert web.allowed_hosts("0.0.0.0", 8000) is None and web.allowed_hosts("::", 8000) is None
+
+
 def test_only_this_servers_own_page_may_open_its_websocket() -> None:
     assert web.same_origin("http://127.0.0.1:8000", "127.0.0.1:8000")
     assert web.same_origin(None, "127.0.0.1:8000")  # not a browser page: no other site can make one send this
@@ -56,6 +65,7 @@ def test_only_this_servers_own_page_may_open_its_websocket() -> None:
      (["--allow-control"], "--host, --port and --allow-control go with --web"),
      (["--web", "--once"], "--web serves the live dashboard; --once prints its tables"),
      (["--web", "--allow-control", "--read-only"], "--allow-control keeps the stop and resume keys"),
+     (["--once", "--read-only"], "--read-only goes with the live dashboard"),
      (["--web", "--port", "0"], "Invalid value for '--port'")],
 )  # fmt: skip
 def test_web_options_out_of_place_are_a_usage_error(filled_store: Path, args: list[str], said: str) -> None:
@@ -94,19 +104,39 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _websocket_status(port: int, origin: str) -> int:
-    """The HTTP status of a websocket handshake to the server sent as from a page of ``origin``."""
+def _dashboards_of(db: Path) -> list[int]:
+    """The pids of processes running ``offpoc dashboard`` on ``db``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"dashboard" in command and str(db.resolve()).encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _websocket_statuses(port: int, origin: str, host: str | None = None, count: int = 1) -> list[int]:
+    """The HTTP statuses of ``count`` websocket handshakes, held open together, sent as from a page of
+    ``origin`` (with ``host`` as the Host header)."""
     import asyncio
 
     import aiohttp
 
-    async def knock() -> int:
+    async def knock() -> list[int]:
+        statuses, opened = [], []
+        headers = {"Origin": origin, **({"Host": host} if host else {})}
         async with aiohttp.ClientSession() as session:
-            try:
-                async with session.ws_connect(f"http://127.0.0.1:{port}/ws", headers={"Origin": origin}):
-                    return 101
-            except aiohttp.WSServerHandshakeError as error:
-                return error.status
+            for _ in range(count):
+                try:
+                    opened.append(await session.ws_connect(f"http://127.0.0.1:{port}/ws", headers=headers))
+                    statuses.append(101)
+                except aiohttp.WSServerHandshakeError as error:
+                    statuses.append(error.status)
+            for socket_ in opened:
+                await socket_.close()
+        return statuses
 
     return asyncio.run(knock())
 
@@ -135,6 +165,7 @@ def test_the_served_dashboard_reaches_a_real_browser_and_a_read_only_one_refuses
         [sys.executable, "-m", "offpoc_tui.cli", "dashboard", "--web", "--port", str(port), "--read-only",
          "--db", str(filled_store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, start_new_session=True,
+        env={**os.environ, "OFFPOC_WEB_TABS": "2"},
     )  # fmt: skip
     try:
         said = read_until(server, "Ctrl+C stops", stream="stderr")
@@ -146,8 +177,11 @@ def test_the_served_dashboard_reaches_a_real_browser_and_a_read_only_one_refuses
         )  # fmt: skip
         assert taken.returncode == 1 and taken.stderr.startswith(f"error: cannot serve on http://127.0.0.1:{port}: ")
         assert len(taken.stderr.splitlines()) == 1 and "serving" not in taken.stderr, taken.stderr  # port in use
-        assert _websocket_status(port, "http://evil.example") == 403  # another site's page: refused
-        assert _websocket_status(port, f"http://127.0.0.1:{port}") == 101  # the server's own page
+        assert _websocket_statuses(port, "http://evil.example") == [403]  # another site's page: refused
+        assert _websocket_statuses(port, f"http://evil.example:{port}", f"evil.example:{port}") == [421]  # rebound
+        own = _websocket_statuses(port, f"http://127.0.0.1:{port}", count=3)  # the server's own page, 3 tabs at once
+        assert own[0] == 101 and own.count(101) <= 2 and own[-1] == 503, own  # OFFPOC_WEB_TABS=2
+        wait_for(lambda: _dashboards_of(filled_store) == [server.pid], 60, "the closed tabs' dashboards to end")
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=CHROMIUM or "/usr/bin/chromium",
@@ -177,11 +211,15 @@ def test_the_served_dashboard_reaches_a_real_browser_and_a_read_only_one_refuses
             shown = screen_holds("read-only view: stop is off")
             page.wait_for_timeout(1500)  # time for a stop to land, were one made
             assert "press x again" not in shown and "stopping" not in ANSI.sub("", "".join(frames))
+            db = open_store(filled_store)
+            assert db.execute("SELECT status FROM runs WHERE id = 1").fetchone()[0] == "queued"
+            db.close()
+            server.terminate()  # with the tab still open: its websocket closed, its dashboard ended with it
+            _, stderr = server.communicate(timeout=60)
             browser.close()
-        db = open_store(filled_store)
-        assert db.execute("SELECT status FROM runs WHERE id = 1").fetchone()[0] == "queued"
-        db.close()
     finally:
-        server.terminate()
-        server.communicate(timeout=30)
-    assert server.returncode == 0  # SIGTERM: the server and the tabs' dashboards end cleanly
+        if server.poll() is None:
+            server.kill()
+            server.communicate(timeout=30)
+    assert server.returncode == 0 and stderr.decode().strip() == "", stderr  # nothing after 'serving'
+    assert not _dashboards_of(filled_store)  # no tab's dashboard left behind
