@@ -171,13 +171,19 @@ class ComparePane(Vertical):
             self.heading.update(f"no algo · env to compare yet{shown}")
             return
         algo, env = self.current
-        position = f"{self.keys.index(self.current) + 1} of {len(self.keys)}"
-        more = " · e: next" if len(self.keys) > 1 else ""
+        at, of = self.keys.index(self.current) + 1, len(self.keys)
+        more = " · e: next" if of > 1 else ""
         rows = f"g rows: by {self.group_by}, methods pooled" if self.group_by else "g rows: by method"
         rows += "" if self.settings else " (no setting differs)"
-        self.heading.update(
-            Text.assemble((f"{algo} · {env}", "bold"), f" ({position}{more} · t: threshold · {rows}){shown}")
-        )
+        brief = f"g: by {self.group_by}, pooled" if self.group_by else "g: by method"
+        brief += "" if self.settings else ", none differs"
+        room = (self.heading.size.width or self.size.width or 160) - 2
+        forms = [  # the longest that fits one row: at 80 columns the plot needs the row a second would take
+            f" ({at} of {of}{more} · t: threshold · {rows}){shown}",
+            f" ({at}/{of}{more} · t: threshold · {brief}){shown}",
+        ]
+        said = next((form for form in forms if len(f"{algo} · {env}{form}") <= room), forms[-1])
+        self.heading.update(Text.assemble((f"{algo} · {env}", "bold"), said))
 
     def open_threshold(self) -> None:
         self.threshold.add_class("visible")
@@ -188,6 +194,7 @@ class ComparePane(Vertical):
         self.table.focus()
 
     def on_resize(self) -> None:
+        self._heading()  # its words fit the width
         if self.data is not None:  # the note's length and the columns out of view depend on the size
             self.show(self.data)
 

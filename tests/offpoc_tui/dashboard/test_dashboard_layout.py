@@ -111,7 +111,7 @@ def test_e_cycles_compare_through_every_algo_and_env(dashboard_store: Path) -> N
         await until(pilot, lambda: app.answered == app.request and app.compare_pane.current != seen[0])
         seen.append(app.compare_pane.current)
         assert set(seen) == {("td3", "Hopper"), ("sac", "Walker2d")}
-        assert "2 of 2 · e: next" in str(app.compare_pane.heading.render())
+        assert re.search(r"\(2( of |\/)2 · e: next", str(app.compare_pane.heading.render()))  # one row: 2/2
 
     drive(dashboard_store, scenario, (80, 24))
 
@@ -343,3 +343,19 @@ def test_a_wide_title_is_whole_above_a_tall_plot_and_short_above_a_short_one(hei
     on_plot, above = title_rows(bare, 80, 7)
     assert on_plot == "" and len(above) == 1 and above[-1].endswith("…")
     assert title_rows(bare, 80, 6) == (title, [])  # no row to spare: on the plot's own line (draw cuts it)
+
+
+@pytest.mark.parametrize(
+    ("size", "said"), [((80, 24), "(1/1 · t: threshold · g: by method"), ((160, 45), "(1 of 1 · t")]
+)
+def test_compares_heading_is_one_row_at_80_columns(dashboard_store: Path, size: tuple[int, int], said: str) -> None:
+    """Issue 69, item 5: at 80×24 Compare's heading took two rows of the plot's few; it says the same in one."""
+
+    async def scenario(app: Dashboard, pilot: Pilot) -> None:
+        await pilot.press("4")
+        heading = app.panes["compare"].heading  # type: ignore[attr-defined]
+        await until(pilot, lambda: "td3 · Hopper" in str(heading.render()))
+        text = str(heading.render())
+        assert said in text and len(text) <= size[0] - 2, text
+
+    drive(dashboard_store, scenario, size)
