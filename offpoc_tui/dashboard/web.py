@@ -1,7 +1,7 @@
 """``offpoc dashboard --web``: the same dashboard served to a browser by textual-serve.
 
-textual-serve starts one dashboard process per browser tab and relays its terminal over a websocket. Three
-things are ours on top of it:
+textual-serve starts one dashboard process per browser tab and relays its terminal over a websocket. What
+is ours on top of it:
 
 - **Who may drive it.** On a loopback address (the default) the view has every key. On any other
   address (``--host``) it is read-only, no stop or resume, unless ``--allow-control``.
