@@ -18,19 +18,21 @@ from tests.support.processes import SMALL, offpoc, run_row, runs, wait_for
 
 
 def workers_of(db: Path) -> int:
-    """Live worker processes of this store, from the process table (not from what the store says)."""
-    count = 0
+    """Live worker processes of this store, from the process table (not from what the store says). A worker's
+    child between its fork and its exec (a library running a command) carries the worker's command line: it is
+    the same worker, not another one, and is not counted."""
+    found: dict[int, int] = {}  # pid → parent pid
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if b"offpoc_tui.runtime.worker" in argv and str(db).encode() in argv and state not in ("Z", "X"):
-            count += 1
-    return count
+        if b"offpoc_tui.runtime.worker" in argv and str(db).encode() in argv and fields[0] not in ("Z", "X"):
+            found[int(entry.name)] = int(fields[1])
+    return sum(1 for parent in found.values() if parent not in found)
 
 
 @pytest.mark.process
