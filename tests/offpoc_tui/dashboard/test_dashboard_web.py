@@ -75,8 +75,7 @@ def test_web_options_out_of_place_are_a_usage_error(filled_store: Path, args: li
 
 def test_a_read_only_view_says_stop_and_resume_are_off_and_changes_nothing(dashboard_store: Path) -> None:
     """The view ``--web --host`` serves without ``--allow-control``: x x and r on a queued run say why they are
-    off, and the run stays queued (with the refusal removed, x x stops it: the test below it in
-    test_dashboard.py)."""
+    off, and the run stays queued (with ``_refused`` removed, x x stops it: seen failing with 'stopped')."""
     db = open_store(dashboard_store)
     (queued,) = create_runs(db, [spec(seed=9)])
     db.close()
