@@ -6,6 +6,7 @@
     python benchmarks/throughput.py --autograd --no-corrections   # both backends against SB3
     python benchmarks/throughput.py --no-sb3 --no-corrections --competitors   # the competitors' overhead
     python benchmarks/throughput.py --no-sb3 --no-corrections --samplers      # CER, PER and ERO against uniform
+    python benchmarks/throughput.py --no-corrections --evaluate   # both with the paper's evaluations
 
 SPS = environment steps per second including one gradient update per step,
 measured after the uniform-random start phase, one torch thread, same
@@ -13,7 +14,11 @@ hyperparameters for both libraries (256-256 networks, batch 256, Adam 3e-4,
 TD3 policy delay 2 with target smoothing 0.2/0.5, SAC automatic entropy).
 Every case runs in a fresh subprocess, cases are interleaved across repeats,
 and the median over repeats is reported (run-to-run noise on a shared VM is
-about ±10%, so use --repeats 3 or more).
+about ±10%, so use --repeats 3 or more). With ``--evaluate`` both libraries also
+run the paper's evaluation, 10 deterministic episodes every 1,000 steps (SB3's
+``EvalCallback``); an episode's length depends on how each library's policy
+happens to do, so the evaluations' share can differ between them by more than
+their code does.
 """
 
 from __future__ import annotations
@@ -36,11 +41,19 @@ from rich.table import Table
 from agents import Sink, TrainConfig, Trainer, TrainStatsRecord, corrections, plugins
 from agents.corrections.divergences import DIVERGENCES
 
+try:
+    from benchmarks.breakdown import cpu_model
+except ModuleNotFoundError:  # run as a script (the README's way): benchmarks/ itself is on the path
+    from breakdown import cpu_model  # type: ignore[no-redef,import-not-found]
+
 COMPETITORS = tuple(c for c in corrections.names() if c not in ("none", "acoffpoc"))
 """Every registered correction but the baseline and AC-Off-POC (the paper's four competitors, docs/competitors.md,
 and any plug-in), timed with ``--competitors``."""
 SAMPLERS = tuple(s for s in plugins.names("sampler") if s != "uniform")
 """Replay samplers other than uniform, timed with ``--samplers`` (their overhead is against ``none``, uniform)."""
+
+EVAL_EVERY, EVAL_EPISODES = 1000, 10
+"""The paper's evaluation, run by both libraries with ``--evaluate``."""
 
 if TYPE_CHECKING:
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
@@ -69,8 +82,10 @@ def ours_config(
     divergence: str = "jsd",
     backend: str = "auto",
     sampler: str = "uniform",
+    evaluate: bool = False,
 ) -> TrainConfig:
-    """The benchmark's run: no evaluation but the first, statistics every ``start`` steps, one torch thread."""
+    """The benchmark's run: statistics every ``start`` steps, one torch thread; no evaluation but the first,
+    or with ``evaluate`` the paper's (:data:`EVAL_EPISODES` episodes every :data:`EVAL_EVERY` steps)."""
     return TrainConfig.make(
         algo=algo,
         env_id=env_id,
@@ -79,8 +94,8 @@ def ours_config(
         start_steps=start,
         correction_start=start,
         total_steps=start + steps,
-        eval_freq=10**9,
-        eval_episodes=1,
+        eval_freq=EVAL_EVERY if evaluate else 10**9,
+        eval_episodes=EVAL_EPISODES if evaluate else 1,
         stats_every=start,
         threads=1,
         backend=backend,
@@ -88,10 +103,10 @@ def ours_config(
     )
 
 
-def ours(algo: str, env_id: str, start: int, steps: int, **options: str) -> float:
+def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False, **options: str) -> float:
     """SPS of our run of ``ours_config`` (``options``: its correction, divergence, backend, sampler)."""
     clock = _Clock(start, start + steps)
-    Trainer(ours_config(algo, env_id, start, steps, **options), clock).run()
+    Trainer(ours_config(algo, env_id, start, steps, evaluate=evaluate, **options), clock).run()
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
@@ -115,27 +130,33 @@ def sb3_model(algo: str, env_id: str, start: int) -> OffPolicyAlgorithm:
     return model
 
 
-def sb3(algo: str, env_id: str, start: int, steps: int) -> float:
+def sb3(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> float:
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import EvalCallback
+
     model = sb3_model(algo, env_id, start)
+    callback = None
+    if evaluate:
+        callback = EvalCallback(gym.make(env_id), n_eval_episodes=EVAL_EPISODES, eval_freq=EVAL_EVERY, verbose=0)
     began = time.perf_counter()
-    model.learn(steps, reset_num_timesteps=False)
+    model.learn(steps, reset_num_timesteps=False, callback=callback)
     return steps / (time.perf_counter() - began)
 
 
-def run_case(case: str, env_id: str, start: int, steps: int) -> float:
+def run_case(case: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> float:
     """One measurement, in this process: ``algo:impl[:divergence]``."""
     algo, impl, *rest = case.split(":")
     if impl == "sb3":
-        return sb3(algo, env_id, start, steps)
+        return sb3(algo, env_id, start, steps, evaluate)
     if impl == "none":
-        return ours(algo, env_id, start, steps)
+        return ours(algo, env_id, start, steps, evaluate)
     if impl == "autograd":
-        return ours(algo, env_id, start, steps, backend="autograd")
+        return ours(algo, env_id, start, steps, evaluate, backend="autograd")
     if impl == "competitor":
-        return ours(algo, env_id, start, steps, correction=rest[0])
+        return ours(algo, env_id, start, steps, evaluate, correction=rest[0])
     if impl == "sampler":
-        return ours(algo, env_id, start, steps, sampler=rest[0])
-    return ours(algo, env_id, start, steps, correction="acoffpoc", divergence=rest[0])
+        return ours(algo, env_id, start, steps, evaluate, sampler=rest[0])
+    return ours(algo, env_id, start, steps, evaluate, correction="acoffpoc", divergence=rest[0])
 
 
 LABELS = {"sb3": "SB3", "none": "ours none", "autograd": "ours none, autograd backend"}
@@ -161,12 +182,17 @@ def main() -> None:
         "--competitors", action="store_true", help="also time the paper's competitors (their overhead vs none)"
     )
     parser.add_argument("--samplers", action="store_true", help="also time the replay samplers (overhead vs uniform)")
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="both libraries evaluate as the paper does (10 episodes every 1,000 steps)",
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
         parser.error("--steps must be a multiple of --start")
     if args.case:
-        print(json.dumps({"sps": run_case(args.case, args.env, args.start, args.steps)}))
+        print(json.dumps({"sps": run_case(args.case, args.env, args.start, args.steps, args.evaluate)}))
         return
 
     cases: list[str] = []
@@ -186,12 +212,17 @@ def main() -> None:
                 progress.update(task, description=f"{case} ({repeat + 1}/{args.repeats})")
                 command = [sys.executable, __file__, "--case", case, "--env", args.env]
                 command += ["--start", str(args.start), "--steps", str(args.steps)]
+                command += ["--evaluate"] if args.evaluate else []
                 out = subprocess.run(command, capture_output=True, text=True, check=True)
                 results[case].append(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
                 progress.advance(task)
 
     console = Console(width=140)
-    table = Table(title=f"Throughput on {args.env}: env steps/s with one update per step, 1 torch thread")
+    evaluations = f", evaluating {EVAL_EPISODES} episodes every {EVAL_EVERY:,} steps" if args.evaluate else ""
+    table = Table(
+        title=f"Throughput on {args.env}: env steps/s with one update per step, 1 torch thread{evaluations}"
+        f" ({cpu_model()})"
+    )
     for column in ("algo", "implementation", "SPS (median)", "runs", "ours / SB3", "overhead vs none"):
         table.add_column(column, justify="left" if column in ("algo", "implementation") else "right")
     median = {case: statistics.median(values) for case, values in results.items()}
