@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import sqlite_utils
@@ -32,6 +32,9 @@ from store.stats import (
 )
 from store.tasks import SOURCES, env_family, env_matches, source_of
 from store.variants import label_variants
+
+if TYPE_CHECKING:
+    from store.budget import Budget
 
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
 COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm", "n_too_short")
@@ -196,6 +199,45 @@ def _summary_order(r: SummaryRow) -> tuple[Any, ...]:
         r.divergence or "", r.env  # fmt: skip
 
 
+class SeedAtBudget(NamedTuple):
+    """One run as the summary counts it at its task's budget."""
+
+    run: Mapping[str, Any]
+    config: Mapping[str, Any]
+    """Its stored config (empty for an imported curve without one)."""
+    budget: Budget
+    """Its task's budget."""
+    reached: int | None
+    """Its latest evaluated step; None before its first evaluation."""
+    curve: tuple[np.ndarray, np.ndarray] | None
+    """Its evaluations up to the budget (steps, returns), from which the final window is taken; None for a run
+    short of the budget, which counts for nothing."""
+    start: int
+    """Its learning start (the final window never reaches before it)."""
+
+
+def seeds_at_budgets(
+    db: sqlite_utils.Database, runs: list[RunRow], last: int | FinalWindow, until: int | None
+) -> tuple[FinalWindow, list[SeedAtBudget]]:
+    """The final window of ``last``, and each of ``runs`` (in order) at its task's budget: what :func:`summary_rows`
+    averages per method and :func:`final_rows` lists per seed, read once for both."""
+    from store.budget import reach_of, task_budgets
+
+    reach = reach_of(db, [r["id"] for r in runs])
+    budgets = task_budgets(runs, reach, until)
+    window = FinalWindow.of(last)
+    settings = configs(db, [r["id"] for r in runs])
+    seeds = []
+    for run in runs:
+        budget = budgets[(run["algo"], env_family(run["env"]))]
+        reached = reach.get(run["id"])
+        counted = budget.counts(reached)
+        curve = final_evaluations(db, run["id"], window, budget.step) if counted else None
+        config = settings.get(run["id"], {})
+        seeds.append(SeedAtBudget(run, config, budget, reached, curve, learning_start(config)))
+    return window, seeds
+
+
 def summary_rows(
     db: sqlite_utils.Database,
     last: int | FinalWindow = LAST_EVALUATIONS,
@@ -218,36 +260,32 @@ def summary_rows(
     ``group_by``: a row per value of that setting in the runs' configs instead of per method, every
     method's runs of a value pooled (correction :data:`POOLED`, the value as the variant).
     """
-    from store.budget import reach_of, task_budgets
-
     runs = matching_runs(
         db, algos=algos, envs=envs, corrections=corrections, run_ids=run_ids, sources=sources, dedupe=dedupe, tags=tags
     )
-    reach = reach_of(db, [r["id"] for r in runs])
-    budgets = task_budgets(runs, reach, until)
-    window = FinalWindow.of(last)
-    settings = configs(db, [r["id"] for r in runs])
+    window, seeds = seeds_at_budgets(db, runs, last, until)
     groups: dict[tuple[str, str, str, str | None, str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     starts: dict[tuple[str, str, str, str | None, str, str, str], list[int]] = {}
     short: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     furthest: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
-    for run in runs:
-        if run["id"] not in reach:
+    for seed in seeds:
+        run = seed.run
+        if seed.reached is None:
             continue
         sampler = run.get("sampler") or DEFAULT_SAMPLER
         key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler,
                run.get("variant", ""))  # fmt: skip
         if group_by:
-            key = pooled_key(run, group_by, settings.get(run["id"], {}))
-        furthest[key] = max(furthest.get(key, 0), reach[run["id"]])
-        budget = budgets[(run["algo"], env_family(run["env"]))]
+            key = pooled_key(run, group_by, seed.config)
+        furthest[key] = max(furthest.get(key, 0), seed.reached)
         groups.setdefault(key, [])
         starts.setdefault(key, [])
-        if budget.counts(reach[run["id"]]):
-            groups[key].append(final_evaluations(db, run["id"], window, budget.step))
-            starts[key].append(learning_start(settings.get(run["id"], {})))
+        if seed.curve is not None:
+            groups[key].append(seed.curve)
+            starts[key].append(seed.start)
         else:
             short[key] = short.get(key, 0) + 1
+    budgets = {(seed.run["algo"], env_family(seed.run["env"])): seed.budget for seed in seeds}
     rows = []
     for key, curves in groups.items():
         algo, env, correction, divergence, source, sampler, variant = key
@@ -295,28 +333,22 @@ def final_rows(
 ) -> list[tuple[Any, ...]]:
     """Each matching seed's final return at its task's budget (:func:`summary_rows`' per-seed numbers), run
     metadata (:data:`~store.reader.META_COLUMNS`) first, then :data:`FINAL_COLUMNS`; in run order."""
-    from store.budget import reach_of, task_budgets
     from store.links import MEAN_LAMBDA_QUANTITY
 
-    runs = matching_runs(db, dedupe=dedupe, **filters)
-    reach = reach_of(db, [r["id"] for r in runs])
-    budgets = task_budgets(runs, reach, until)
-    window = FinalWindow.of(last)
-    settings = configs(db, [r["id"] for r in runs])
+    runs = sorted(matching_runs(db, dedupe=dedupe, **filters), key=lambda r: r["id"])
+    window, seeds = seeds_at_budgets(db, runs, last, until)
     rows = []
-    for run in sorted(runs, key=lambda r: r["id"]):
-        budget = budgets[(run["algo"], env_family(run["env"]))]
-        reached = reach.get(run["id"])
+    for seed in seeds:
+        run, step = seed.run, seed.budget.step
         first = last_step = final = None
         count = 0
-        if budget.counts(reached):
-            steps, values = final_evaluations(db, run["id"], window, budget.step)
-            steps, values = window.select(steps, values, learning_start(settings.get(run["id"], {})))
+        if seed.curve is not None:
+            steps, values = window.select(*seed.curve, seed.start)
             count = len(steps)
             if count:
                 first, last_step, final = int(steps[0]), int(steps[-1]), float(np.mean(values))
         meta = (run["id"], run["name"], run["algo"], run["env"], run["correction"], run["divergence"],
                 run.get("sampler") or DEFAULT_SAMPLER, run["seed"])  # fmt: skip
-        lam = mean_until(db, run["id"], MEAN_LAMBDA_QUANTITY, budget.step if budget.step is not None else 2**62)
-        rows.append((*meta, source_of(run), budget.step, reached, first, last_step, count, final, lam))
+        lam = mean_until(db, run["id"], MEAN_LAMBDA_QUANTITY, step if step is not None else 2**62)
+        rows.append((*meta, source_of(run), step, seed.reached, first, last_step, count, final, lam))
     return rows
