@@ -185,12 +185,16 @@ def main() -> None:
     parser.add_argument(
         "--evaluate",
         action="store_true",
-        help="both libraries evaluate as the paper does (10 episodes every 1,000 steps)",
+        help=f"both libraries evaluate as the paper does ({EVAL_EPISODES} episodes every {EVAL_EVERY:,} steps)",
     )
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print its SPS
     args = parser.parse_args()
     if args.steps % args.start:
         parser.error("--steps must be a multiple of --start")
+    if args.evaluate and args.start % EVAL_EVERY:
+        # Ours evaluates at multiples of EVAL_EVERY steps, SB3's EvalCallback every EVAL_EVERY steps from the
+        # timed window's start: only a start at such a multiple gives both the same evaluations in the window.
+        parser.error(f"--evaluate needs a --start that is a multiple of {EVAL_EVERY:,}")
     if args.case:
         print(json.dumps({"sps": run_case(args.case, args.env, args.start, args.steps, args.evaluate)}))
         return
