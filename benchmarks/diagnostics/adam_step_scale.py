@@ -11,7 +11,7 @@ updates (both averages bias-corrected as Adam's are). A constant λ gives r = 1:
 prints r's distribution over each run's updates after ``--from`` steps: how far AC-Off-POC's steps depart
 from its baseline's.
 
-    python -m benchmarks.diagnostics.adam_step_scale --db runs/hopper-300k.db --run 2 6 --from 50000
+    python -m benchmarks.diagnostics.adam_step_scale --db runs/hopper-300k.db --run 1444 1446 --from 50000
 """
 
 from __future__ import annotations

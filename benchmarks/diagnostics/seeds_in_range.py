@@ -6,10 +6,12 @@ highest there (seeds flagged as copies of another left out, as ``--dedupe`` does
 against its published curves, which are of one), its mean λ; then AdaStop
 (docs/sequential.md) on the seeds trained here that have reached the budget, each correction against the
 baseline (``none``), ``--interim-seeds`` seeds an interim, with the difference's repeated confidence
-interval. Seeds short of the budget are listed and left out of the verdict.
+interval. Seeds short of the budget are listed and left out of the verdict. The verdict takes as many seeds from
+every method as the one with the fewest has, in run order (it prints which); ``--verdict-methods`` leaves the
+others out of it.
 
     python -m benchmarks.diagnostics.seeds_in_range --db runs/hopper-300k.db --algo td3 --env Hopper \\
-        --until 300000 --last-steps 50000 --interim-seeds 2
+        --until 300000 --last-steps 50000 --interim-seeds 2 --verdict-methods none acoffpoc/jsd
 
 The store must hold the published curves too: ``offpoc import reference ../shared/reference-curves --db DB``
 (into a store that is training, too: the import is one transaction beside the workers' writes).
@@ -49,6 +51,14 @@ def main() -> None:
     parser.add_argument("--last-steps", type=positive, default=50_000)
     parser.add_argument("--interim-seeds", type=positive, default=2)
     parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument(
+        "--verdict-methods",
+        nargs="+",
+        metavar="METHOD",
+        help="the methods the verdict compares (as the table names them: none, acoffpoc/jsd, ...); default all. "
+        "The verdict takes as many seeds from each as its method with the fewest has, so leave out a method "
+        "trained on fewer seeds to decide on the others' every seed",
+    )
     args = parser.parse_args()
 
     db = open_store(args.db)
@@ -68,6 +78,7 @@ def main() -> None:
     print("| run | method | seed | return | published seeds: lowest–highest (mean, n) | within? | mean λ |")
     print("|---|---|---|---|---|---|---|")
     ours: dict[str, list[float]] = defaultdict(list)
+    seeds_of: dict[str, list[int]] = defaultdict(list)
     for row in rows:
         if row["source"] != "offpoc":
             continue
@@ -84,12 +95,19 @@ def main() -> None:
             print(f"| {row['run_id']} | {method} | {row['seed']} | – ({why}) | {ref} | – | – |")
             continue
         ours[method].append(final)
+        seeds_of[method].append(row["seed"])
         inside = (
             "–" if not span else "yes" if min(span) <= final <= max(span) else "below" if final < min(span) else "above"
         )
         lam = f"{row['mean_lambda']:.3f}" if row["mean_lambda"] is not None else "–"
         print(f"| {row['run_id']} | {method} | {row['seed']} | {final:,.0f} | {ref} | {inside} | {lam} |")
 
+    if args.verdict_methods:
+        unknown = sorted(set(args.verdict_methods) - set(ours))
+        if unknown:
+            print(f"\nno verdict: no seeds at the budget for {', '.join(unknown)}")
+            return
+        ours = defaultdict(list, {m: v for m, v in ours.items() if m in args.verdict_methods})
     methods = [m for m in ours if m != "none"]
     if "none" not in ours or not methods:
         print("\nno verdict: the baseline and a correction both need seeds at the budget")
@@ -105,6 +123,8 @@ def main() -> None:
     pairs = [(m, "none") for m in methods]
     outcome = decide(values, pairs, design)
     print(f"\nAdaStop, α = {args.alpha} over {len(pairs)} comparison(s), {n} seeds an interim, {interims} interim(s):")
+    used = "; ".join(f"{m} {', '.join(map(str, seeds_of[m][: interims * n]))}" for m in ["none", *methods])
+    print(f"  seeds, in the order the interims take them: {used}")
     for pair in pairs:
         last = outcome.decided_at.get(pair, len(outcome.interims))
         interim = outcome.interims[last - 1]  # its statistic and Holm's level there, as the study computed them
