@@ -44,7 +44,21 @@ class HostForward:
         return self._layers
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32).reshape(1, -1)
+        return self._forward(np.asarray(obs, dtype=np.float32).reshape(1, -1))[0]
+
+    def rows(self, obs: np.ndarray) -> np.ndarray:
+        """What ``self(o)`` returns for each row ``o`` of an (n, in) batch, bit for bit, as (n, out).
+
+        One product of the n rows would round differently from the rows alone (another BLAS kernel, another
+        summation order), and a chaotic task turns a last-bit difference into another return. The stacked
+        form ``X[:, None, :] @ W`` is NumPy's matmul loop over n products of one row each, the same BLAS
+        call the single observation makes; the rest is elementwise, each element computed alone whatever
+        the array's shape (``tests/agents/test_evaluation.py`` holds the whole evaluation to its bits).
+        """
+        return self._forward(np.asarray(obs, dtype=np.float32)[:, None, :])[:, 0]
+
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        """The chain on (..., 1, in) rows."""
         for (weight_t, bias), relu in zip(self._views(), self.chain.relu_after):
             x = x @ weight_t
             x += bias
@@ -52,4 +66,4 @@ class HostForward:
                 np.maximum(x, 0.0, out=x)
         if self.chain.tanh:
             np.tanh(x, out=x)
-        return x[0]
+        return x

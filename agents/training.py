@@ -28,7 +28,7 @@ from agents.algorithms.base import UpdateStats
 from agents.config import ConfigError, TrainConfig
 from agents.corrections import Collected, Correction, CorrectionSettings, make_correction
 from agents.envs import env_dims, make_env
-from agents.evaluation import eval_at_bound, evaluate
+from agents.evaluation import Evaluator, eval_at_bound
 from agents.recorder import QuantityRecorders, StatsAccumulator
 from agents.replay import Batch, ReplayBuffer
 from agents.samplers import make_sampler
@@ -81,7 +81,9 @@ class Trainer:
         self.device = torch.device(c.device)
 
         self.env = make_env(c.env_id)
-        self.eval_env = make_env(c.env_id)
+        self.evaluator = Evaluator(c.env_id, c.eval_episodes)
+        self.eval_env = self.evaluator.env
+        """An environment for episodes of the evaluation's kind (the one its episodes alone run in)."""
         obs_dim, action_dim = env_dims(self.env)
 
         # Seeding: networks from a forked global RNG (the caller's stays untouched),
@@ -160,7 +162,7 @@ class Trainer:
 
     def _evaluate(self, clock: float) -> None:
         c = self.config
-        returns, lengths, at_bound = evaluate(self.agent, self.eval_env, c.eval_episodes, c.seed + EVAL_SEED_OFFSET)
+        returns, lengths, at_bound = self.evaluator.evaluate(self.agent, c.seed + EVAL_SEED_OFFSET)
         self._emit_all(self.quantities.histograms(self.step))
         self._emit_all(eval_at_bound(at_bound, self.step, self.agent.updates, c.histogram_bins))
         self._emit(

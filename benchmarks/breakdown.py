@@ -96,7 +96,6 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.flop_counter import FlopCounterMode
 
-    import agents.training
     from agents import TrainConfig, Trainer
     from offpoc_tui.runtime.lifecycle import StoreBinding
     from store import RunSpec, open_store
@@ -135,8 +134,9 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
 
     parts: list[tuple[Any, str, str | Callable[..., str]]] = [
         (agent, "act", lambda obs, explore, rng: "acting" if explore else "of which acting"),
+        (agent, "greedy_actions", "of which acting"),  # the evaluation's episodes stepped together
         (env, "step", "environment"),
-        (trainer.eval_env, "step", "of which environment"),
+        *((eval_env, "step", "of which environment") for eval_env in [trainer.evaluator.env, *trainer.evaluator.envs]),
         (trainer.buffer, "add", "replay add"),
         (trainer, "sample", "replay sampling"),
         (agent, "critic_step", "of which optimiser steps"),
@@ -144,7 +144,7 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
         (agent, "update_targets", "of which soft updates"),
         (trainer.stats, "add", "training statistics"),
         (trainer.quantities, "add", "training statistics"),
-        (agents.training, "evaluate", "evaluation"),  # the module's name the trainer calls
+        (trainer.evaluator, "evaluate", "evaluation"),
     ]
     parts += [(writer, name, "store") for name in ("add_eval", "add_episode", "add_train_stats", "add_quantities",
                                                     "add_histogram", "tick", "flush")]  # fmt: skip

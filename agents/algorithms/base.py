@@ -195,6 +195,13 @@ class ActorCritic(ABC):
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         """An action for one observation; ``explore`` adds the algorithm's exploration."""
 
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray | None:
+        """``act(o, explore=False).action`` for each row ``o`` of an (n, obs_dim) batch, bit for bit, as
+        (n, action_dim); None where the algorithm cannot promise the bits (the evaluation then steps its
+        episodes one at a time). Stepping an evaluation's episodes together rests on it
+        (:class:`agents.evaluation.Evaluator`)."""
+        return None
+
     def actor_due(self) -> bool:
         """Whether this update (``self.updates`` counts from 1) steps the actor."""
         return True
@@ -413,6 +420,11 @@ class ActorCritic(ABC):
         self._decay_share = decay / (td + decay).clamp_min(torch.finfo(td.dtype).tiny)
 
     # ---- helpers shared by algorithms ----------------------------------------------
+    def actor_outputs(self, obs: np.ndarray) -> np.ndarray | None:
+        """:meth:`actor_output` of each row of an (n, obs_dim) batch, bit for bit, as (n, out); None off the
+        CPU, where a batched product on the device may round otherwise than one row."""
+        return self.host_forward.rows(obs) if self.host_forward is not None else None
+
     def actor_output(self, obs: np.ndarray) -> np.ndarray:
         """The actor's last layer on one observation, (out,) float32, without gradient.
 

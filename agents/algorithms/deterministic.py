@@ -100,5 +100,8 @@ class DeterministicActorCritic(ActorCritic):
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Action:
         return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
 
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray | None:
+        return self.actor_outputs(obs)  # π(s), as noisy_action returns it without exploration
+
     def greedy_action(self, obs: Tensor) -> Tensor:
         return self.pi.for_correction(obs, self.actor_due())

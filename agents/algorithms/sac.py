@@ -119,6 +119,10 @@ class SAC(ActorCritic):
         noise = self._noise(mean.shape).cpu().numpy()
         return Action(np.tanh(mean + np.exp(log_std) * noise), (mean, log_std))
 
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray | None:
+        outputs = self.actor_outputs(obs)
+        return None if outputs is None else np.tanh(outputs[:, : self.action_dim])
+
     def policy_distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         return self.pi.for_correction(obs, self.actor_due())
 
