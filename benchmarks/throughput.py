@@ -110,7 +110,7 @@ def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False,
     return steps / (clock.times[start + steps] - clock.times[start])
 
 
-def sb3_model(algo: str, env_id: str, start: int) -> OffPolicyAlgorithm:
+def sb3_model(algo: str, env_id: str, start: int, seed: int = 0) -> OffPolicyAlgorithm:
     """Stable-Baselines3's TD3 or SAC with the same hyperparameters, its random phase done."""
     import gymnasium as gym
     from stable_baselines3 import SAC, TD3
@@ -119,7 +119,7 @@ def sb3_model(algo: str, env_id: str, start: int) -> OffPolicyAlgorithm:
     torch.set_num_threads(1)
     env = gym.make(env_id)
     common = dict(learning_starts=start, batch_size=256, learning_rate=3e-4, buffer_size=1_000_000, gamma=0.99)
-    common |= dict(tau=0.005, policy_kwargs=dict(net_arch=[256, 256]), device="cpu", seed=0, verbose=0)
+    common |= dict(tau=0.005, policy_kwargs=dict(net_arch=[256, 256]), device="cpu", seed=seed, verbose=0)
     if algo == "td3":
         d = env.action_space.shape[0]
         noise = NormalActionNoise(np.zeros(d), 0.1 * np.ones(d))
