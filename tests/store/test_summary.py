@@ -376,3 +376,28 @@ def test_a_seed_too_short_for_its_window_is_counted_and_said(tmp_path: Path) -> 
     assert [key[1] for key in scores] == ["none"], scores
     aggregate = invoke("export", "--table", "aggregate", "--format", "md", "--db", str(db)).stdout
     assert "2 seeds too short for the window (no evaluation after learning starts) left out." in aggregate
+
+
+def test_a_finals_window_reaching_before_learning_starts_stops_there(tmp_path: Path) -> None:
+    """``--last-steps`` longer than a run's learning: its final return is the mean of the evaluations after
+    its start_steps only (none of the untrained policy's), the same in the finals table as in the summary."""
+    import dataclasses
+
+    from store.stats import FinalWindow
+    from store.summary import final_rows
+
+    db = tmp_path / "floor.db"
+    store = open_store(db, create=True)
+    run_spec = spec(seed=0)
+    (run_id,) = create_runs(store, [dataclasses.replace(run_spec, config={**run_spec.config, "start_steps": 4000})])
+    store.close()
+    fill_learning(db, run_id, 12_000, gain=1.0)
+    finish(open_store(db), run_id, "finished", only_from=("queued",))
+    stored = {step: value for step, value in open_store(db).execute(
+        "SELECT step, return_mean FROM evaluations WHERE run_id = ?", [run_id]).fetchall()}  # fmt: skip
+    (row,) = final_rows(open_store(db), FinalWindow(steps=50_000), 12_000)
+    first, last, count, final = row[-5:-1]
+    assert (first, last, count) == (5_000, 12_000, 8)
+    assert final == pytest.approx(np.mean([stored[s] for s in range(5_000, 12_001, 1000)]), rel=1e-12)
+    (summary,) = summary_json(db, "--until", "12000", "--last-steps", "50000")
+    assert summary["mean"] == pytest.approx(final, rel=1e-12)
