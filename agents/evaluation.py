@@ -88,9 +88,10 @@ def evaluate_together(agent: ActorCritic, envs: list[gym.Env], seed: int) -> Eva
     while running:
         actions = agent.greedy_actions(np.stack([obs[k] for k in running]))
         assert actions is not None
+        shares = np.mean(np.abs(actions) >= NEAR_BOUND, axis=1).tolist()  # exact: small counts over d
         still: list[int] = []
-        for k, action in zip(running, actions):
-            at_bound[k].append(float(np.mean(np.abs(action) >= NEAR_BOUND)))
+        for k, action, share in zip(running, actions, shares):
+            at_bound[k].append(share)
             obs[k], reward, terminated, truncated, _ = envs[k].step(action)
             returns[k] += float(reward)
             lengths[k] += 1

@@ -88,7 +88,7 @@ def timing(checkpoint: Path, repeats: int) -> list[str]:
             assert result.returns == reference.returns
     alone, together = (statistics.median(times[w]) * 1e3 for w in ("alone", "together"))
     return [
-        f"{trainer.config.algo} on {trainer.config.env_id} at step {trainer.step:,}",
+        f"{trainer.config.algo}, step {trainer.step:,}",
         f"{statistics.mean(reference.lengths):,.0f}",
         str(evaluator.together),
         f"{alone:,.1f}",
@@ -108,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     console = Console()
     if args.checkpoint:
-        table = Table(title="One evaluation (10 episodes), ms: episodes one at a time against stepped together")
+        table = Table(title="One evaluation of 10 episodes on the checkpoint's task: alone against stepped together")
         for column in ("policy", "mean episode (steps)", "together", "alone, ms", "together, ms", "alone / together"):
             table.add_column(column, justify="right")
         for path in args.checkpoint:
