@@ -54,6 +54,18 @@ def evaluate(agent: ActorCritic, env: gym.Env, episodes: int, seed: int) -> Eval
     return Evaluation(returns, lengths, np.asarray(at_bound))
 
 
+STATELESS_MODULES = ("gymnasium.envs.mujoco.", "gymnasium.envs.classic_control.")
+"""Where the environments whose episodes may step together are defined. Gymnasium's MuJoCo and classic-control
+tasks set all of their state at a reset and draw from their generator in resets alone. Box2D's do not: LunarLander
+draws in its steps, BipedalWalker's world keeps bodies from one episode to the next (the returns of its episodes
+one after another depend on the episodes before). A user's own environment may carry anything."""
+
+
+def may_step_together(env: gym.Env) -> bool:
+    """Whether ``env``'s task is one of :data:`STATELESS_MODULES`'."""
+    return type(env.unwrapped).__module__.startswith(STATELESS_MODULES)
+
+
 def _generator_state(env: gym.Env) -> Any:
     """The state of the environment's own generator (``np_random``), the one its resets draw from."""
     return copy.deepcopy(env.unwrapped.np_random.bit_generator.state)
@@ -110,12 +122,16 @@ class Evaluator:
 
     Stepping together saves the per-call cost of acting on one observation at a time (a tenth of the actor's
     calls for the paper's ten episodes); it needs one more environment per episode, made at the first
-    evaluation. Whether it may is settled at that first evaluation: on the CPU (a batched product on a device
-    may round otherwise than one row), with steps that draw nothing from the environment's generator (checked
-    at every evaluation), and with results equal to :func:`evaluate`'s at that first evaluation, which runs
-    both (an environment that carries anything else from one episode to the next). Once refused, always
-    alone. The episodes alone run in :attr:`env`, which stepping together never touches: a refusal leaves
-    it as if the evaluations had always been alone.
+    evaluation. It is tried only on the tasks of :data:`STATELESS_MODULES` (gymnasium's MuJoCo and classic
+    control), with an actor that promises its rows' bits (the NumPy forward on the CPU, an algorithm's own
+    ``act``), and kept only while:
+
+    - every episode's steps draw nothing from its environment's generator (checked at every evaluation);
+    - the first evaluation, run both ways, gives equal returns, lengths and at-bound shares. This backstop
+      sees only what differs at that evaluation; the list of tasks is what keeps other state out.
+
+    Once refused, always alone, and the copies are closed. The episodes alone run in :attr:`env`, which
+    stepping together never touches: a refusal leaves it as if the evaluations had always been alone.
     """
 
     def __init__(self, env_id: str, episodes: int) -> None:
@@ -123,7 +139,7 @@ class Evaluator:
         self.env = make_env(env_id)
         """The environment of the episodes run one at a time."""
         self._copies: list[gym.Env] = []
-        self.together: bool | None = None if episodes > 1 else False
+        self.together: bool | None = None if episodes > 1 and may_step_together(self.env) else False
         """Whether the episodes are stepped together: None until the first evaluation settles it."""
 
     @property
@@ -139,13 +155,14 @@ class Evaluator:
             return evaluate(agent, self.env, self.episodes, seed)
         alone = evaluate(agent, self.env, self.episodes, seed) if self.together is None else None
         together = evaluate_together(agent, self.envs, seed)
+        self.together = together is not None and (alone is None or _same(alone, together))
+        if not self.together:
+            for env in self._copies:
+                env.close()
+            self._copies.clear()
         if alone is not None:
-            self.together = together is not None and _same(alone, together)
             return alone
-        if together is None:
-            self.together = False
-            return evaluate(agent, self.env, self.episodes, seed)
-        return together
+        return together if together is not None else evaluate(agent, self.env, self.episodes, seed)
 
 
 def _same(a: Evaluation, b: Evaluation) -> bool:

@@ -97,6 +97,7 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
     from torch.utils.flop_counter import FlopCounterMode
 
     from agents import TrainConfig, Trainer
+    from agents.training import EVAL_SEED_OFFSET
     from offpoc_tui.runtime.lifecycle import StoreBinding
     from store import RunSpec, open_store
     from store.runs import create_runs
@@ -123,6 +124,8 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
     else:  # its checkpoints go to a scratch file, never over the run's own
         trainer = Trainer.resume(checkpoint, binding.sink, binding.should_stop, until, checkpoint_path=scratch / "c.pt")
     binding.trainer = trainer
+    if checkpoint is not None:  # a resumed evaluator runs its first evaluation both ways: not in the timed steps
+        trainer.evaluator.evaluate(trainer.agent, resolved.seed + EVAL_SEED_OFFSET)
     timers = Timers()
     agent, env = trainer.agent, trainer.env
     update = agent.update

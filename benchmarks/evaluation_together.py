@@ -11,7 +11,8 @@
 ``--save``/``--against`` train each algorithm for ``--steps`` steps (learning from step 1,000, the paper's
 evaluation every 1,000 steps: 10 deterministic episodes) through the Trainer's public API, which every checkout
 since the evaluation protocol has, and compare every evaluation's returns and lengths: the largest relative
-difference of a return, max |a − b| / |b|, over every episode of every evaluation.
+difference of a return, max |a − b| / |b|, over every episode of every evaluation. (The records hold no action
+shares; ``tests/agents/test_evaluation.py`` compares those too.)
 
 ``--checkpoint`` loads a run's checkpoint and times its policy's evaluation both ways, interleaved over
 ``--repeats`` rounds (the median, ms per evaluation), on one torch thread: the ratio is the saving on that
@@ -33,6 +34,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from agents import RecordingSink, TrainConfig, Trainer
+from agents.training import EVAL_SEED_OFFSET
 
 ALGOS = ("td3", "sac")
 ENV = "Hopper-v4"
@@ -75,7 +77,7 @@ def timing(checkpoint: Path, repeats: int) -> list[str]:
 
     torch.set_num_threads(1)
     trainer = Trainer.resume(checkpoint)
-    evaluator, agent, seed = trainer.evaluator, trainer.agent, trainer.config.seed + 100
+    evaluator, agent, seed = trainer.evaluator, trainer.agent, trainer.config.seed + EVAL_SEED_OFFSET
     reference = evaluator.evaluate(agent, seed)  # the first evaluation settles whether they step together
     times: dict[str, list[float]] = {"alone": [], "together": []}
     for round_ in range(repeats):
@@ -103,8 +105,8 @@ def main() -> None:
     mode.add_argument("--save", type=Path, help="write this checkout's evaluations to a JSON file")
     mode.add_argument("--against", type=Path, help="compare today's evaluations with a saved file's")
     mode.add_argument("--checkpoint", type=Path, nargs="+", help="time evaluations on checkpoints' policies")
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20_000, help="steps of each run (--save, --against)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds of each way (--checkpoint)")
     args = parser.parse_args()
     console = Console()
     if args.checkpoint:

@@ -101,6 +101,8 @@ class DeterministicActorCritic(ActorCritic):
         return noisy_action(self.actor_output(obs), exploration_std(self.config), explore, rng)
 
     def greedy_actions(self, obs: np.ndarray) -> np.ndarray | None:
+        if type(self).act is not DeterministicActorCritic.act:  # a subclass that acts otherwise
+            return None
         return self.actor_outputs(obs)  # π(s), as noisy_action returns it without exploration
 
     def greedy_action(self, obs: Tensor) -> Tensor:

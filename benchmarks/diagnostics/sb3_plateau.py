@@ -3,10 +3,12 @@
 Two of our four TD3 seeds on Hopper-v4 end 250k–300k near 325, below every published Hopper-v2 seed; the
 published curves show the same plateau in 5 of 57 TD3-family seeds. This trains Stable-Baselines3's TD3 with
 the paper's settings (``benchmarks/throughput.py``'s ``sb3_model``: 256-256, batch 256, Adam 3e-4, 25k random
-steps, exploration noise 0.1, policy delay 2, target smoothing 0.2/0.5) and the paper's evaluation (10
-deterministic episodes every 1,000 steps, the evaluation environment seeded with seed + 100), one seed per
-process, and writes each evaluation as it comes to ``DIR/sb3-td3-<env>-seed<N>.json`` (rewritten whole,
-atomically). ``report`` prints each seed's mean return over a window (the same as ``offpoc export --table
+steps, exploration noise 0.1, policy delay 2, target smoothing 0.2/0.5) and the paper's schedule of evaluations
+(10 deterministic episodes every 1,000 steps, SB3's ``evaluate_policy``), one seed per process, and writes each
+evaluation as it comes to ``DIR/sb3-td3-<env>-seed<N>.json`` (rewritten whole, atomically). The evaluation
+environment is seeded once, with seed + 100, and its generator goes on from one evaluation to the next, so
+unlike ours each evaluation meets new initial states; a window's mean is over its 50 evaluations' 500
+episodes either way. ``report`` prints each seed's mean return over a window (the same as ``offpoc export --table
 finals``: evaluations within the last ``--last-steps`` steps up to ``--until``) and its episodes' mean length.
 
     python -m benchmarks.diagnostics.sb3_plateau train --seed 0 --out runs/sb3-plateau

@@ -77,28 +77,54 @@ def test_a_run_evaluates_as_it_did_with_its_episodes_one_at_a_time() -> None:
     assert len(together) == 5 and together == alone
 
 
-def test_steps_that_draw_from_the_generator_run_the_episodes_one_at_a_time() -> None:
-    """LunarLander draws its engines' dispersion at every step: the copies' generators move, so stepping
-    together is refused at once and the evaluation is the one-at-a-time evaluation."""
+def test_steps_that_draw_from_the_generator_are_seen() -> None:
+    """LunarLander draws its engines' dispersion at every step: the copies' generators move, and stepping
+    together says it cannot promise the episodes' initial states. (Its evaluations do not try: Box2D's tasks
+    are not among the tasks that step together.)"""
     trainer = trained("td3", "LunarLanderContinuous-v3", steps=800)
-    evaluator = trainer.evaluator
-    assert evaluate_together(trainer.agent, evaluator.envs, seed=100) is None
-    alone = evaluate(trainer.agent, evaluator.env, 10, seed=100)
-    assert same(alone, evaluator.evaluate(trainer.agent, seed=100))
-    assert evaluator.together is False
+    assert evaluate_together(trainer.agent, trainer.evaluator.envs, seed=100) is None
+    assert trainer.evaluator.together is False
 
 
-def test_episodes_that_share_state_outside_the_generator_are_refused_at_the_first_evaluation() -> None:
-    """An environment that carries a count from one episode to the next: stepping together gives other
-    returns (each copy's count is its own); the first evaluation, run both ways, sees it and keeps the
-    episodes alone from then on."""
+@pytest.mark.parametrize("env_id", ["CountingPendulum-v0", "BipedalWalker-v3", "LunarLanderContinuous-v3"])
+def test_only_gymnasiums_mujoco_and_classic_control_tasks_step_together(env_id: str) -> None:
+    """A user's own environment may carry anything from one episode to the next, and Box2D's do (BipedalWalker's
+    world, LunarLander's draws): their episodes run one after another from the first evaluation."""
+    assert Evaluator(env_id, 10).together is False
+    assert Evaluator("Hopper-v4", 10).together is None and Evaluator("Pendulum-v1", 10).together is None
+
+
+def test_episodes_that_share_state_outside_the_generator_are_refused_at_the_first_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backstop behind the list of tasks: an environment that carries a count from one episode to the next,
+    let through the list. Stepping together gives other returns (each copy's count is its own); the first
+    evaluation, run both ways, sees it and keeps the episodes alone from then on."""
+    monkeypatch.setattr("agents.evaluation.STATELESS_MODULES", (CountingPendulum.__module__,))
     agent = trained("td3", "CountingPendulum-v0", steps=800).agent
     alone = evaluate(agent, Evaluator("CountingPendulum-v0", 10).env, 10, seed=100)
     together = evaluate_together(agent, Evaluator("CountingPendulum-v0", 10).envs, seed=100)
     assert together is not None and together.returns != alone.returns
     evaluator = Evaluator("CountingPendulum-v0", 10)
+    assert evaluator.together is None
     assert same(alone, evaluator.evaluate(agent, seed=100))
-    assert evaluator.together is False
+    assert evaluator.together is False and not evaluator._copies
+
+
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_an_algorithm_that_acts_otherwise_runs_its_episodes_one_at_a_time(algo: str) -> None:
+    """A subclass of TD3 or SAC with its own ``act``: the batched actions of its parent would not be its own."""
+    agent = trained(algo, "Pendulum-v1", steps=600).agent
+    rows = np.zeros((2, agent.obs_dim), dtype=np.float32)
+    assert agent.greedy_actions(rows) is not None
+    parent = type(agent)
+
+    class ActsOtherwise(parent):  # type: ignore[valid-type,misc]
+        def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator) -> Any:
+            return parent.act(self, obs, explore, rng)
+
+    agent.__class__ = ActsOtherwise
+    assert agent.greedy_actions(rows) is None
 
 
 def test_acting_off_the_cpus_numpy_path_runs_the_episodes_one_at_a_time() -> None:
