@@ -90,11 +90,25 @@ def matmul_rate() -> float:
     return 2 * 256**3 / best
 
 
+def update_flops(trainer: Any, update: Callable[..., Any] | None = None) -> float:
+    """Floating-point operations of one of ``trainer``'s updates, on its own batches: the mean over a cycle of
+    the actor's delay (TD3 steps its actor every other update). ``update``: the agent's own, if it was wrapped.
+    The updates change the agent: call it after the timed run."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    update = update or trainer.agent.update
+    delay = max(int(trainer.config.to_dict().get("policy_delay") or 1), 1)
+    batches = [trainer.sample() for _ in range(delay)]
+    with FlopCounterMode(display=False) as counter:
+        for batch, correction in batches:
+            update(batch, correction)
+    return float(counter.get_total_flops()) / delay
+
+
 def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoint: str | None) -> dict[str, Any]:
     """Run one algorithm with the timers; the parts' seconds per learning step, and the rates."""
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from torch.utils.flop_counter import FlopCounterMode
 
     from agents import TrainConfig, Trainer
     from agents.training import EVAL_SEED_OFFSET
@@ -160,12 +174,8 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
     timers.on = False
 
     # The update's matrix share and its floating-point operations, on the run's own batches.
-    delay = max(int(resolved.to_dict().get("policy_delay") or 1), 1)  # TD3's actor steps every delay-th update
-    batches = [trainer.sample() for _ in range(max(profiled, delay))]
-    with FlopCounterMode(display=False) as counter:
-        for batch, correction in batches[:delay]:
-            update(batch, correction)
-    flops = counter.get_total_flops() / delay
+    batches = [trainer.sample() for _ in range(profiled)]
+    flops = update_flops(trainer, update)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for batch, correction in batches:
             update(batch, correction)

@@ -42,9 +42,9 @@ from agents import Sink, TrainConfig, Trainer, TrainStatsRecord, corrections, pl
 from agents.corrections.divergences import DIVERGENCES
 
 try:
-    from benchmarks.breakdown import cpu_model
+    from benchmarks.breakdown import cpu_model, matmul_rate, update_flops
 except ModuleNotFoundError:  # run as a script (the README's way): benchmarks/ itself is on the path
-    from breakdown import cpu_model  # type: ignore[no-redef,import-not-found]
+    from breakdown import cpu_model, matmul_rate, update_flops  # type: ignore[no-redef,import-not-found]
 
 COMPETITORS = tuple(c for c in corrections.names() if c not in ("none", "acoffpoc"))
 """Every registered correction but the baseline and AC-Off-POC (the paper's four competitors, docs/competitors.md,
@@ -103,11 +103,25 @@ def ours_config(
     )
 
 
-def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False, **options: str) -> float:
-    """SPS of our run of ``ours_config`` (``options``: its correction, divergence, backend, sampler)."""
+def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False, **options: str) -> dict[str, float]:
+    """Our run of ``ours_config`` (``options``: its correction, divergence, backend, sampler): its SPS, and
+    its update's achieved FLOP/s (every update is in the timed window: learning starts at ``start``) beside
+    this process's 256³ matmul rate."""
     clock = _Clock(start, start + steps)
-    Trainer(ours_config(algo, env_id, start, steps, evaluate=evaluate, **options), clock).run()
-    return steps / (clock.times[start + steps] - clock.times[start])
+    trainer = Trainer(ours_config(algo, env_id, start, steps, evaluate=evaluate, **options), clock)
+    update, spent = trainer.agent.update, [0.0]
+
+    def timed(*args: object) -> object:
+        began = time.perf_counter()
+        result = update(*args)
+        spent[0] += time.perf_counter() - began
+        return result
+
+    trainer.agent.update = timed  # type: ignore[method-assign]
+    trainer.run()
+    sps = steps / (clock.times[start + steps] - clock.times[start])
+    update_rate = update_flops(trainer, update) * trainer.agent.updates / spent[0]
+    return {"sps": sps, "update_rate": update_rate, "matmul_rate": matmul_rate()}
 
 
 def sb3_model(algo: str, env_id: str, start: int, seed: int = 0) -> OffPolicyAlgorithm:
@@ -130,7 +144,7 @@ def sb3_model(algo: str, env_id: str, start: int, seed: int = 0) -> OffPolicyAlg
     return model
 
 
-def sb3(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> float:
+def sb3(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> dict[str, float]:
     import gymnasium as gym
     from stable_baselines3.common.callbacks import EvalCallback
 
@@ -140,11 +154,12 @@ def sb3(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False) 
         callback = EvalCallback(gym.make(env_id), n_eval_episodes=EVAL_EPISODES, eval_freq=EVAL_EVERY, verbose=0)
     began = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False, callback=callback)
-    return steps / (time.perf_counter() - began)
+    return {"sps": steps / (time.perf_counter() - began)}
 
 
-def run_case(case: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> float:
-    """One measurement, in this process: ``algo:impl[:divergence]``."""
+def run_case(case: str, env_id: str, start: int, steps: int, evaluate: bool = False) -> dict[str, float]:
+    """One measurement, in this process: ``algo:impl[:divergence]``: its SPS (``sps``), and for ours the update's
+    FLOP/s and the matmul rate."""
     algo, impl, *rest = case.split(":")
     if impl == "sb3":
         return sb3(algo, env_id, start, steps, evaluate)
@@ -196,7 +211,7 @@ def main() -> None:
         # timed window's start: only a start at such a multiple gives both the same evaluations in the window.
         parser.error(f"--evaluate needs a --start that is a multiple of {EVAL_EVERY:,}")
     if args.case:
-        print(json.dumps({"sps": run_case(args.case, args.env, args.start, args.steps, args.evaluate)}))
+        print(json.dumps(run_case(args.case, args.env, args.start, args.steps, args.evaluate)))
         return
 
     cases: list[str] = []
@@ -209,6 +224,8 @@ def main() -> None:
         cases += [f"{algo}:sampler:{name}" for name in SAMPLERS] if args.samplers else []
 
     results: dict[str, list[float]] = {case: [] for case in cases}
+    update_shares: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    """Per case and repeat: the update's FLOP/s and the process's matmul rate (ours only)."""
     with Progress() as progress:
         task = progress.add_task("benchmarking", total=len(cases) * args.repeats)
         for repeat in range(args.repeats):
@@ -218,7 +235,10 @@ def main() -> None:
                 command += ["--start", str(args.start), "--steps", str(args.steps)]
                 command += ["--evaluate"] if args.evaluate else []
                 out = subprocess.run(command, capture_output=True, text=True, check=True)
-                results[case].append(json.loads(out.stdout.strip().splitlines()[-1])["sps"])
+                measured = json.loads(out.stdout.strip().splitlines()[-1])
+                results[case].append(measured["sps"])
+                if "update_rate" in measured:
+                    update_shares[case].append((measured["update_rate"], measured["matmul_rate"]))
                 progress.advance(task)
 
     console = Console(width=140)
@@ -249,6 +269,15 @@ def main() -> None:
                     f"{algo.upper()} {LABELS[impl]} / SB3 per repeat (each against the SB3 run of the same repeat): "
                     f"{min(ratios):.2f} to {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
                 )
+        shares = update_shares.get(f"{algo}:none") or []
+        if shares:
+            per_repeat = [rate / peak for rate, peak in shares]
+            console.print(
+                f"{algo.upper()} ours none, the update's achieved rate against this process's 256³ float32 matmul"
+                f" rate, per repeat: {', '.join(f'{r / 1e9:.1f} / {p / 1e9:.1f} GFLOP/s' for r, p in shares)};"
+                f" median {statistics.median(per_repeat) * 100:.0f}% ({min(per_repeat) * 100:.0f}% to"
+                f" {max(per_repeat) * 100:.0f}%)"
+            )
         corrected = [case for case in results if case.startswith(f"{algo}:") and case.split(":")[1] in
                      ("acoffpoc", "competitor", "sampler")]  # fmt: skip
         if not corrected:
