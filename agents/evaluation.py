@@ -58,12 +58,22 @@ STATELESS_MODULES = ("gymnasium.envs.mujoco.", "gymnasium.envs.classic_control."
 """Where the environments whose episodes may step together are defined. Gymnasium's MuJoCo and classic-control
 tasks set all of their state at a reset and draw from their generator in resets alone. Box2D's do not: LunarLander
 draws in its steps, BipedalWalker's world keeps bodies from one episode to the next (the returns of its episodes
-one after another depend on the episodes before). A user's own environment may carry anything."""
+one after another depend on the episodes before). A user's own environment may carry anything, and says so
+itself: :data:`INDEPENDENT_EPISODES` in its ``metadata``."""
+
+INDEPENDENT_EPISODES = "offpoc_independent_episodes"
+"""The ``metadata`` key by which an environment declares (True) that a reset sets all of its state and that only
+resets draw from its generator, so its evaluations' episodes may step together (the checks of :class:`Evaluator`
+still apply)."""
 
 
 def may_step_together(env: gym.Env) -> bool:
-    """Whether ``env``'s task is one of :data:`STATELESS_MODULES`'."""
-    return type(env.unwrapped).__module__.startswith(STATELESS_MODULES)
+    """Whether ``env`` declares its episodes independent (:data:`INDEPENDENT_EPISODES`), or else its task is one of
+    :data:`STATELESS_MODULES`'."""
+    unwrapped = env.unwrapped
+    return unwrapped.metadata.get(INDEPENDENT_EPISODES) is True or type(unwrapped).__module__.startswith(
+        STATELESS_MODULES
+    )
 
 
 def _generator_state(env: gym.Env) -> Any:
@@ -83,9 +93,6 @@ def evaluate_together(agent: ActorCritic, envs: list[gym.Env], seed: int) -> Eva
     engine dispersion do). Each copy's generator is compared after its episode with where its reset left
     it, and a difference returns None.
     """
-    first = agent.greedy_actions(np.zeros((1, agent.obs_dim), dtype=np.float32))
-    if first is None:
-        return None
     obs: list[np.ndarray] = []
     drawn: list[Any] = []
     for k, env in enumerate(envs):
@@ -99,7 +106,8 @@ def evaluate_together(agent: ActorCritic, envs: list[gym.Env], seed: int) -> Eva
     running = list(range(len(envs)))
     while running:
         actions = agent.greedy_actions(np.stack([obs[k] for k in running]))
-        assert actions is not None
+        if actions is None:  # only ever at the first step: whether an agent promises its bits does not change
+            return None
         shares = np.mean(np.abs(actions) >= NEAR_BOUND, axis=1).tolist()  # exact: small counts over d
         still: list[int] = []
         for k, action, share in zip(running, actions, shares):

@@ -82,8 +82,6 @@ class Trainer:
 
         self.env = make_env(c.env_id)
         self.evaluator = Evaluator(c.env_id, c.eval_episodes)
-        self.eval_env = self.evaluator.env
-        """An environment for episodes of the evaluation's kind (the one its episodes alone run in)."""
         obs_dim, action_dim = env_dims(self.env)
 
         # Seeding: networks from a forked global RNG (the caller's stays untouched),

@@ -35,7 +35,7 @@ NEAR = NEAR_BOUND
 
 
 def measure(trainer: Trainer) -> dict[str, float]:
-    agent, env = trainer.agent, trainer.eval_env
+    agent, env = trainer.agent, trainer.evaluator.env
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=trainer.config.seed + 100)
     states, actions, rewards, done = [], [], [], False

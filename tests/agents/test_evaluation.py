@@ -4,7 +4,7 @@ CPU) the evaluation runs them one at a time."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -12,12 +12,12 @@ import pytest
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 from agents import RecordingSink, TrainConfig, Trainer
-from agents.evaluation import Evaluation, Evaluator, evaluate, evaluate_together
+from agents.evaluation import INDEPENDENT_EPISODES, Evaluation, Evaluator, evaluate, evaluate_together
 
 
 class CountingPendulum(PendulumEnv):
     """Pendulum whose every episode starts higher than the last: it carries a count from one episode to the
-    next, outside its generator (its steps draw nothing)."""
+    next, outside its generator (its steps draw nothing). Its metadata declares nothing: a user's env."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -30,7 +30,14 @@ class CountingPendulum(PendulumEnv):
         return self._get_obs(), info
 
 
+class ClaimingCountingPendulum(CountingPendulum):
+    """The same, declaring (wrongly) that its episodes are independent."""
+
+    metadata: ClassVar[dict[str, Any]] = {**CountingPendulum.metadata, INDEPENDENT_EPISODES: True}
+
+
 gym.register(id="CountingPendulum-v0", entry_point=CountingPendulum, max_episode_steps=50)
+gym.register(id="ClaimingCountingPendulum-v0", entry_point=ClaimingCountingPendulum, max_episode_steps=50)
 
 
 def trained(algo: str, env_id: str, steps: int = 1_500) -> Trainer:
@@ -94,19 +101,17 @@ def test_only_gymnasiums_mujoco_and_classic_control_tasks_step_together(env_id: 
     assert Evaluator("Hopper-v4", 10).together is None and Evaluator("Pendulum-v1", 10).together is None
 
 
-def test_episodes_that_share_state_outside_the_generator_are_refused_at_the_first_evaluation(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The backstop behind the list of tasks: an environment that carries a count from one episode to the next,
-    let through the list. Stepping together gives other returns (each copy's count is its own); the first
-    evaluation, run both ways, sees it and keeps the episodes alone from then on."""
-    monkeypatch.setattr("agents.evaluation.STATELESS_MODULES", (CountingPendulum.__module__,))
-    agent = trained("td3", "CountingPendulum-v0", steps=800).agent
-    alone = evaluate(agent, Evaluator("CountingPendulum-v0", 10).env, 10, seed=100)
-    together = evaluate_together(agent, Evaluator("CountingPendulum-v0", 10).envs, seed=100)
+def test_episodes_that_share_state_outside_the_generator_are_refused_at_the_first_evaluation() -> None:
+    """The backstop behind the list of tasks: an environment that carries a count from one episode to the next
+    and declares its episodes independent all the same. Stepping together gives other returns (each copy's
+    count is its own); the first evaluation, run both ways, sees it and keeps the episodes alone from then on."""
+    env_id = "ClaimingCountingPendulum-v0"
+    agent = trained("td3", env_id, steps=800).agent
+    alone = evaluate(agent, Evaluator(env_id, 10).env, 10, seed=100)
+    together = evaluate_together(agent, Evaluator(env_id, 10).envs, seed=100)
     assert together is not None and together.returns != alone.returns
-    evaluator = Evaluator("CountingPendulum-v0", 10)
-    assert evaluator.together is None
+    evaluator = Evaluator(env_id, 10)
+    assert evaluator.together is None  # its declaration lets it try
     assert same(alone, evaluator.evaluate(agent, seed=100))
     assert evaluator.together is False and not evaluator._copies
 
