@@ -127,6 +127,49 @@ class TwinCritic(nn.Module):
                 total = a_grad if total is None else total + a_grad
         return total
 
+    def min_action_grad(self, tapes: list[Tape], member: Tensor, grad: Tensor | float) -> Tensor:
+        """∂L/∂action for L = Σ_i g_i · min_k Q_k(s_i, a_i): each row back-propagates through the member that is
+        its minimum alone. ``member``: ``q.min(0)``'s indices, (B, 1); ``grad``: g, (B, 1), 0-d or a number.
+
+        Each member runs its backward on its own rows only: the two together cost one member's whole-batch
+        backward where :meth:`backward` with the other member's rows masked to zero costs two. A row's values
+        are the masked backward's to the bit wherever the matrix library computes a row of a product the same
+        whatever the number of rows beside it (MKL does here from 4 rows on: ``tests/agents/test_gradients.py``
+        checks it on the machine it runs on); a member with fewer than :data:`FEW_ROWS` rows, and a lane
+        group's stacked batches (whose lanes split their rows differently), take the masked backward.
+        """
+        chains = _needs(self.chains)
+        action = slice(-self.action_dim, None)
+        if member.ndim > 2:  # a lane group's (K, B, 1)
+            members = torch.arange(len(chains), device=member.device).view(-1, *(1,) * member.ndim)
+            total = self.backward(tapes, (member == members) * grad, params=False, action_grad=True)
+            assert total is not None
+            return total
+        total = tapes[0].inputs[0].new_empty(member.shape[0], self.action_dim)
+        for k, (chain, tape) in enumerate(zip(chains, tapes)):
+            mine = member == k
+            rows = mine.view(-1).nonzero().view(-1)
+            if len(rows) >= FEW_ROWS:
+                own = Tape([x.index_select(0, rows) for x in tape.inputs], tape.output.index_select(0, rows))
+                g = (
+                    grad.expand_as(mine).index_select(0, rows)
+                    if isinstance(grad, Tensor)
+                    else torch.full_like(own.output, grad)
+                )
+                a_grad = chain.backward(own, g, params=False, input_grad=True, input_columns=action)
+                assert a_grad is not None
+                total.index_copy_(0, rows, a_grad)
+            elif len(rows):
+                a_grad = chain.backward(tape, mine * grad, params=False, input_grad=True, input_columns=action)
+                assert a_grad is not None
+                total.index_copy_(0, rows, a_grad.index_select(0, rows))
+        return total
+
+
+FEW_ROWS = 8
+"""Below this many rows, :meth:`TwinCritic.min_action_grad` back-propagates a member's whole masked batch: MKL
+computes a product of 1 to 3 rows by another kernel, which rounds its rows differently."""
+
 
 class DDPGCritic(nn.Module):
     """DDPG's critic: the state alone through the first layer, the action joins at the second."""

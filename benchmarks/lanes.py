@@ -13,6 +13,9 @@ is the aggregate: steps of all K runs per second. The ratio is lanes over proces
 environments stay on the CPU), only lane groups run, and the GPU memory each lane needs is reported.
 Each group's time is split: in its environments' ``step`` (CPU work), in acting (each lane's forward pass and
 its copy back to the CPU), and the rest (the stacked update, sampling, the lanes' bookkeeping).
+On a CPU each group's ceiling is printed too: the steps/s it would make if its updates' matrix products ran at
+the core's 256³ matmul rate and nothing but its environments' measured steps took any other time, over the K
+processes' steps/s: a ratio no code of ours could pass without fewer FLOPs or a faster core.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+try:
+    from benchmarks.breakdown import matmul_rate, update_flops
+except ModuleNotFoundError:  # run as a script (the README's way): benchmarks/ itself is on the path
+    from breakdown import matmul_rate, update_flops  # type: ignore[no-redef,import-not-found]
 
 CPU_LANES = (1, 2, 4, 8)
 GPU_LANES = (1, 5, 10, 20, 40)
@@ -103,6 +111,10 @@ def child(mode: str, algo: str, lanes: int, first_seed: int, window: float, devi
     result["act_share"] = spent["act"] / seconds
     if cuda:
         result["gpu_bytes"] = torch.cuda.max_memory_allocated()
+    elif mode == "lanes":  # the ceiling: each lane's update (a solo one's products) at the matmul rate
+        result["update_flops_per_step"] = update_flops(trainers[0])
+        result["matmul_rate"] = matmul_rate()
+        result["env_seconds_per_step"] = spent["env"] / steps
     print(json.dumps(result), flush=True)
 
 
@@ -142,6 +154,9 @@ def case(mode: str, algo: str, lanes: int, args: argparse.Namespace) -> dict[str
         summary[share] = sum(r[share] for r in results) / len(results)
     if "gpu_bytes" in results[0]:
         summary["gpu_mib_per_lane"] = results[0]["gpu_bytes"] / 2**20 / lanes
+    if "matmul_rate" in results[0]:
+        one = results[0]
+        summary["ceiling_sps"] = 1 / (one["update_flops_per_step"] / one["matmul_rate"] + one["env_seconds_per_step"])
     return summary
 
 
@@ -170,7 +185,7 @@ def main() -> None:
             raise SystemExit(f"--device {args.device}: no CUDA device here (torch {torch.__version__})")
     ks = args.lanes or list(GPU_LANES if gpu else CPU_LANES)
     modes = ["lanes"] if gpu else ["lanes", "processes"]
-    console = Console()
+    console = Console(width=160)
     rows = []
     with Progress(console=console) as progress:
         task = progress.add_task("cases", total=len(args.algos) * len(ks) * len(modes))
@@ -187,7 +202,7 @@ def main() -> None:
     table.add_column("algo")
     for column in ("K", "lane group (steps/s)"):
         table.add_column(column, justify="right")
-    extra = ("GPU memory per lane (MiB)",) if gpu else ("K processes (steps/s)", "lanes / processes")
+    extra = ("GPU memory per lane (MiB)",) if gpu else ("K processes (steps/s)", "lanes / processes", "its ceiling")
     extra += ("group: in environments", "acting", "updates and the rest")
     for column in extra:
         table.add_column(column, justify="right")
@@ -198,11 +213,17 @@ def main() -> None:
             cells.append(f"{group['gpu_mib_per_lane']:.0f}")
         else:
             apart: dict[str, float] = row["processes"]  # type: ignore[assignment]
-            cells += [f"{apart['sps']:.0f}", f"{group['sps'] / apart['sps']:.2f}"]
+            ceiling = group["ceiling_sps"] / apart["sps"]
+            cells += [f"{apart['sps']:.0f}", f"{group['sps'] / apart['sps']:.2f}", f"{ceiling:.2f}"]
         rest = 1.0 - group["env_share"] - group["act_share"]
         cells += [f"{group['env_share']:.0%}", f"{group['act_share']:.0%}", f"{rest:.0%}"]
         table.add_row(*cells)
     console.print(table)
+    if not gpu:
+        console.print(
+            "its ceiling: the lanes / processes ratio if the group's updates ran at the core's 256³ float32 matmul"
+            " rate and nothing but its environments' steps (as measured) took any other time"
+        )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -106,7 +106,7 @@ def ours_config(
 def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False, **options: str) -> dict[str, float]:
     """Our run of ``ours_config`` (``options``: its correction, divergence, backend, sampler): its SPS, and
     its update's achieved FLOP/s (every update is in the timed window: learning starts at ``start``) beside
-    this process's 256³ matmul rate."""
+    this process's 256³ matmul rate; the update's FLOPs and the seconds outside it, per environment step."""
     clock = _Clock(start, start + steps)
     trainer = Trainer(ours_config(algo, env_id, start, steps, evaluate=evaluate, **options), clock)
     update, spent = trainer.agent.update, [0.0]
@@ -120,8 +120,14 @@ def ours(algo: str, env_id: str, start: int, steps: int, evaluate: bool = False,
     trainer.agent.update = timed  # type: ignore[method-assign]
     trainer.run()
     sps = steps / (clock.times[start + steps] - clock.times[start])
-    update_rate = update_flops(trainer, update) * trainer.agent.updates / spent[0]
-    return {"sps": sps, "update_rate": update_rate, "matmul_rate": matmul_rate()}
+    flops = update_flops(trainer, update) * trainer.agent.updates
+    return {
+        "sps": sps,
+        "update_rate": flops / spent[0],
+        "matmul_rate": matmul_rate(),
+        "update_flops_per_step": flops / steps,
+        "other_seconds_per_step": 1 / sps - spent[0] / steps,
+    }
 
 
 def sb3_model(algo: str, env_id: str, start: int, seed: int = 0) -> OffPolicyAlgorithm:
@@ -183,6 +189,11 @@ def paired_ratios(ours: list[float], peer: list[float]) -> list[float]:
     return [a / b for a, b in zip(ours, peer, strict=True)]
 
 
+def paired_ratios_of(ceilings: list[tuple[float, float]], peer: list[float]) -> list[tuple[float, float]]:
+    """Each repeat's two ceilings (steps/s) against the peer's run of the same repeat."""
+    return [(alone / b, with_rest / b) for (alone, with_rest), b in zip(ceilings, peer, strict=True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v4")
@@ -226,6 +237,9 @@ def main() -> None:
     results: dict[str, list[float]] = {case: [] for case in cases}
     update_shares: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
     """Per case and repeat: the update's FLOP/s and the process's matmul rate (ours only)."""
+    ceilings: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    """Per case and repeat (ours only): the most steps/s the run could make with its update's products at the
+    matmul rate, first with nothing else in the step, then with the rest of the step as measured."""
     with Progress() as progress:
         task = progress.add_task("benchmarking", total=len(cases) * args.repeats)
         for repeat in range(args.repeats):
@@ -239,6 +253,8 @@ def main() -> None:
                 results[case].append(measured["sps"])
                 if "update_rate" in measured:
                     update_shares[case].append((measured["update_rate"], measured["matmul_rate"]))
+                    at_peak = measured["update_flops_per_step"] / measured["matmul_rate"]  # seconds per step
+                    ceilings[case].append((1 / at_peak, 1 / (at_peak + measured["other_seconds_per_step"])))
                 progress.advance(task)
 
     console = Console(width=140)
@@ -277,6 +293,15 @@ def main() -> None:
                 f" rate, per repeat: {', '.join(f'{r / 1e9:.1f} / {p / 1e9:.1f} GFLOP/s' for r, p in shares)};"
                 f" median {statistics.median(per_repeat) * 100:.0f}% ({min(per_repeat) * 100:.0f}% to"
                 f" {max(per_repeat) * 100:.0f}%)"
+            )
+        if ceilings.get(f"{algo}:none") and results.get(f"{algo}:sb3"):
+            pairs = paired_ratios_of(ceilings[f"{algo}:none"], results[f"{algo}:sb3"])
+            alone, with_rest = [a for a, _ in pairs], [r for _, r in pairs]
+            console.print(
+                f"{algo.upper()} ceiling of ours / SB3, per repeat: the update's FLOPs at the 256³ matmul rate and"
+                f" nothing else in a step, {min(alone):.2f} to {max(alone):.2f}; with the rest of our step as"
+                f" measured, {min(with_rest):.2f} to {max(with_rest):.2f} (no code of ours could do better"
+                " without fewer FLOPs or a faster core)"
             )
         corrected = [case for case in results if case.startswith(f"{algo}:") and case.split(":")[1] in
                      ("acoffpoc", "competitor", "sampler")]  # fmt: skip

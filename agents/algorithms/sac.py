@@ -94,9 +94,7 @@ class SAC(ActorCritic):
         q, critic_tapes = self.critic.forward_tape(obs, action)  # (2, B, 1)
         q_min, member = q.min(0)
         self._log_pi = log_pi
-        members = torch.arange(q.shape[0], device=q.device).view(-1, *(1,) * member.ndim)
-        action_grad = self.critic.backward(critic_tapes, (member == members) * -c, params=False, action_grad=True)
-        assert action_grad is not None
+        action_grad = self.critic.min_action_grad(critic_tapes, member, -c)
         alpha = self.alpha_value()
         u_grad = (2 * alpha * c) * action + action_grad * (1 - action * action)
         self.actor.backward(actor_tape, (u_grad, u_grad * (log_std.exp() * noise) - alpha * c))

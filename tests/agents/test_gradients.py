@@ -168,3 +168,37 @@ def test_target_networks_compute_with_their_own_parameters(algo: str) -> None:
             p.add_(1.0)  # the online critic moves; its deep copy must not
     torch.testing.assert_close(target(b.obs, b.action), before, rtol=0, atol=0)
     assert not torch.allclose(agent.critic(b.obs, b.action), before)
+
+
+@pytest.mark.parametrize("rows_of_first", [0, 1, 3, 7, 8, 100, 128, 255, 256])
+@pytest.mark.parametrize("coefficient", ["number", "0-d", "per row"])
+def test_min_action_grad_is_the_masked_backward_to_the_bit_with_half_its_flops(
+    rows_of_first: int, coefficient: str
+) -> None:
+    """SAC's actor step back-propagates min_k Q_k: each member on its own rows equals the masked backward of both
+    members on the whole batch, bit for bit, for every split of the batch (a member with a handful of rows included,
+    which MKL rounds otherwise when alone), and costs about half its FLOPs once both members have rows to spare."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from agents.networks import FEW_ROWS, TwinCritic
+
+    torch.manual_seed(rows_of_first)
+    obs_dim, batch_size = 11, 256
+    critic = TwinCritic(obs_dim, ACT, (256, 256))
+    obs, action = torch.randn(batch_size, obs_dim), torch.rand(batch_size, ACT) * 2 - 1
+    member = torch.ones(batch_size, 1, dtype=torch.long)
+    member[torch.randperm(batch_size)[:rows_of_first]] = 0
+    grad: torch.Tensor | float = {
+        "number": -1 / batch_size,
+        "0-d": torch.tensor(-0.3 / batch_size),
+        "per row": -torch.rand(batch_size, 1) / batch_size,
+    }[coefficient]
+    with torch.no_grad():
+        _, tapes = critic.forward_tape(obs, action)
+        with FlopCounterMode(display=False) as masked_flops:
+            masked = critic.backward(tapes, (member == torch.arange(2).view(2, 1, 1)) * grad, False, True)
+        with FlopCounterMode(display=False) as own_flops:
+            own = critic.min_action_grad(tapes, member, grad)
+    assert masked is not None and torch.equal(own, masked)
+    if min(rows_of_first, batch_size - rows_of_first) >= FEW_ROWS or rows_of_first in (0, batch_size):
+        assert own_flops.get_total_flops() == pytest.approx(masked_flops.get_total_flops() / 2, rel=1e-9)
