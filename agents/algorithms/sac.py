@@ -34,6 +34,7 @@ class SAC(ActorCritic):
     policy_kind = "stochastic"
     keeps_target_actor = False
     actor: GaussianPolicy
+    critic: TwinCritic
 
     def build(self) -> None:
         hidden = self.config.hidden
