@@ -129,22 +129,20 @@ class TwinCritic(nn.Module):
 
     def min_action_grad(self, tapes: list[Tape], member: Tensor, grad: Tensor | float) -> Tensor:
         """∂L/∂action for L = Σ_i g_i · min_k Q_k(s_i, a_i): each row back-propagates through the member that is
-        its minimum alone. ``member``: ``q.min(0)``'s indices, (B, 1); ``grad``: g, (B, 1), 0-d or a number.
+        its minimum alone. ``member``: ``q.min(0)``'s indices, (B, 1), a lane group's (K, B, 1); ``grad``: g,
+        shaped as ``member``, 0-d or a number.
 
         Each member runs its backward on its own rows only: the two together cost one member's whole-batch
         backward where :meth:`backward` with the other member's rows masked to zero costs two. A row's values
         are the masked backward's to the bit wherever the matrix library computes a row of a product the same
         whatever the number of rows beside it (MKL does here from 4 rows on: ``tests/agents/test_gradients.py``
-        checks it on the machine it runs on); a member with fewer than :data:`FEW_ROWS` rows, and a lane
-        group's stacked batches (whose lanes split their rows differently), take the masked backward.
+        checks it on the machine it runs on); a member with fewer than :data:`FEW_ROWS` rows takes the masked
+        backward. A lane group's lanes split their rows differently: see :meth:`_lanes_min_action_grad`.
         """
         chains = _needs(self.chains)
+        if member.ndim > 2:
+            return self._lanes_min_action_grad(chains, tapes, member, grad)
         action = slice(-self.action_dim, None)
-        if member.ndim > 2:  # a lane group's (K, B, 1)
-            members = torch.arange(len(chains), device=member.device).view(-1, *(1,) * member.ndim)
-            total = self.backward(tapes, (member == members) * grad, params=False, action_grad=True)
-            assert total is not None
-            return total
         total = tapes[0].inputs[0].new_empty(member.shape[0], self.action_dim)
         for k, (chain, tape) in enumerate(zip(chains, tapes)):
             mine = member == k
@@ -164,6 +162,39 @@ class TwinCritic(nn.Module):
                 assert a_grad is not None
                 total.index_copy_(0, rows, a_grad.index_select(0, rows))
         return total
+
+    def _lanes_min_action_grad(
+        self, chains: list[LinearChain], tapes: list[Tape], member: Tensor, grad: Tensor | float
+    ) -> Tensor:
+        """:meth:`min_action_grad` for a lane group's (K, B, 1) ``member``: each member's batched backward runs on
+        n rows a lane, n the most any lane has for it, each lane's own rows first and then other rows of its batch
+        with a zero gradient, which add exactly nothing. With the rows split about evenly, that is a little over
+        half the masked backward's products. (Its rows round as a lane's solo run does only to float32 rounding,
+        as every product of a lane group does: ``tests/agents/test_lanes.py``.)"""
+        lanes, batch = member.shape[:2]
+        total = tapes[0].inputs[0].new_zeros(lanes * batch, self.action_dim)
+        g_all = grad.expand_as(member) if isinstance(grad, Tensor) else torch.full_like(member, grad, dtype=total.dtype)
+        offsets = torch.arange(lanes, device=member.device).view(-1, 1) * batch
+        for k, (chain, tape) in enumerate(zip(chains, tapes)):
+            mine = member[..., 0] == k  # (K, B)
+            n = int(mine.sum(1).max())
+            if n == 0:
+                continue
+            # Each lane's own rows first (in order), then the rest of its batch: the first n are the lane's rows.
+            rows = torch.argsort((~mine).to(torch.uint8), dim=1, stable=True)[:, :n]  # (K, n)
+            own = mine.gather(1, rows).unsqueeze(-1)  # (K, n, 1): a lane's row, or padding
+            flat = (rows + offsets).view(-1)  # rows of the (K·B, ...) views: index_select copies whole rows
+
+            def pick(x: Tensor, flat: Tensor = flat, n: int = n) -> Tensor:
+                return x.reshape(lanes * batch, -1).index_select(0, flat).view(lanes, n, -1)
+
+            own_tape = Tape([pick(x) for x in tape.inputs], pick(tape.output))
+            a_grad = chain.backward(
+                own_tape, pick(g_all) * own, params=False, input_grad=True, input_columns=slice(-self.action_dim, None)
+            )
+            assert a_grad is not None
+            total.index_add_(0, flat, torch.where(own, a_grad, 0.0).view(-1, self.action_dim))
+        return total.view(lanes, batch, self.action_dim)
 
 
 FEW_ROWS = 8

@@ -202,3 +202,34 @@ def test_min_action_grad_is_the_masked_backward_to_the_bit_with_half_its_flops(
     assert masked is not None and torch.equal(own, masked)
     if min(rows_of_first, batch_size - rows_of_first) >= FEW_ROWS or rows_of_first in (0, batch_size):
         assert own_flops.get_total_flops() == pytest.approx(masked_flops.get_total_flops() / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("splits", [(120, 128, 136), (0, 10, 256), (4, 250, 128)])
+def test_a_lane_groups_min_action_grad_is_the_masked_backward_on_fewer_rows(splits: tuple[int, ...]) -> None:
+    """A lane group's critics (stacked (K, ...) parameters) back-propagate min_k Q_k on each member's rows of every
+    lane, padded to the lane with the most: the masked backward's values (to float32 rounding), with each member's
+    FLOPs in proportion to its most rows in a lane."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from agents.networks import TwinCritic
+
+    torch.manual_seed(sum(splits))
+    lanes, obs_dim, batch_size = len(splits), 11, 256
+    critic = TwinCritic(obs_dim, ACT, (256, 256))
+    for param in critic.parameters():  # each lane its own parameters, as agents.lanes stacks them
+        param.data = torch.stack([torch.randn_like(param) / param.shape[-1] ** 0.5 for _ in range(lanes)])
+    obs, action = torch.randn(lanes, batch_size, obs_dim), torch.rand(lanes, batch_size, ACT) * 2 - 1
+    member = torch.ones(lanes, batch_size, 1, dtype=torch.long)
+    for lane, rows_of_first in enumerate(splits):
+        member[lane, torch.randperm(batch_size)[:rows_of_first]] = 0
+    grad = -torch.rand(lanes, batch_size, 1) / batch_size
+    with torch.no_grad():
+        _, tapes = critic.forward_tape(obs, action)
+        with FlopCounterMode(display=False) as masked_flops:
+            masked = critic.backward(tapes, (member == torch.arange(2).view(2, 1, 1, 1)) * grad, False, True)
+        with FlopCounterMode(display=False) as own_flops:
+            own = critic.min_action_grad(tapes, member, grad)
+    assert masked is not None
+    torch.testing.assert_close(own, masked)
+    most = max(splits) + max(batch_size - n for n in splits)  # each member's rows in its fullest lane, summed
+    assert own_flops.get_total_flops() == pytest.approx(masked_flops.get_total_flops() * most / (2 * batch_size))
