@@ -122,6 +122,7 @@ class LinearChain:
         params: bool = True,
         input_grad: bool = False,
         input_columns: slice = ALL_COLUMNS,
+        rows_of: tuple[Tensor, int] | None = None,
     ) -> Tensor | None:
         """Back-propagate ``grad`` (∂L/∂output) through the chain.
 
@@ -129,6 +130,11 @@ class LinearChain:
         not accumulating). Returns ∂L/∂input when ``input_grad``, else None; only
         its ``input_columns`` (e.g. a critic's action part) when given. Runs without
         autograd whether or not its caller does.
+
+        ``rows_of`` (rows, n): the tape and ``grad`` hold those rows of an n-row batch (2-D chains).
+        The input gradient then comes out for the whole batch, zero in the other rows: its product
+        runs on all n rows, since MKL rounds a row of a narrow product (a few columns) by where the
+        row sits in it, so each row rounds as in the whole batch's product.
         """
         if self.tanh:
             grad = torch.ops.aten.tanh_backward(grad, tape.output)
@@ -149,7 +155,12 @@ class LinearChain:
                     weight.grad = _mm(grad.t(), x)
                     bias.grad = grad.sum(0)
                 if i == 0:
-                    return _mm(grad, weight[:, input_columns], TRANSPOSE_NARROW_INPUT_GRADIENT) if input_grad else None
+                    if not input_grad:
+                        return None
+                    if rows_of is not None:
+                        rows, n = rows_of
+                        grad = grad.new_zeros(n, grad.shape[1]).index_copy_(0, rows, grad)
+                    return _mm(grad, weight[:, input_columns], TRANSPOSE_NARROW_INPUT_GRADIENT)
                 grad = _mm(grad, weight, TRANSPOSE_NARROW_INPUT_GRADIENT)
             if self.relu_after[i - 1]:
                 # x is the previous layer's ReLU output: it passes the gradient where positive.

@@ -132,18 +132,26 @@ class TwinCritic(nn.Module):
         its minimum alone. ``member``: ``q.min(0)``'s indices, (B, 1), a lane group's (K, B, 1); ``grad``: g,
         shaped as ``member``, 0-d or a number.
 
-        Each member runs its backward on its own rows only: the two together cost one member's whole-batch
-        backward where :meth:`backward` with the other member's rows masked to zero costs two. A row's values
-        are the masked backward's to the bit wherever the matrix library computes a row of a product the same
-        whatever the number of rows beside it (MKL does here from 4 rows on: ``tests/agents/test_gradients.py``
-        checks it on the machine it runs on); a member with fewer than :data:`FEW_ROWS` rows takes the masked
-        backward. A lane group's lanes split their rows differently: see :meth:`_lanes_min_action_grad`.
+        On a CPU, each member runs its backward on its own rows only: the two together cost one member's
+        whole-batch backward where the masked backward (:meth:`backward` with the other member's rows zeroed)
+        costs two. Only the last, narrow product (into the action's columns) runs on the whole batch, zero in
+        the other rows, since MKL rounds a row of it by where the row sits. The result is the masked backward's
+        to the bit wherever MKL computes a row of the 256-wide products the same whatever the number of rows
+        beside it: on one thread, from 4 rows on here (``tests/agents/test_gradients.py`` checks it on the
+        machine it runs on). The masked backward remains for a member with fewer than :data:`FEW_ROWS` rows,
+        for more than one thread (MKL then splits the rows between threads) and off the CPU (where the row
+        counts would cost a device sync an update, and cuBLAS promises no such rounding). A lane group's lanes
+        split their rows differently: :meth:`_lanes_min_action_grad`.
         """
         chains = _needs(self.chains)
+        if member.device.type != "cpu":
+            return self._masked_action_grad(tapes, member, grad)
         if member.ndim > 2:
             return self._lanes_min_action_grad(chains, tapes, member, grad)
-        action = slice(-self.action_dim, None)
-        total = tapes[0].inputs[0].new_empty(member.shape[0], self.action_dim)
+        if torch.get_num_threads() > 1:
+            return self._masked_action_grad(tapes, member, grad)
+        action, batch = slice(-self.action_dim, None), member.shape[0]
+        total = tapes[0].inputs[0].new_empty(batch, self.action_dim)
         for k, (chain, tape) in enumerate(zip(chains, tapes)):
             mine = member == k
             rows = mine.view(-1).nonzero().view(-1)
@@ -152,23 +160,30 @@ class TwinCritic(nn.Module):
                 g = (
                     grad.expand_as(mine).index_select(0, rows)
                     if isinstance(grad, Tensor)
-                    else torch.full_like(own.output, grad)
+                    else own.output.new_full(own.output.shape, grad)
                 )
-                a_grad = chain.backward(own, g, params=False, input_grad=True, input_columns=action)
-                assert a_grad is not None
-                total.index_copy_(0, rows, a_grad)
+                a_grad = chain.backward(own, g, False, True, input_columns=action, rows_of=(rows, batch))
             elif len(rows):
                 a_grad = chain.backward(tape, mine * grad, params=False, input_grad=True, input_columns=action)
-                assert a_grad is not None
-                total.index_copy_(0, rows, a_grad.index_select(0, rows))
+            else:
+                continue
+            assert a_grad is not None
+            total.index_copy_(0, rows, a_grad.index_select(0, rows))
+        return total
+
+    def _masked_action_grad(self, tapes: list[Tape], member: Tensor, grad: Tensor | float) -> Tensor:
+        """:meth:`min_action_grad` by the masked backward: both members on every row, the other's rows zeroed."""
+        members = torch.arange(len(tapes), device=member.device).view(-1, *(1,) * member.ndim)
+        total = self.backward(tapes, (member == members) * grad, params=False, action_grad=True)
+        assert total is not None
         return total
 
     def _lanes_min_action_grad(
         self, chains: list[LinearChain], tapes: list[Tape], member: Tensor, grad: Tensor | float
     ) -> Tensor:
         """:meth:`min_action_grad` for a lane group's (K, B, 1) ``member``: each member's batched backward runs on
-        n rows a lane, n the most any lane has for it, each lane's own rows first and then other rows of its batch
-        with a zero gradient, which add exactly nothing. With the rows split about evenly, that is a little over
+        n rows a lane, n the most any lane has for it, each lane's own rows first and then other rows of its batch,
+        whose results are dropped. With the rows split about evenly, that is a little over
         half the masked backward's products. (Its rows round as a lane's solo run does only to float32 rounding,
         as every product of a lane group does: ``tests/agents/test_lanes.py``.)"""
         lanes, batch = member.shape[:2]
@@ -190,7 +205,7 @@ class TwinCritic(nn.Module):
 
             own_tape = Tape([pick(x) for x in tape.inputs], pick(tape.output))
             a_grad = chain.backward(
-                own_tape, pick(g_all) * own, params=False, input_grad=True, input_columns=slice(-self.action_dim, None)
+                own_tape, pick(g_all), params=False, input_grad=True, input_columns=slice(-self.action_dim, None)
             )
             assert a_grad is not None
             total.index_add_(0, flat, torch.where(own, a_grad, 0.0).view(-1, self.action_dim))

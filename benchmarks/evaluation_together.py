@@ -4,6 +4,7 @@
     git worktree add /tmp/before a8f9f31
     PYTHONPATH=/tmp/before python benchmarks/evaluation_together.py --save before.json
     python benchmarks/evaluation_together.py --against before.json
+    PYTHONPATH=/tmp/before python benchmarks/evaluation_together.py --env HalfCheetah-v4 --algos sac --save cheetah.json
 
     # milliseconds per evaluation, alone against together, on a trained policy's long episodes
     python benchmarks/evaluation_together.py --checkpoint runs/hopper-300k.db-runs/1447/checkpoint.pt
@@ -38,13 +39,14 @@ from agents.training import EVAL_SEED_OFFSET
 
 ALGOS = ("td3", "sac")
 ENV = "Hopper-v4"
+"""The defaults of ``--algos`` and ``--env``; a file saved before those options holds these runs alone."""
 
 
-def evaluations(algo: str, steps: int, progress: Progress) -> list[dict[str, Any]]:
+def evaluations(algo: str, env: str, steps: int, progress: Progress) -> list[dict[str, Any]]:
     """Every evaluation of one seed's run: its step, returns and lengths."""
-    config = TrainConfig.make(algo=algo, env_id=ENV, start_steps=1_000, total_steps=steps, threads=1, seed=0)
+    config = TrainConfig.make(algo=algo, env_id=env, start_steps=1_000, total_steps=steps, threads=1, seed=0)
     sink = RecordingSink()
-    task = progress.add_task(f"{algo} on {ENV}", total=steps)
+    task = progress.add_task(f"{algo} on {env}", total=steps)
     trainer = Trainer(config, sink)
     step = trainer.env_step
 
@@ -55,12 +57,12 @@ def evaluations(algo: str, steps: int, progress: Progress) -> list[dict[str, Any
     trainer.env_step = counted  # type: ignore[method-assign]
     trainer.run()
     together = getattr(getattr(trainer, "evaluator", None), "together", None)
-    progress.update(task, description=f"{algo} on {ENV} (episodes stepped together: {together})")
+    progress.update(task, description=f"{algo} on {env} (episodes stepped together: {together})")
     return [{"step": e.step, "returns": list(e.returns), "lengths": list(e.lengths)} for e in sink.evals]
 
 
-def compare(saved: dict[str, list[dict[str, Any]]], today: dict[str, list[dict[str, Any]]]) -> Table:
-    table = Table(title=f"Evaluations of one seed on {ENV}: saved against today's")
+def compare(env: str, saved: dict[str, list[dict[str, Any]]], today: dict[str, list[dict[str, Any]]]) -> Table:
+    table = Table(title=f"Evaluations of one seed on {env}: saved against today's")
     for column in ("algorithm", "evaluations", "episodes", "lengths equal", "largest relative difference"):
         table.add_column(column, justify="right")
     for algo, before in saved.items():
@@ -106,6 +108,8 @@ def main() -> None:
     mode.add_argument("--against", type=Path, help="compare today's evaluations with a saved file's")
     mode.add_argument("--checkpoint", type=Path, nargs="+", help="time evaluations on checkpoints' policies")
     parser.add_argument("--steps", type=int, default=20_000, help="steps of each run (--save, --against)")
+    parser.add_argument("--env", default=ENV, help=f"the task (--save; default {ENV})")
+    parser.add_argument("--algos", nargs="+", default=list(ALGOS), help="the algorithms (--save; default td3 sac)")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds of each way (--checkpoint)")
     args = parser.parse_args()
     console = Console()
@@ -118,13 +122,18 @@ def main() -> None:
         console.print(table)
         return
     torch.set_num_threads(1)
+    env, algos = args.env, args.algos
+    if args.against:  # the saved file's task and algorithms
+        saved = json.loads(args.against.read_text())
+        env, saved = (saved["env"], saved["runs"]) if "runs" in saved else (ENV, saved)
+        algos = list(saved)
     with Progress(console=console) as progress:
-        today = {algo: evaluations(algo, args.steps, progress) for algo in ALGOS}
+        today = {algo: evaluations(algo, env, args.steps, progress) for algo in algos}
     if args.save:
-        args.save.write_text(json.dumps(today))
-        console.print(f"saved {sum(len(v) for v in today.values())} evaluations to {args.save}")
+        args.save.write_text(json.dumps({"env": env, "runs": today}))
+        console.print(f"saved {sum(len(v) for v in today.values())} evaluations on {env} to {args.save}")
     else:
-        console.print(compare(json.loads(args.against.read_text()), today))
+        console.print(compare(env, saved, today))
 
 
 if __name__ == "__main__":

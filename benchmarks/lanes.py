@@ -13,9 +13,10 @@ is the aggregate: steps of all K runs per second. The ratio is lanes over proces
 environments stay on the CPU), only lane groups run, and the GPU memory each lane needs is reported.
 Each group's time is split: in its environments' ``step`` (CPU work), in acting (each lane's forward pass and
 its copy back to the CPU), and the rest (the stacked update, sampling, the lanes' bookkeeping).
-On a CPU each group's ceiling is printed too: the steps/s it would make if its updates' matrix products ran at
-the core's 256³ matmul rate and nothing but its environments' measured steps took any other time, over the K
-processes' steps/s: a ratio no code of ours could pass without fewer FLOPs or a faster core.
+On a CPU each group's ceiling is printed too: the steps/s it would make if each lane's update did a solo
+update's matrix-product FLOPs at the core's 256³ matmul rate and nothing but its environments' measured steps
+took any other time, over the K processes' steps/s: a ratio no group could pass without fewer FLOPs or a
+faster core (Adam and the elementwise passes count as free).
 """
 
 from __future__ import annotations
@@ -221,8 +222,9 @@ def main() -> None:
     console.print(table)
     if not gpu:
         console.print(
-            "its ceiling: the lanes / processes ratio if the group's updates ran at the core's 256³ float32 matmul"
-            " rate and nothing but its environments' steps (as measured) took any other time"
+            "its ceiling: the lanes / processes ratio if each lane's update did a solo update's matrix-product FLOPs"
+            " at the core's 256³ float32 matmul rate and nothing but its environments' steps (as measured) took any"
+            " other time"
         )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -10,6 +10,7 @@ then trains both backends side by side.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -170,22 +171,28 @@ def test_target_networks_compute_with_their_own_parameters(algo: str) -> None:
     assert not torch.allclose(agent.critic(b.obs, b.action), before)
 
 
-@pytest.mark.parametrize("rows_of_first", [0, 1, 3, 7, 8, 100, 128, 255, 256])
-@pytest.mark.parametrize("coefficient", ["number", "0-d", "per row"])
-def test_min_action_grad_is_the_masked_backward_to_the_bit_with_half_its_flops(
-    rows_of_first: int, coefficient: str
-) -> None:
-    """SAC's actor step back-propagates min_k Q_k: each member on its own rows equals the masked backward of both
-    members on the whole batch, bit for bit, for every split of the batch (a member with a handful of rows included,
-    which MKL rounds otherwise when alone), and costs about half its FLOPs once both members have rows to spare."""
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread, as a run has by default."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _twin_critic_backwards(
+    action_dim: int, rows_of_first: int, coefficient: str
+) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """A twin critic's ∂L/∂action for L = Σ_i g_i min_k Q_k, by :meth:`TwinCritic.min_action_grad` and by the
+    masked backward, with the rows split ``rows_of_first`` / the rest; their FLOPs; (Humanoid's 17 observations)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from agents.networks import FEW_ROWS, TwinCritic
+    from agents.networks import TwinCritic
 
-    torch.manual_seed(rows_of_first)
-    obs_dim, batch_size = 11, 256
-    critic = TwinCritic(obs_dim, ACT, (256, 256))
-    obs, action = torch.randn(batch_size, obs_dim), torch.rand(batch_size, ACT) * 2 - 1
+    torch.manual_seed(rows_of_first + 1000 * action_dim)
+    obs_dim, batch_size = 17, 256
+    critic = TwinCritic(obs_dim, action_dim, (256, 256))
+    obs, action = torch.randn(batch_size, obs_dim), torch.rand(batch_size, action_dim) * 2 - 1
     member = torch.ones(batch_size, 1, dtype=torch.long)
     member[torch.randperm(batch_size)[:rows_of_first]] = 0
     grad: torch.Tensor | float = {
@@ -199,9 +206,41 @@ def test_min_action_grad_is_the_masked_backward_to_the_bit_with_half_its_flops(
             masked = critic.backward(tapes, (member == torch.arange(2).view(2, 1, 1)) * grad, False, True)
         with FlopCounterMode(display=False) as own_flops:
             own = critic.min_action_grad(tapes, member, grad)
-    assert masked is not None and torch.equal(own, masked)
-    if min(rows_of_first, batch_size - rows_of_first) >= FEW_ROWS or rows_of_first in (0, batch_size):
-        assert own_flops.get_total_flops() == pytest.approx(masked_flops.get_total_flops() / 2, rel=1e-9)
+    assert masked is not None
+    return own, masked, float(own_flops.get_total_flops()), float(masked_flops.get_total_flops())
+
+
+@pytest.mark.parametrize("action_dim", [2, 3, 6, 17])
+@pytest.mark.parametrize("rows_of_first", [0, 1, 3, 7, 8, 9, 100, 128, 255, 256])
+@pytest.mark.parametrize("coefficient", ["number", "0-d", "per row"])
+def test_min_action_grad_is_the_masked_backward_to_the_bit_with_about_half_its_flops(
+    action_dim: int, rows_of_first: int, coefficient: str, one_thread: None
+) -> None:
+    """SAC's actor step back-propagates min_k Q_k: each member on its own rows equals the masked backward of both
+    members on the whole batch, bit for bit, on one thread, for every split of the batch (a member with a handful of
+    rows included, which MKL rounds otherwise when alone) and action sizes from Pendulum's to Humanoid's (whose last,
+    narrow product MKL rounds by a row's place in it); once both members have 8 rows or more, or one has none, it
+    costs half the masked backward's FLOPs but for the narrow product, which each member runs on the whole batch."""
+    own, masked, own_flops, masked_flops = _twin_critic_backwards(action_dim, rows_of_first, coefficient)
+    assert torch.equal(own, masked)
+    narrow = 2 * 256 * 256 * action_dim  # one member's input-gradient product into the action's columns
+    if rows_of_first in (0, 256):
+        assert own_flops == masked_flops / 2
+    elif min(rows_of_first, 256 - rows_of_first) >= 8:
+        assert own_flops == masked_flops / 2 + narrow
+
+
+def test_min_action_grad_on_several_threads_is_still_the_masked_backward() -> None:
+    """MKL splits a product's rows between threads, so on more than one a member's own rows would round otherwise
+    (9 rows do here): there the masked backward runs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for rows_of_first in (9, 100, 247):
+            own, masked, own_flops, masked_flops = _twin_critic_backwards(6, rows_of_first, "per row")
+            assert torch.equal(own, masked) and own_flops == masked_flops
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("splits", [(120, 128, 136), (0, 10, 256), (4, 250, 128)])
