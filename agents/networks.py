@@ -183,9 +183,9 @@ class TwinCritic(nn.Module):
     ) -> Tensor:
         """:meth:`min_action_grad` for a lane group's (K, B, 1) ``member``: each member's batched backward runs on
         n rows a lane, n the most any lane has for it, each lane's own rows first and then other rows of its batch,
-        whose results are dropped. With the rows split about evenly, that is a little over
-        half the masked backward's products. (Its rows round as a lane's solo run does only to float32 rounding,
-        as every product of a lane group does: ``tests/agents/test_lanes.py``.)"""
+        whose results are dropped. With the rows split about evenly, that is a little over half the masked
+        backward's products. (Its rows round as a lane's solo run does only to float32 rounding, as every product
+        of a lane group does: ``tests/agents/test_lanes.py``.)"""
         lanes, batch = member.shape[:2]
         total = tapes[0].inputs[0].new_zeros(lanes * batch, self.action_dim)
         g_all = grad.expand_as(member) if isinstance(grad, Tensor) else torch.full_like(member, grad, dtype=total.dtype)

@@ -218,7 +218,7 @@ def test_min_action_grad_is_the_masked_backward_to_the_bit_with_about_half_its_f
 ) -> None:
     """SAC's actor step back-propagates min_k Q_k: each member on its own rows equals the masked backward of both
     members on the whole batch, bit for bit, on one thread, for every split of the batch (a member with a handful of
-    rows included, which MKL rounds otherwise when alone) and action sizes from Pendulum's to Humanoid's (whose last,
+    rows included, which MKL rounds otherwise when alone) and action sizes from 2 to Humanoid's 17 (whose last,
     narrow product MKL rounds by a row's place in it); once both members have 8 rows or more, or one has none, it
     costs half the masked backward's FLOPs but for the narrow product, which each member runs on the whole batch."""
     own, masked, own_flops, masked_flops = _twin_critic_backwards(action_dim, rows_of_first, coefficient)
