@@ -131,10 +131,10 @@ class LinearChain:
         its ``input_columns`` (e.g. a critic's action part) when given. Runs without
         autograd whether or not its caller does.
 
-        ``rows_of`` (rows, n): the tape and ``grad`` hold those rows of an n-row batch (2-D chains).
-        The input gradient then comes out for the whole batch, zero in the other rows: its product
-        runs on all n rows, since MKL rounds a row of a narrow product (a few columns) by where the
-        row sits in it, so each row rounds as in the whole batch's product.
+        ``rows_of`` (rows, n): the tape and ``grad`` hold those distinct rows of an n-row batch (2-D
+        chains; ignored otherwise). The input gradient then comes out for the whole batch, zero in the
+        other rows: its product runs on all n rows, since MKL rounds a row of a narrow product (a few
+        columns) by where the row sits in it, so each row rounds as in the whole batch's product.
         """
         if self.tanh:
             grad = torch.ops.aten.tanh_backward(grad, tape.output)

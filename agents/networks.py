@@ -133,15 +133,16 @@ class TwinCritic(nn.Module):
         shaped as ``member``, 0-d or a number.
 
         On a CPU, each member runs its backward on its own rows only: the two together cost one member's
-        whole-batch backward where the masked backward (:meth:`backward` with the other member's rows zeroed)
-        costs two. Only the last, narrow product (into the action's columns) runs on the whole batch, zero in
-        the other rows, since MKL rounds a row of it by where the row sits. The result is the masked backward's
-        to the bit wherever MKL computes a row of the 256-wide products the same whatever the number of rows
-        beside it: on one thread, from 4 rows on here (``tests/agents/test_gradients.py`` checks it on the
-        machine it runs on). The masked backward remains for a member with fewer than :data:`FEW_ROWS` rows,
-        for more than one thread (MKL then splits the rows between threads) and off the CPU (where the row
-        counts would cost a device sync an update, and cuBLAS promises no such rounding). A lane group's lanes
-        split their rows differently: :meth:`_lanes_min_action_grad`.
+        whole-batch backward plus one narrow product, where the masked backward (:meth:`backward` with the
+        other member's rows zeroed) costs two. That last, narrow product (into the action's columns) runs on
+        the whole batch, zero in the other rows, since MKL rounds a row of it by where the row sits. The result
+        is the masked backward's to the bit wherever MKL computes a row of the hidden layers' products the same
+        whatever the number of rows beside it: on one thread, from 4 rows on where measured
+        (``tests/agents/test_gradients.py`` checks the equality on the machine it runs on). The masked backward
+        remains for a member with fewer than :data:`FEW_ROWS` rows, for more than one thread (MKL then splits
+        the rows between threads) and off the CPU (where the row counts would cost a device sync an update, and
+        cuBLAS promises no such rounding). A lane group's lanes split their rows differently:
+        :meth:`_lanes_min_action_grad`.
         """
         chains = _needs(self.chains)
         if member.device.type != "cpu":
@@ -214,7 +215,8 @@ class TwinCritic(nn.Module):
 
 FEW_ROWS = 8
 """Below this many rows, :meth:`TwinCritic.min_action_grad` back-propagates a member's whole masked batch: MKL
-computes a product of 1 to 3 rows by another kernel, which rounds its rows differently."""
+computes a product of 1 to 3 rows by another kernel, which rounds its rows differently. 8, not 4: a margin (4
+sufficed where measured, on an AMD EPYC)."""
 
 
 class DDPGCritic(nn.Module):
