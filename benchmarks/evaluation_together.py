@@ -39,7 +39,7 @@ from agents.training import EVAL_SEED_OFFSET
 
 ALGOS = ("td3", "sac")
 ENV = "Hopper-v4"
-"""The defaults of ``--algos`` and ``--env``; a file saved before those options holds these runs alone."""
+"""The defaults of ``--algos`` and ``--env``."""
 
 
 def evaluations(algo: str, env: str, steps: int, progress: Progress) -> list[dict[str, Any]]:
@@ -124,8 +124,8 @@ def main() -> None:
     torch.set_num_threads(1)
     env, algos = args.env, args.algos
     if args.against:  # the saved file's task and algorithms
-        saved = json.loads(args.against.read_text())
-        env, saved = (saved["env"], saved["runs"]) if "runs" in saved else (ENV, saved)
+        saved_file = json.loads(args.against.read_text())
+        env, saved = saved_file["env"], saved_file["runs"]
         algos = list(saved)
     with Progress(console=console) as progress:
         today = {algo: evaluations(algo, env, args.steps, progress) for algo in algos}

@@ -189,11 +189,6 @@ def paired_ratios(ours: list[float], peer: list[float]) -> list[float]:
     return [a / b for a, b in zip(ours, peer, strict=True)]
 
 
-def paired_ratios_of(ceilings: list[tuple[float, float]], peer: list[float]) -> list[tuple[float, float]]:
-    """Each repeat's two ceilings (steps/s) against the peer's run of the same repeat."""
-    return [(alone / b, with_rest / b) for (alone, with_rest), b in zip(ceilings, peer, strict=True)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Hopper-v4")
@@ -295,8 +290,9 @@ def main() -> None:
                 f" {max(per_repeat) * 100:.0f}%)"
             )
         if ceilings.get(f"{algo}:none") and results.get(f"{algo}:sb3"):
-            pairs = paired_ratios_of(ceilings[f"{algo}:none"], results[f"{algo}:sb3"])
-            alone, with_rest = [a for a, _ in pairs], [r for _, r in pairs]
+            peer = results[f"{algo}:sb3"]
+            alone = paired_ratios([a for a, _ in ceilings[f"{algo}:none"]], peer)
+            with_rest = paired_ratios([r for _, r in ceilings[f"{algo}:none"]], peer)
             console.print(
                 f"{algo.upper()} ceiling of ours / SB3, per repeat: the update's matrix-product FLOPs at the 256³"
                 f" matmul rate and nothing else in a step, {min(alone):.2f} to {max(alone):.2f}; with the rest of our"
