@@ -160,7 +160,9 @@ def test_processes_claiming_the_folder_at_once_end_with_one_marked_folder(tmp_pa
         process.join(60)
     assert [p.exitcode for p in processes] == [0] * 4
     assert files.owned()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db", "x.db-runs", f"x.db-runs.stale-{stale.store_id[:8]}"]
+    # SQLite may leave its -wal and -shm files when connections of several processes close at once: its own.
+    ours = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))
+    assert ours == ["x.db", "x.db-runs", f"x.db-runs.stale-{stale.store_id[:8]}"]
     assert (files.root / MARK).is_file()
 
 
