@@ -5,7 +5,8 @@ enough to differentiate by hand (see :mod:`agents.algorithms.base`), and
 skipping the graph's bookkeeping (nodes, saved tensors, gradient accumulation)
 is what brings the update close to the time of its matrix products on a CPU
 (``benchmarks/diagnostics/update_profile.py``). The arithmetic is autograd's own kernels
-(``addmm``/``mm``/``sum``, ``threshold_backward``, ``tanh_backward``), so the
+(``addmm``/``mm``/``sum``, ``threshold_backward``, ``tanh_backward``), except that the
+wide products go to oneDNN where torch has it (:mod:`agents.gemm`), so the
 gradients match autograd's to float32 rounding, which ``tests/agents/test_gradients.py``
 checks for every algorithm.
 
@@ -22,8 +23,9 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from agents import gemm
 
 NARROW = 32
 """Products whose result has fewer columns than this are computed transposed (input gradients:
@@ -34,8 +36,8 @@ TRANSPOSE_NARROW_INPUT_GRADIENT = False
 """Whether narrow input gradients g·W (a critic's action gradient, a narrow hidden layer's) are
 computed transposed too. They are not: whole updates took as long either way where it was measured
 (``benchmarks/diagnostics/input_gradient_layout.py``; figures in ``benchmarks/README.md``), and the
-plain product is never the slower one alone, so one layout serves every machine and a seeded run
-rounds alike on all of them. Tests and the diagnostics switch it to compare.
+plain product is never the slower one alone, so one layout serves every machine (the products' rounding
+still depends on the kernels a machine's libraries pick). Tests and the diagnostics switch it to compare.
 """
 
 ALL_COLUMNS = slice(None)
@@ -54,8 +56,8 @@ def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _mm(a: Tensor, b: Tensor, transpose_narrow: bool = True) -> Tensor:
-    """a @ b, transposed when the result is narrow (and ``transpose_narrow``)."""
-    return narrow_mm(a, b) if transpose_narrow and b.shape[1] < NARROW else a.mm(b)
+    """a @ b, transposed when the result is narrow (and ``transpose_narrow``); a wide one by :mod:`agents.gemm`."""
+    return narrow_mm(a, b) if transpose_narrow and b.shape[1] < NARROW else gemm.mm(a, b)
 
 
 class Tape(NamedTuple):
@@ -107,7 +109,7 @@ class LinearChain:
         inputs = []
         for (weight, bias), relu in zip(self.layers, self.relu_after):
             inputs.append(x)
-            x = F.linear(x, weight, bias) if weight.ndim == 2 else torch.baddbmm(bias.unsqueeze(-2), x, weight.mT)
+            x = gemm.linear(x, weight, bias) if weight.ndim == 2 else gemm.lane_linear(x, weight, bias)
             if relu:
                 x = x.relu_()
         if self.tanh:
@@ -145,11 +147,11 @@ class LinearChain:
                 grad = torch.ops.aten.threshold_backward(grad, tape.output, 0.0)
             if weight.ndim == 3:  # a lane group's stacked layer: one product per lane (agents.lanes)
                 if params:  # narrow inputs transposed, as _mm does (measured 2.3x faster for 14 columns)
-                    weight.grad = x.mT.bmm(grad).mT.contiguous() if x.shape[-1] < NARROW else grad.mT.bmm(x)
+                    weight.grad = x.mT.bmm(grad).mT.contiguous() if x.shape[-1] < NARROW else gemm.lane_mm(grad.mT, x)
                     bias.grad = grad.sum(-2)
                 if i == 0:
                     return grad.bmm(weight[..., input_columns]) if input_grad else None
-                grad = grad.bmm(weight)
+                grad = gemm.lane_mm(grad, weight)
             else:
                 if params:
                     weight.grad = _mm(grad.t(), x)

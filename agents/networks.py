@@ -136,8 +136,9 @@ class TwinCritic(nn.Module):
         whole-batch backward plus one narrow product, where the masked backward (:meth:`backward` with the
         other member's rows zeroed) costs two. That last, narrow product (into the action's columns) runs on
         the whole batch, zero in the other rows, since MKL rounds a row of it by where the row sits. The result
-        is the masked backward's to the bit wherever MKL computes a row of the hidden layers' products the same
-        whatever the number of rows beside it: on one thread, from 4 rows on where measured
+        is the masked backward's to the bit wherever MKL (or oneDNN, :mod:`agents.gemm`) computes a row of the
+        hidden layers' products the same whatever the number of rows beside it: on one thread, from 4 rows on
+        (oneDNN: 2) where measured
         (``tests/agents/test_gradients.py`` checks the equality on the machine it runs on). The masked backward
         remains for a member with fewer than :data:`FEW_ROWS` rows, for more than one thread (MKL then splits
         the rows between threads) and off the CPU (where the row counts would cost a device sync an update, and
@@ -215,8 +216,9 @@ class TwinCritic(nn.Module):
 
 FEW_ROWS = 8
 """Below this many rows, :meth:`TwinCritic.min_action_grad` back-propagates a member's whole masked batch: MKL
-computes a product of 1 to 3 rows by another kernel, which rounds its rows differently. 8, not 4: a margin (4
-sufficed where measured, on an AMD EPYC)."""
+computes a product of 1 to 3 rows by another kernel, which rounds its rows differently (oneDNN, which runs the
+wide products where torch has it, :mod:`agents.gemm`, a product of 1 row). 8, not 4: a margin (4 sufficed where
+measured, on an AMD EPYC)."""
 
 
 class DDPGCritic(nn.Module):

@@ -23,6 +23,7 @@ import torch
 from gymnasium.utils import seeding
 from torch import Tensor
 
+from agents import gemm
 from agents.algorithms import make_algorithm
 from agents.algorithms.base import UpdateStats
 from agents.config import ConfigError, TrainConfig
@@ -71,6 +72,7 @@ class Trainer:
         should_stop: Callable[[], bool] | Any = None,
         owner: Mapping[str, Any] | None = None,
     ) -> None:
+        gemm.check()  # OFFPOC_GEMM asks for a library torch cannot reach: no run starts
         self.config = c = config.resolved()
         self.sink = sink
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None

@@ -11,11 +11,12 @@ checkpointing to a scratch file). Timers wrap each part of the loop from the fir
 environment (training and evaluation apart), replay adding and sampling, the update, the training statistics
 and logged quantities, and the store. Inside the update, the optimiser steps and the target networks' soft
 updates are timed the same way; the matrix products' share comes from the torch profiler over ``--profile``
-further updates on the run's own batches (self CPU time of mm, addmm, bmm and baddbmm), applied to the
+further updates on the run's own batches (self CPU time of mm, addmm, bmm, baddbmm and oneDNN's linear), applied to the
 update's time in the loop. The profiler adds a few microseconds to every operator, the small ones
 proportionally most, so that share is a slight underestimate.
 
-Beside the table: one thread's 256×256×256 float32 matmul rate (best of 5 × 200 products) and the update's
+Beside the table: one thread's 256×256×256 float32 matmul rate (best of 5 × 200 products; through MKL and
+through oneDNN, the faster being the core's rate, :mod:`agents.gemm`) and the update's
 achieved rate, its floating-point operations (``torch.utils.flop_counter``, over ``policy_delay`` updates) over
 its mean time in the loop.
 """
@@ -37,8 +38,9 @@ from typing import Any
 
 warnings.filterwarnings("ignore")
 
-MATRIX_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-"""The profiler's names of matrix products (a ``matmul`` or ``linear`` lands in one of them)."""
+MATRIX_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise")
+"""The profiler's names of matrix products (a ``matmul`` or ``linear`` lands in one of them; the last is
+oneDNN's, :mod:`agents.gemm`)."""
 ORDER = (
     "acting", "environment", "replay add", "replay sampling", "update", "of which matrix products",
     "of which optimiser steps", "of which soft updates", "of which the rest", "training statistics",
@@ -76,18 +78,44 @@ class Timers:
         return timed
 
 
-def matmul_rate() -> float:
-    """One thread's 256×256×256 float32 product rate, FLOP/s (best of 5 × 200)."""
+def matmul_rates() -> dict[str, float]:
+    """One thread's 256×256×256 float32 product rate, FLOP/s (best of 5 × 200), through each library torch
+    reaches here: MKL (``torch.mm``) and, where torch has it, oneDNN (:mod:`agents.gemm`)."""
     import torch
 
+    from agents import gemm
+
     a, b, out = torch.randn(256, 256), torch.randn(256, 256), torch.empty(256, 256)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(200):
-            torch.mm(a, b, out=out)
-        best = min(best, (time.perf_counter() - start) / 200)
-    return 2 * 256**3 / best
+    products: dict[str, Callable[[], object]] = {"mkl": lambda: torch.mm(a, b, out=out)}
+    if gemm._ONEDNN is not None:
+        onednn = gemm._ONEDNN
+        products["onednn"] = lambda: onednn(a, b, None, "none", [], "")
+    rates = {}
+    for name, product in products.items():
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(200):
+                product()
+            best = min(best, (time.perf_counter() - start) / 200)
+        rates[name] = 2 * 256**3 / best
+    return rates
+
+
+def rates_line(rates: dict[str, float]) -> str:
+    """The matmul rates in words, and which library the update's wide products go to."""
+    from agents import gemm
+
+    each = ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in rates.items())
+    return (
+        f"one thread's 256×256×256 float32 matmul: {each} GFLOP/s (the core's rate: the fastest);"
+        f" the update's wide products go to {gemm.backend()}"
+    )
+
+
+def matmul_rate() -> float:
+    """The core's 256×256×256 float32 product rate, FLOP/s: the fastest library's (:func:`matmul_rates`)."""
+    return max(matmul_rates().values())
 
 
 def update_flops(trainer: Any, update: Callable[..., Any] | None = None) -> float:
@@ -99,7 +127,7 @@ def update_flops(trainer: Any, update: Callable[..., Any] | None = None) -> floa
     update = update or trainer.agent.update
     delay = max(int(trainer.config.to_dict().get("policy_delay") or 1), 1)
     batches = [trainer.sample() for _ in range(delay)]
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter:  # oneDNN's products too (agents.gemm teaches it them)
         for batch, correction in batches:
             update(batch, correction)
     return float(counter.get_total_flops()) / delay
@@ -173,6 +201,7 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
     learning_steps = trainer.step - timers.first_step
     timers.on = False
 
+    rates = matmul_rates()
     # The update's matrix share and its floating-point operations, on the run's own batches.
     batches = [trainer.sample() for _ in range(profiled)]
     flops = update_flops(trainer, update)
@@ -194,7 +223,7 @@ def one(algo: str, env_id: str, start: int, steps: int, profiled: int, checkpoin
         "algo": resolved.algo, "env": resolved.env_id, "steps": learning_steps, "from": timers.first_step,
         "sps": learning_steps / loop, "per_step": per_step, "update_calls": timers.calls["update"],
         "update_flops": flops, "update_seconds": timers.seconds["update"] / max(timers.calls["update"], 1),
-        "matmul_rate": matmul_rate(), "cpu": cpu_model(),
+        "matmul_rate": max(rates.values()), "matmul_rates": rates, "cpu": cpu_model(),
     }  # fmt: skip
 
 
@@ -233,8 +262,7 @@ def main() -> None:
             command += ["--checkpoint", args.checkpoint] if args.checkpoint else ["--algo", algo]
             out = subprocess.run(command, capture_output=True, text=True, check=True)
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    rate = max(r["matmul_rate"] for r in results)
-    console.print(f"{results[0]['cpu']}; one thread's 256×256×256 float32 matmul: {rate / 1e9:.1f} GFLOP/s")
+    console.print(f"{results[0]['cpu']}; {rates_line(results[0]['matmul_rates'])}")
     for r in results:
         step_ms = 1e3 / r["sps"]
         table = Table(

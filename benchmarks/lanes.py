@@ -37,9 +37,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 try:
-    from benchmarks.breakdown import matmul_rate, update_flops
+    from benchmarks.breakdown import matmul_rate, matmul_rates, rates_line, update_flops
 except ModuleNotFoundError:  # run as a script (the README's way): benchmarks/ itself is on the path
-    from breakdown import matmul_rate, update_flops  # type: ignore[no-redef,import-not-found]
+    from breakdown import matmul_rate, matmul_rates, rates_line, update_flops  # type: ignore[no-redef,import-not-found]
 
 CPU_LANES = (1, 2, 4, 8)
 GPU_LANES = (1, 5, 10, 20, 40)
@@ -221,10 +221,14 @@ def main() -> None:
         table.add_row(*cells)
     console.print(table)
     if not gpu:
+        import torch
+
+        torch.set_num_threads(1)  # as each case's processes run (OMP_NUM_THREADS=1)
+        console.print(f"one thread here: {rates_line(matmul_rates())}")
         console.print(
             "its ceiling: the lanes / processes ratio if each lane's update did a solo update's matrix-product FLOPs"
-            " at the core's 256³ float32 matmul rate and nothing but its environments' steps (as measured) took any"
-            " other time"
+            " at the core's 256³ float32 matmul rate (the fastest library's) and nothing but its environments' steps"
+            " (as measured) took any other time"
         )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -87,12 +87,17 @@ def build_specs(request: RunRequest) -> list[RunSpec]:
     correction would start within the run, and that the environment exists and has Box actions
     (it is built once).
     """
+    from agents import gemm
     from agents.config import ConfigError, TrainConfig, applies, common_names, field_names
     from agents.config_text import with_overrides
     from agents.corrections import names as correction_names
     from agents.envs import EnvError
     from agents.plugins import algorithm_names, get
 
+    try:
+        gemm.check()
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
     if request.algo not in algorithm_names():
         raise UsageError(f"unknown algorithm {request.algo!r}: choose one of {', '.join(algorithm_names())}")
     if request.correction not in correction_names():

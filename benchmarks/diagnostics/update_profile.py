@@ -37,10 +37,12 @@ from rich.console import Console
 from rich.table import Table
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from agents.corrections.acoffpoc import batch_similarity
 from agents.networks import TwinCritic
 from agents.optim import AdamStep
+from benchmarks.breakdown import matmul_rates, rates_line
 from benchmarks.microbench import ACT, OBS, B, make_agent, random_batch, seconds_per_call
 
 
@@ -49,22 +51,23 @@ def matmul_share() -> tuple[float, float, float]:
     agent = make_agent("td3")
     b = random_batch()
     per_update = seconds_per_call(lambda: agent.update(b), repeats=5, calls=20)
-    products = ("aten::mm", "aten::addmm", "aten::bmm")
+    products = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise")  # the last: agents.gemm
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(40):
             agent.update(b)
     events = prof.key_averages()
     share = sum(e.self_cpu_time_total for e in events if e.key in products) / sum(e.self_cpu_time_total for e in events)
-    # Counting FLOPs slows what it profiles: a separate pass (an even number of updates: TD3's actor steps every other).
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+    # Counting FLOPs slows what it profiles: a separate pass (an even number of updates: TD3's actor steps every
+    # other), by torch's FLOP counter, which agents.gemm teaches oneDNN's products.
+    with FlopCounterMode(display=False) as counter:
         for _ in range(10):
             agent.update(b)
-    flops = sum(e.flops for e in prof.key_averages() if e.key in products)
-    return per_update * 1e3, share, flops / 10 / 1e9
+    return per_update * 1e3, share, counter.get_total_flops() / 10 / 1e9
 
 
-PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default")
-"""What a dispatch mode sees of matrix products: ``F.linear`` reaches it as ``t`` and ``addmm``."""
+PRODUCTS = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "mkldnn._linear_pointwise.default")
+"""What a dispatch mode sees of matrix products: ``F.linear`` reaches it as ``t`` and ``addmm``; the last is
+oneDNN's (``agents.gemm``)."""
 
 
 Products = list[tuple[Callable[..., object], list[object]]]
@@ -103,14 +106,18 @@ def products_alone(algo: str) -> tuple[float, float, Products]:
 
 def _product_label(func: Callable[..., object], args: list[object]) -> tuple[str, int]:
     """("op A @ B", FLOPs) of one recorded product; ``ᵀ`` marks an operand read transposed."""
-    a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]  # addmm's bias comes first
+    if "linear_pointwise" in str(func):  # oneDNN's x·wᵀ (+ bias)
+        a, b = args[0], args[1].t()  # type: ignore[union-attr]
+    else:
+        a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]  # addmm's bias comes first
     flops = 2 * a.numel() * b.shape[-1]  # (…, m, k) @ (…, k, n): 2·m·k·n per matrix
 
     def shape(t: torch.Tensor) -> str:
         transposed = t.shape[-1] > 1 and t.stride(-2) == 1
         return "×".join(map(str, t.shape)) + ("ᵀ" if transposed else "")
 
-    return f"{str(func).split('.')[1]} {shape(a)} @ {shape(b)}", flops
+    name = "oneDNN" if "linear_pointwise" in str(func) else str(func).split(".")[1]
+    return f"{name} {shape(a)} @ {shape(b)}", flops
 
 
 def products_by_shape(products: Products) -> list[tuple[str, float, float, float]]:
@@ -240,10 +247,9 @@ def main() -> None:
     torch.set_num_threads(1)
     console = Console()
 
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
-    gemm = seconds_per_call(lambda: a @ b, calls=200)
-    rate = 2 * 256**3 / gemm / 1e9
-    console.print(f"256×256×256 float32 matmul: {rate:.0f} GFLOP/s on one core")
+    rates = matmul_rates()
+    rate = max(rates.values()) / 1e9
+    console.print(rates_line(rates))
 
     ms, share, gflop = matmul_share()
     console.print(

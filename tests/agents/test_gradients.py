@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from pytest import MonkeyPatch
 from torch import nn
 
-from agents import backprop
+from agents import backprop, gemm
 from agents.backprop import LinearChain
 from agents.networks import mlp, squashed_sample
 from tests.support.batches import ACT, B, ConstantWeight, batch
@@ -213,14 +214,17 @@ def _twin_critic_backwards(
 @pytest.mark.parametrize("action_dim", [2, 3, 6, 17])
 @pytest.mark.parametrize("rows_of_first", [0, 1, 3, 7, 8, 9, 100, 128, 255, 256])
 @pytest.mark.parametrize("coefficient", ["number", "0-d", "per row"])
+@pytest.mark.parametrize("gemm_library", ["onednn", "mkl"])
 def test_min_action_grad_is_the_masked_backward_to_the_bit_with_about_half_its_flops(
-    action_dim: int, rows_of_first: int, coefficient: str, one_thread: None
+    action_dim: int, rows_of_first: int, coefficient: str, gemm_library: str, one_thread: None, monkeypatch: MonkeyPatch
 ) -> None:
     """SAC's actor step back-propagates min_k Q_k: each member on its own rows equals the masked backward of both
     members on the whole batch, bit for bit, on one thread, for every split of the batch (a member with a handful of
     rows included, which MKL rounds otherwise when alone) and action sizes from 2 to Humanoid's 17 (whose last,
-    narrow product MKL rounds by a row's place in it); once both members have 8 rows or more, or one has none, it
-    costs half the masked backward's FLOPs but for the narrow product, which each member runs on the whole batch."""
+    narrow product MKL rounds by a row's place in it), with the wide products in oneDNN or MKL (agents.gemm);
+    once both members have 8 rows or more, or one has none, it costs half the masked backward's FLOPs but for
+    the narrow product, which each member runs on the whole batch."""
+    monkeypatch.setattr(gemm, "USE_ONEDNN", gemm_library == "onednn")
     own, masked, own_flops, masked_flops = _twin_critic_backwards(action_dim, rows_of_first, coefficient)
     assert torch.equal(own, masked)
     narrow = 2 * 256 * 256 * action_dim  # one member's input-gradient product into the action's columns

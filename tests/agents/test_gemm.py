@@ -1,0 +1,142 @@
+"""Which library the hand-written passes' wide products go to (``agents/gemm.py``), and what it must keep."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from agents import gemm
+from agents.backprop import LinearChain
+from agents.config import ConfigError
+from agents.networks import mlp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_pinned_torch_has_onednns_linear_and_wide_products_use_it() -> None:
+    """At the constraints file's torch, on this CPU, the private operator is found and chosen: a torch that
+    renamed it would fall back to MKL silently (runs twice as slow on an AMD core), so this fails instead."""
+    assert "OFFPOC_GEMM" not in os.environ
+    assert gemm._ONEDNN is not None
+    assert gemm.USE_ONEDNN and gemm.backend() == "onednn"
+
+
+def _layer_products(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, grad: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """A one-layer chain's forward, and its backward of ``grad``."""
+    chain = LinearChain([torch.nn.Linear(weight.shape[1], weight.shape[0])])
+    chain.layers = [(weight, bias)]
+    out, tape = chain.forward(x)
+    input_grad = chain.backward(tape, grad, params=True, input_grad=True)
+    assert input_grad is not None and weight.grad is not None
+    return {"forward": out, "input gradient": input_grad, "weight gradient": weight.grad}
+
+
+@pytest.mark.parametrize("use_onednn", [True, False])
+def test_a_wide_layers_products_are_the_chosen_librarys_to_the_bit(
+    use_onednn: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 256-wide layer's forward, input gradient and weight gradient are oneDNN's products where it is chosen and
+    MKL's (torch's own ``F.linear``, ``mm``) with ``OFFPOC_GEMM=mkl``, bit for bit; the two differ (so the
+    comparison tells them apart)."""
+    monkeypatch.setattr(gemm, "USE_ONEDNN", use_onednn)
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(256, 256), torch.randn(256, 256) / 16, torch.randn(256)
+    grad = torch.randn(256, 256)
+    ours = _layer_products(x, weight, bias, grad)
+    assert gemm._ONEDNN is not None
+    onednn = {
+        "forward": gemm._ONEDNN(x, weight, bias, "none", [], ""),
+        "input gradient": gemm._ONEDNN(grad, weight.t(), None, "none", [], ""),
+        "weight gradient": gemm._ONEDNN(grad.t(), x.t(), None, "none", [], ""),
+    }
+    mkl = {"forward": F.linear(x, weight, bias), "input gradient": grad.mm(weight), "weight gradient": grad.t().mm(x)}
+    for name, value in ours.items():
+        assert not torch.equal(onednn[name], mkl[name]), name
+        assert torch.equal(value, (onednn if use_onednn else mkl)[name]), name
+
+
+def test_thin_products_stay_with_mkl() -> None:
+    """A first layer's few inputs and a last layer's one output: torch's own products, where MKL is as fast."""
+    torch.manual_seed(2)
+    x, weight, bias = torch.randn(256, 14), torch.randn(256, 14), torch.randn(256)
+    assert torch.equal(gemm.linear(x, weight, bias), F.linear(x, weight, bias))
+    h, head = torch.randn(256, 256), torch.randn(1, 256)
+    assert torch.equal(gemm.linear(h, head, None), F.linear(h, head))
+
+
+@pytest.mark.parametrize("rows", [2, 3, 5, 8, 13, 100, 131, 255])
+def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int) -> None:
+    """Any subset of two or more of a batch's rows, multiplied alone, gives those rows of the whole batch's product
+    to the bit (forward and input gradient): what SAC's backward on each critic's own rows assumes
+    (``tests/agents/test_gradients.py`` checks that backward whole). A single row takes another kernel and rounds
+    otherwise, as in MKL; that backward leaves members with fewer than ``FEW_ROWS`` (8) rows masked."""
+    torch.manual_seed(rows)
+    x, weight, bias = torch.randn(256, 256), torch.randn(256, 256) / 16, torch.randn(256)
+    picked = torch.randperm(256)[:rows]
+    assert torch.equal(gemm.linear(x.index_select(0, picked), weight, bias), gemm.linear(x, weight, bias)[picked])
+    assert torch.equal(gemm.mm(x.index_select(0, picked), weight), gemm.mm(x, weight)[picked])
+
+
+def test_a_lane_groups_products_are_each_lanes_own() -> None:
+    """Stacked (K, ...) layers: lane k's product is the 2-D product of its slices, bit for bit."""
+    torch.manual_seed(3)
+    x, weight, bias = torch.randn(3, 256, 256), torch.randn(3, 256, 256) / 16, torch.randn(3, 256)
+    stacked = gemm.lane_linear(x, weight, bias)
+    product = gemm.lane_mm(x, weight)
+    for k in range(3):
+        assert torch.equal(stacked[k], gemm.linear(x[k], weight[k], bias[k]))
+        assert torch.equal(product[k], gemm.mm(x[k], weight[k]))
+
+
+def test_the_flop_counter_counts_onednns_products() -> None:
+    """The benchmarks' achieved rates and the gradient tests' FLOP budgets count the products that run."""
+    net = mlp([11, 256, 256, 3])
+    chain = LinearChain(net)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        chain(torch.randn(256, 11))
+    assert counter.get_total_flops() == 2 * 256 * (11 * 256 + 256 * 256 + 256 * 3)
+
+
+@pytest.mark.parametrize(
+    ("asked", "available", "expected"),
+    [
+        ("", True, (True, None)),
+        ("", False, (False, None)),
+        ("mkl", True, (False, None)),
+        (" MKL ", True, (False, None)),
+        ("onednn", True, (True, None)),
+        ("onednn", False, (False, "OFFPOC_GEMM=onednn: this torch")),
+        ("blas", True, (False, "OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'")),
+    ],
+)
+def test_offpoc_gemm_is_read_and_checked(asked: str, available: bool, expected: tuple[bool, str | None]) -> None:
+    use, error = gemm._choose(asked, available)
+    assert use == expected[0]
+    assert (error is None) == (expected[1] is None) and (error or "").startswith(expected[1] or "")
+
+
+def test_a_trainer_refuses_to_start_under_a_bad_offpoc_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents import TrainConfig, Trainer
+
+    monkeypatch.setattr(gemm, "_ERROR", "OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'")
+    with pytest.raises(ConfigError, match="OFFPOC_GEMM"):
+        Trainer(TrainConfig(algo="td3", env_id="Pendulum-v1", total_steps=10))
+
+
+def test_offpoc_run_under_a_bad_offpoc_gemm_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
+    """Read at import, in the process that reads it: a real ``offpoc run`` with the variable set."""
+    env = {**os.environ, "OFFPOC_GEMM": "blas"}
+    command = [sys.executable, "-c", "from offpoc_tui.cli import main; main()", "run", "td3", "Hopper-v4"]
+    done = subprocess.run([*command, "--db", str(tmp_path / "x.db")], env=env, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'"
+    assert list(tmp_path.iterdir()) == []
