@@ -95,13 +95,22 @@ def backend() -> str:
     return "onednn" if USE_ONEDNN else "mkl"
 
 
-def _to_onednn(a: Tensor, inner: int, columns: int) -> bool:
-    return USE_ONEDNN and inner >= WIDE and columns >= WIDE and a.device.type == "cpu" and a.dtype == torch.float32
+def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int) -> bool:
+    """Whether a·b goes to oneDNN: wide, float32 on a CPU, and not recorded by autograd (the operator has no
+    backward: autograd would drop the gradients through it, warning once)."""
+    return (
+        USE_ONEDNN
+        and inner >= WIDE
+        and columns >= WIDE
+        and a.device.type == "cpu"
+        and a.dtype == torch.float32
+        and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
+    )
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """x·weightᵀ + bias, as ``F.linear``."""
-    if _to_onednn(x, weight.shape[1], weight.shape[0]):
+    if _to_onednn(x, weight, weight.shape[1], weight.shape[0]):
         assert _ONEDNN is not None
         return _ONEDNN(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
@@ -109,7 +118,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a·b, as ``a.mm(b)``."""
-    if _to_onednn(a, b.shape[0], b.shape[1]):
+    if _to_onednn(a, b, b.shape[0], b.shape[1]):
         assert _ONEDNN is not None
         return _ONEDNN(a, b.t(), None, "none", [], "")
     return a.mm(b)
@@ -117,7 +126,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def lane_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """Each lane's x·weightᵀ + bias, for (K, B, in) ``x``, (K, out, in) ``weight``, (K, out) ``bias``."""
-    if _to_onednn(x, weight.shape[2], weight.shape[1]):
+    if _to_onednn(x, weight, weight.shape[2], weight.shape[1]):
         assert _ONEDNN is not None
         return torch.stack([_ONEDNN(x[k], weight[k], bias[k], "none", [], "") for k in range(len(x))])
     return torch.baddbmm(bias.unsqueeze(-2), x, weight.mT)
@@ -125,7 +134,7 @@ def lane_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
 
 def lane_mm(a: Tensor, b: Tensor) -> Tensor:
     """Each lane's a·b, for (K, m, n) ``a`` and (K, n, p) ``b``, as ``a.bmm(b)``."""
-    if _to_onednn(a, b.shape[1], b.shape[2]):
+    if _to_onednn(a, b, b.shape[1], b.shape[2]):
         assert _ONEDNN is not None
         return torch.stack([_ONEDNN(a[k], b[k].t(), None, "none", [], "") for k in range(len(a))])
     return a.bmm(b)

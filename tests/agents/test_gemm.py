@@ -140,3 +140,18 @@ def test_offpoc_run_under_a_bad_offpoc_gemm_is_a_usage_error_and_writes_nothing(
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == "error: OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_products_autograd_records_stay_with_torch_and_keep_their_gradients() -> None:
+    """oneDNN's operator has no backward: a forward that autograd records (the autograd backend, a correction's
+    own actor loss) takes torch's product, so every layer gets its gradient, equal to ``nn.Sequential``'s."""
+    torch.manual_seed(4)
+    net = mlp([11, 256, 256, 3])
+    chain = LinearChain(net)
+    obs = torch.randn(64, 11)
+    (chain(obs) ** 2).sum().backward()
+    ours = [p.grad.clone() for p in net.parameters()]  # type: ignore[union-attr]
+    net.zero_grad()
+    (net(obs) ** 2).sum().backward()
+    for mine, theirs in zip(ours, [p.grad for p in net.parameters()], strict=True):
+        assert theirs is not None and torch.equal(mine, theirs)
