@@ -2,7 +2,7 @@
 
 torch's own float32 products on a CPU (``F.linear``, ``mm``, ``bmm``) call MKL's sgemm. On AMD processors MKL
 runs its AVX2 kernels even where the core has AVX-512: on the AMD EPYC VM of ``benchmarks/README.md`` one
-thread's 256×256×256 product runs at about 111 GFLOP/s through MKL and about 228 GFLOP/s through oneDNN's brgemm
+thread's 256×256×256 product runs at about 111 GFLOP/s through MKL and 235–240 GFLOP/s through oneDNN's brgemm
 kernels (AVX-512), which torch ships too. torch reaches oneDNN's float32 products only through a private
 operator, ``torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")`` (x·weightᵀ + bias; inductor's
 CPU code calls it for linear layers). So the products whose sides are all at least :data:`WIDE` long (the
@@ -13,7 +13,8 @@ with MKL, which runs them as fast or faster.
 differ from MKL's by float32 rounding after its first update, a difference that training then amplifies (as
 it amplifies any rounding: another machine's MKL rounds differently too). ``OFFPOC_GEMM=mkl`` in the
 environment keeps every product with MKL (the code's arithmetic before oneDNN, to the bit); ``OFFPOC_GEMM=onednn``
-asks for oneDNN and fails where torch lacks it; unset, oneDNN is used where it is available. A oneDNN
+asks for oneDNN and fails where torch lacks it; unset, oneDNN is used where it is available. It is read once,
+as this module is imported: a run's worker takes the value of the scheduler that started it. A oneDNN
 product rounds each row the same whatever rows sit beside it (``tests/agents/test_gemm.py``), which SAC's
 backward on each critic's own rows relies on (:meth:`agents.networks.TwinCritic.min_action_grad`).
 
@@ -95,22 +96,27 @@ def backend() -> str:
     return "onednn" if USE_ONEDNN else "mkl"
 
 
-def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int) -> bool:
-    """Whether a·b goes to oneDNN: wide, float32 on a CPU, and not recorded by autograd (the operator has no
-    backward: autograd would drop the gradients through it, warning once)."""
+def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int, bias: Tensor | None = None) -> bool:
+    """Whether a·b (+ bias) goes to oneDNN: wide, float32 on a CPU, not recorded by autograd (the operator has
+    no backward: autograd would drop the gradients through it, warning once), and a contiguous bias (the
+    operator reads a bias as contiguous whatever its strides)."""
+    recorded = torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)
+    )
     return (
         USE_ONEDNN
         and inner >= WIDE
         and columns >= WIDE
         and a.device.type == "cpu"
         and a.dtype == torch.float32
-        and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
+        and not recorded
+        and (bias is None or bias.is_contiguous())
     )
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """x·weightᵀ + bias, as ``F.linear``."""
-    if _to_onednn(x, weight, weight.shape[1], weight.shape[0]):
+    if _to_onednn(x, weight, weight.shape[1], weight.shape[0], bias):
         assert _ONEDNN is not None
         return _ONEDNN(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
@@ -126,7 +132,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def lane_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """Each lane's x·weightᵀ + bias, for (K, B, in) ``x``, (K, out, in) ``weight``, (K, out) ``bias``."""
-    if _to_onednn(x, weight, weight.shape[2], weight.shape[1]):
+    if _to_onednn(x, weight, weight.shape[2], weight.shape[1], bias):
         assert _ONEDNN is not None
         return torch.stack([_ONEDNN(x[k], weight[k], bias[k], "none", [], "") for k in range(len(x))])
     return torch.baddbmm(bias.unsqueeze(-2), x, weight.mT)

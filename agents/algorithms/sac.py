@@ -30,7 +30,7 @@ DEFAULTS = AlgorithmDefaults(
 
 
 class SAC(ActorCritic):
-    steps_per_second = 155.0
+    steps_per_second = 220.0
     policy_kind = "stochastic"
     keeps_target_actor = False
     actor: GaussianPolicy

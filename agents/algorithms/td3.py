@@ -56,7 +56,7 @@ OPTIONS: tuple[type[Options], ...] = (ExplorationOptions, TD3Options)
 
 
 class TD3(DeterministicActorCritic):
-    steps_per_second = 220.0
+    steps_per_second = 320.0
     critic_type = TwinCritic
 
     def target(self, batch: Batch) -> Tensor:

@@ -92,9 +92,15 @@ def resume(
 ) -> None:
     """Continue stopped, lost or failed runs from their last checkpoints to their configured length. Lanes of one
     group resumed together from checkpoints of one step train as one group again."""
+    from agents import gemm
+    from agents.config import ConfigError
     from offpoc_tui.runtime.stop_resume import resume_all
     from offpoc_tui.specs import UsageError
 
+    try:
+        gemm.check()  # a bad OFFPOC_GEMM: no worker would start
+    except ConfigError as error:
+        fail(str(error))
     store = open_db(db)
     run_ids = resolve_runs(store, runs)
     try:

@@ -20,10 +20,10 @@ from agents.networks import mlp
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.skipif("OFFPOC_GEMM" in os.environ, reason="OFFPOC_GEMM is set: the choice is the user's")
 def test_the_pinned_torch_has_onednns_linear_and_wide_products_use_it() -> None:
     """At the constraints file's torch, on this CPU, the private operator is found and chosen: a torch that
     renamed it would fall back to MKL silently (runs twice as slow on an AMD core), so this fails instead."""
-    assert "OFFPOC_GEMM" not in os.environ
     assert gemm._ONEDNN is not None
     assert gemm.USE_ONEDNN and gemm.backend() == "onednn"
 
@@ -74,11 +74,12 @@ def test_thin_products_stay_with_mkl() -> None:
 
 
 @pytest.mark.parametrize("rows", [2, 3, 5, 8, 13, 100, 131, 255])
-def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int) -> None:
+def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any subset of two or more of a batch's rows, multiplied alone, gives those rows of the whole batch's product
     to the bit (forward and input gradient): what SAC's backward on each critic's own rows assumes
     (``tests/agents/test_gradients.py`` checks that backward whole). A single row takes another kernel and rounds
     otherwise, as in MKL; that backward leaves members with fewer than ``FEW_ROWS`` (8) rows masked."""
+    monkeypatch.setattr(gemm, "USE_ONEDNN", True)
     torch.manual_seed(rows)
     x, weight, bias = torch.randn(256, 256), torch.randn(256, 256) / 16, torch.randn(256)
     picked = torch.randperm(256)[:rows]
@@ -86,15 +87,22 @@ def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int) -> No
     assert torch.equal(gemm.mm(x.index_select(0, picked), weight), gemm.mm(x, weight)[picked])
 
 
-def test_a_lane_groups_products_are_each_lanes_own() -> None:
-    """Stacked (K, ...) layers: lane k's product is the 2-D product of its slices, bit for bit."""
+@pytest.mark.parametrize("use_onednn", [True, False])
+def test_a_lane_groups_products_are_each_lanes_own(use_onednn: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacked (K, ...) layers: lane k's product is the 2-D product of its slices, bit for bit, in oneDNN; in MKL
+    (``bmm`` against ``mm``) to float32 rounding."""
+    monkeypatch.setattr(gemm, "USE_ONEDNN", use_onednn)
     torch.manual_seed(3)
     x, weight, bias = torch.randn(3, 256, 256), torch.randn(3, 256, 256) / 16, torch.randn(3, 256)
     stacked = gemm.lane_linear(x, weight, bias)
     product = gemm.lane_mm(x, weight)
     for k in range(3):
-        assert torch.equal(stacked[k], gemm.linear(x[k], weight[k], bias[k]))
-        assert torch.equal(product[k], gemm.mm(x[k], weight[k]))
+        if use_onednn:
+            assert torch.equal(stacked[k], gemm.linear(x[k], weight[k], bias[k]))
+            assert torch.equal(product[k], gemm.mm(x[k], weight[k]))
+        else:
+            torch.testing.assert_close(stacked[k], gemm.linear(x[k], weight[k], bias[k]))
+            torch.testing.assert_close(product[k], gemm.mm(x[k], weight[k]))
 
 
 def test_the_flop_counter_counts_onednns_products() -> None:
@@ -155,3 +163,30 @@ def test_products_autograd_records_stay_with_torch_and_keep_their_gradients() ->
     (net(obs) ** 2).sum().backward()
     for mine, theirs in zip(ours, [p.grad for p in net.parameters()], strict=True):
         assert theirs is not None and torch.equal(mine, theirs)
+
+
+def test_a_bias_onednn_would_misread_or_autograd_would_need_keeps_torchs_product() -> None:
+    """oneDNN's operator reads a bias as contiguous and has no backward: a strided bias, or one autograd
+    records, goes to torch's ``F.linear``."""
+    torch.manual_seed(5)
+    x, weight = torch.randn(64, 256), torch.randn(256, 256) / 16
+    strided = torch.randn(256, 3)[:, 1]
+    assert torch.equal(gemm.linear(x, weight, strided), F.linear(x, weight, strided))
+    bias = torch.randn(256, requires_grad=True)
+    gemm.linear(x, weight, bias).sum().backward()
+    assert bias.grad is not None and torch.equal(bias.grad, torch.full((256,), 64.0))
+
+
+def test_offpoc_resume_under_a_bad_offpoc_gemm_is_a_usage_error(
+    filled_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from offpoc_tui.cli import app
+
+    monkeypatch.setattr(gemm, "_ERROR", "OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'")
+    before = filled_store.read_bytes()
+    result = CliRunner().invoke(app, ["resume", "1", "--db", str(filled_store)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: OFFPOC_GEMM must be one of onednn, mkl (or unset), not 'blas'"
+    assert filled_store.read_bytes() == before
