@@ -23,7 +23,7 @@ DEFAULTS = AlgorithmDefaults(
 
 
 class DDPG(DeterministicActorCritic):
-    steps_per_second = 220.0
+    steps_per_second = 230.0
     critics = 1
     hidden_layers = 2  # the action joins the critic at its second layer
     critic_type = DDPGCritic
