@@ -15,8 +15,8 @@ it amplifies any rounding: another machine's MKL rounds differently too). ``OFFP
 environment keeps every product with MKL (the code's arithmetic before oneDNN, to the bit); ``OFFPOC_GEMM=onednn``
 asks for oneDNN and fails where torch lacks it; unset, oneDNN is used where it is available. It is read once,
 as this module is imported: a run's worker takes the value of the scheduler that started it. A oneDNN
-product of two rows or more rounds each row the same whatever rows sit beside it (``tests/agents/test_gemm.py``), which SAC's
-backward on each critic's own rows relies on (:meth:`agents.networks.TwinCritic.min_action_grad`).
+product of two rows or more rounds each row the same whatever rows sit beside it (``tests/agents/test_gemm.py``),
+which SAC's backward on each critic's own rows relies on (:meth:`agents.networks.TwinCritic.min_action_grad`).
 
 **What it costs a maintainer.** A private operator: its name or signature may change in a torch release. The
 constraints file pins torch; the operator is looked up once here, and where it is missing or refuses the
