@@ -329,6 +329,9 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, lock: Lock)
                 raise Leave(f"another scheduler holds {lock.path} (the run-files folder was made again)")
         except StoreError as error:
             raise Leave(str(error)) from None
+        except FileNotFoundError:  # the folder vanished while it was made again (its deletion still under way)
+            time.sleep(POLL_S)
+            continue
         except OSError as error:  # the folder could not be made again (a full disk): the next command retries
             raise Leave(f"cannot lock {lock.path}: {error.strerror or error}") from None
         try:
