@@ -100,16 +100,16 @@ def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int, bias: Tensor | No
     """Whether a·b (+ bias) goes to oneDNN: wide, float32 on a CPU, not recorded by autograd (the operator has
     no backward: autograd would drop the gradients through it, warning once), and a contiguous bias (the
     operator reads a bias as contiguous whatever its strides)."""
-    recorded = torch.is_grad_enabled() and (
-        a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)
-    )
     return (
         USE_ONEDNN
         and inner >= WIDE
         and columns >= WIDE
         and a.device.type == "cpu"
         and a.dtype == torch.float32
-        and not recorded
+        and not (
+            torch.is_grad_enabled()
+            and (a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad))
+        )
         and (bias is None or bias.is_contiguous())
     )
 

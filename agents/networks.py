@@ -138,8 +138,8 @@ class TwinCritic(nn.Module):
         the whole batch, zero in the other rows, since MKL rounds a row of it by where the row sits. The result
         is the masked backward's to the bit wherever MKL (or oneDNN, :mod:`agents.gemm`) computes a row of the
         hidden layers' products the same whatever the number of rows beside it: on one thread, from 4 rows on
-        (oneDNN: 2) where measured
-        (``tests/agents/test_gradients.py`` checks the equality on the machine it runs on). The masked backward
+        (oneDNN: 2) where measured (``tests/agents/test_gradients.py`` checks the equality on the machine it
+        runs on). The masked backward
         remains for a member with fewer than :data:`FEW_ROWS` rows, for more than one thread (MKL then splits
         the rows between threads) and off the CPU (where the row counts would cost a device sync an update, and
         cuBLAS promises no such rounding). A lane group's lanes split their rows differently:
