@@ -150,7 +150,11 @@ class LinearChain:
                     weight.grad = x.mT.bmm(grad).mT.contiguous() if x.shape[-1] < NARROW else gemm.lane_mm(grad.mT, x)
                     bias.grad = grad.sum(-2)
                 if i == 0:
-                    return grad.bmm(weight[..., input_columns]) if input_grad else None
+                    if not input_grad:
+                        return None
+                    # narrow (a critic's action part): transposed, 1.5-3x faster than bmm for K = 2-8 lanes
+                    columns = weight[..., input_columns]
+                    return columns.mT.bmm(grad.mT).mT.contiguous() if columns.shape[-1] < NARROW else grad.bmm(columns)
                 grad = gemm.lane_mm(grad, weight)
             else:
                 if params:

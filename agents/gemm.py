@@ -37,7 +37,12 @@ from torch import Tensor
 from agents.config import ConfigError
 
 WIDE = 64
-"""A product goes to oneDNN when its inner size and its result's columns are both at least this."""
+"""A product goes to oneDNN when its inner size and its result's columns are both at least this..."""
+ROWS = 8
+"""... and its result has at least this many rows (per lane). Fewer rows take oneDNN 13-19 µs against MKL's 4-16 for
+one to eight rows of a 256-wide product (a last layer's weight gradient: one row for a critic, an action's few for
+an actor). Not above :data:`agents.networks.FEW_ROWS`: a product on a critic's own rows then goes where the whole
+batch's does."""
 BACKENDS = ("onednn", "mkl")
 
 
@@ -96,14 +101,15 @@ def backend() -> str:
     return "onednn" if USE_ONEDNN else "mkl"
 
 
-def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int, bias: Tensor | None = None) -> bool:
-    """Whether a·b (+ bias) goes to oneDNN: wide, float32 on a CPU, not recorded by autograd (the operator has
-    no backward: autograd would drop the gradients through it, warning once), and a contiguous bias (the
-    operator reads a bias as contiguous whatever its strides)."""
+def _to_onednn(a: Tensor, b: Tensor, rows: int, inner: int, columns: int, bias: Tensor | None = None) -> bool:
+    """Whether a·b (+ bias) goes to oneDNN: wide, of :data:`ROWS` rows or more, float32 on a CPU, not recorded by
+    autograd (the operator has no backward: autograd would drop the gradients through it, warning once), and a
+    contiguous bias (the operator reads a bias as contiguous whatever its strides)."""
     return (
         USE_ONEDNN
         and inner >= WIDE
         and columns >= WIDE
+        and rows >= ROWS
         and a.device.type == "cpu"
         and a.dtype == torch.float32
         and not (
@@ -116,15 +122,18 @@ def _to_onednn(a: Tensor, b: Tensor, inner: int, columns: int, bias: Tensor | No
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """x·weightᵀ + bias, as ``F.linear``."""
-    if _to_onednn(x, weight, weight.shape[1], weight.shape[0], bias):
+    if _to_onednn(x, weight, math.prod(x.shape[:-1]), weight.shape[1], weight.shape[0], bias):
         assert _ONEDNN is not None
         return _ONEDNN(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
-    """a·b, as ``a.mm(b)``."""
-    if _to_onednn(a, b, b.shape[0], b.shape[1]):
+    """a·b, as ``a.mm(b)``. An outer product (one inner term) is a broadcast multiply: each entry is the one
+    product either way, so the values are MKL's to the bit, and it skips a product call that MKL runs slowly."""
+    if b.shape[0] == 1:
+        return a * b
+    if _to_onednn(a, b, a.shape[0], b.shape[0], b.shape[1]):
         assert _ONEDNN is not None
         return _ONEDNN(a, b.t(), None, "none", [], "")
     return a.mm(b)
@@ -132,15 +141,18 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def lane_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """Each lane's x·weightᵀ + bias, for (K, B, in) ``x``, (K, out, in) ``weight``, (K, out) ``bias``."""
-    if _to_onednn(x, weight, weight.shape[2], weight.shape[1], bias):
+    if _to_onednn(x, weight, x.shape[1], weight.shape[2], weight.shape[1], bias):
         assert _ONEDNN is not None
         return torch.stack([_ONEDNN(x[k], weight[k], bias[k], "none", [], "") for k in range(len(x))])
     return torch.baddbmm(bias.unsqueeze(-2), x, weight.mT)
 
 
 def lane_mm(a: Tensor, b: Tensor) -> Tensor:
-    """Each lane's a·b, for (K, m, n) ``a`` and (K, n, p) ``b``, as ``a.bmm(b)``."""
-    if _to_onednn(a, b, b.shape[1], b.shape[2]):
+    """Each lane's a·b, for (K, m, n) ``a`` and (K, n, p) ``b``, as ``a.bmm(b)``; an outer product (n = 1) as
+    :func:`mm`'s, a broadcast multiply (a quarter of ``bmm``'s time for K = 4 lanes of a critic's last layer)."""
+    if b.shape[1] == 1:
+        return a * b
+    if _to_onednn(a, b, a.shape[1], b.shape[1], b.shape[2]):
         assert _ONEDNN is not None
         return torch.stack([_ONEDNN(a[k], b[k].t(), None, "none", [], "") for k in range(len(a))])
     return a.bmm(b)

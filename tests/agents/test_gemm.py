@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from agents import gemm
 from agents.backprop import LinearChain
 from agents.config import ConfigError
-from agents.networks import mlp
+from agents.networks import FEW_ROWS, mlp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,12 +73,44 @@ def test_thin_products_stay_with_mkl() -> None:
     assert torch.equal(gemm.linear(h, head, None), F.linear(h, head))
 
 
-@pytest.mark.parametrize("rows", [2, 3, 5, 8, 13, 100, 131, 255])
+def test_products_of_few_rows_stay_with_mkl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A last layer's weight gradient (one row for a critic, three for a Hopper actor) and a few-row forward: torch's
+    own products, solo and per lane, where oneDNN takes up to three times MKL's time; from ``ROWS`` rows on, oneDNN."""
+    monkeypatch.setattr(gemm, "USE_ONEDNN", True)
+    torch.manual_seed(5)
+    x, weight = torch.randn(256, 256), torch.randn(256, 256) / 16
+    assert gemm._ONEDNN is not None
+    for rows in range(1, gemm.ROWS):
+        grad = torch.randn(256, rows)
+        assert torch.equal(gemm.mm(grad.t(), x), grad.t().mm(x)), rows
+        assert torch.equal(gemm.linear(x[:rows], weight, None), F.linear(x[:rows], weight)), rows
+        lanes = torch.randn(2, 256, rows)
+        assert torch.equal(gemm.lane_mm(lanes.mT, x.expand(2, -1, -1)), lanes.mT.bmm(x.expand(2, -1, -1))), rows
+    grad = torch.randn(256, gemm.ROWS)
+    assert torch.equal(gemm.mm(grad.t(), x), gemm._ONEDNN(grad.t(), x.t(), None, "none", [], ""))
+    assert not torch.equal(gemm.mm(grad.t(), x), grad.t().mm(x))
+
+
+def test_an_outer_product_is_a_multiply_with_mkls_values() -> None:
+    """A last layer's input gradient (one output: (B, 1)·(1, n)) is a broadcast multiply, solo and per lane: MKL's
+    values to the bit (one term per entry either way), and no product call (``bmm`` took 4x the multiply's time)."""
+    torch.manual_seed(4)
+    grad, head = torch.randn(256, 1), torch.randn(1, 256)
+    lane_grad, lane_head = torch.randn(4, 256, 1), torch.randn(4, 1, 256)
+    with torch.profiler.profile() as prof:
+        solo, lanes = gemm.mm(grad, head), gemm.lane_mm(lane_grad, lane_head)
+    assert torch.equal(solo, grad.mm(head)) and torch.equal(lanes, lane_grad.bmm(lane_head))
+    called = {event.key for event in prof.key_averages()}
+    assert not called & {"aten::mm", "aten::bmm", "aten::addmm", "mkldnn::_linear_pointwise"}, called
+
+
+@pytest.mark.parametrize("rows", [FEW_ROWS, 13, 100, 131, 255])
 def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any subset of two or more of a batch's rows, multiplied alone, gives those rows of the whole batch's product
-    to the bit (forward and input gradient): what SAC's backward on each critic's own rows assumes
-    (``tests/agents/test_gradients.py`` checks that backward whole). A single row takes another kernel and rounds
-    otherwise, as in MKL; that backward leaves members with fewer than ``FEW_ROWS`` (8) rows masked."""
+    """Any subset of ``FEW_ROWS`` (8) or more of a batch's rows, multiplied alone, gives those rows of the whole
+    batch's product to the bit (forward and input gradient): what SAC's backward on each critic's own rows assumes
+    (``tests/agents/test_gradients.py`` checks that backward whole); it leaves members with fewer rows masked.
+    So products of that many rows must go to oneDNN as the whole batch's do."""
+    assert FEW_ROWS >= gemm.ROWS
     monkeypatch.setattr(gemm, "USE_ONEDNN", True)
     torch.manual_seed(rows)
     x, weight, bias = torch.randn(256, 256), torch.randn(256, 256) / 16, torch.randn(256)
