@@ -2,6 +2,7 @@
 
     python benchmarks/lanes.py                          # TD3 and SAC on Hopper-v4, K = 1, 2, 4, 8, core 0
     python benchmarks/lanes.py --algos td3 --lanes 1 4 --window 20
+    python benchmarks/lanes.py --lanes 4 --repeats 3    # every case three times, interleaved: medians, ratio range
     python benchmarks/lanes.py --device cuda            # on a GPU: lane groups alone, K = 1, 5, 10, 20, 40
 
 Each case starts fresh processes pinned to one CPU core (``--core``): one process training a lane group of K
@@ -9,8 +10,11 @@ lanes (seeds 0..K-1, no correction), or K processes training one run each. Every
 uniform-random start phase first, says it is ready, and waits; all start together, and each counts the
 environment steps (each with one gradient update) it makes in the next ``--window`` seconds. The figure
 is the aggregate: steps of all K runs per second. The ratio is lanes over processes in the same case; above
-1.0 the group is faster. With ``--device cuda`` the networks and the stacked update go to the GPU (the
-environments stay on the CPU), only lane groups run, and the GPU memory each lane needs is reported.
+1.0 the group is faster. On a CPU one run alone (one process on the core) is measured too, and the group's
+aggregate is put against it: where a lane's step costs what a solo run's does (the group as fast as one run),
+the ratio is what K processes lose to sharing the core, and only lanes cheaper than solo runs can raise it.
+With ``--device cuda`` the networks and the stacked update go to the GPU (the environments stay on the CPU),
+only lane groups run, and the GPU memory each lane needs is reported.
 Each group's time is split: in its environments' ``step`` (CPU work), in acting (each lane's forward pass and
 its copy back to the CPU), and the rest (the stacked update, sampling, the lanes' bookkeeping).
 On a CPU each group's ceiling is printed too: the steps/s it would make if each lane's update did a solo
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -161,6 +166,11 @@ def case(mode: str, algo: str, lanes: int, args: argparse.Namespace) -> dict[str
     return summary
 
 
+def _median(summaries: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over a case's repeats."""
+    return {key: statistics.median(s[key] for s in summaries) for key in summaries[0]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algos", nargs="+", default=["td3", "sac"])
@@ -171,6 +181,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=1000, help="each run's uniform-random start phase, steps")
     parser.add_argument("--core", type=int, default=0, help="the CPU core every process is pinned to")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: lane groups alone, on the GPU")
+    parser.add_argument("--repeats", type=int, default=1, help="times each case runs, interleaved (default 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -188,22 +199,39 @@ def main() -> None:
     modes = ["lanes"] if gpu else ["lanes", "processes"]
     console = Console(width=160)
     rows = []
+    alone: dict[str, list[float]] = {}
     with Progress(console=console) as progress:
-        task = progress.add_task("cases", total=len(args.algos) * len(ks) * len(modes))
+        per_algo = len(ks) * len(modes) + (0 if gpu else 1)
+        task = progress.add_task("cases", total=len(args.algos) * per_algo * args.repeats)
         for algo in args.algos:
-            for k in ks:
-                row: dict[str, object] = {"algo": algo, "k": k}
-                for mode in modes:
-                    progress.update(task, description=f"{algo} K={k} {mode}")
-                    row[mode] = case(mode, algo, k, args)
+            runs: dict[int, dict[str, list[dict[str, float]]]] = {k: {mode: [] for mode in modes} for k in ks}
+            for repeat in range(args.repeats):  # every case once a repeat: a slow spell of the machine hits them all
+                if not gpu:
+                    progress.update(task, description=f"{algo} one run alone ({repeat + 1}/{args.repeats})")
+                    alone.setdefault(algo, []).append(case("processes", algo, 1, args)["sps"])
                     progress.advance(task)
+                for k in ks:
+                    for mode in modes:
+                        progress.update(task, description=f"{algo} K={k} {mode} ({repeat + 1}/{args.repeats})")
+                        runs[k][mode].append(case(mode, algo, k, args))
+                        progress.advance(task)
+            for k in ks:
+                row: dict[str, Any] = {"algo": algo, "k": k}
+                row.update({mode: _median(runs[k][mode]) for mode in modes})
+                if not gpu:
+                    row["ratios"] = [g["sps"] / p["sps"] for g, p in zip(runs[k]["lanes"], runs[k]["processes"])]
+                    row["alone_sps"] = statistics.median(alone[algo])
                 rows.append(row)
     where = f"GPU ({args.device})" if gpu else f"one CPU core (core {args.core})"
-    table = Table(title=f"Hopper-v4, aggregate env steps/s with one update per step, on {where}, {args.window:.0f} s")
+    title = f"Hopper-v4, aggregate env steps/s with one update per step, on {where}, {args.window:.0f} s a case"
+    if args.repeats > 1:
+        title += f", median of {args.repeats} repeats (ratios: median, lowest–highest)"
+    table = Table(title=title)
     table.add_column("algo")
     for column in ("K", "lane group (steps/s)"):
         table.add_column(column, justify="right")
     extra = ("GPU memory per lane (MiB)",) if gpu else ("K processes (steps/s)", "lanes / processes", "its ceiling")
+    extra += () if gpu else ("group / one run alone",)
     extra += ("group: in environments", "acting", "updates and the rest")
     for column in extra:
         table.add_column(column, justify="right")
@@ -215,7 +243,11 @@ def main() -> None:
         else:
             apart: dict[str, float] = row["processes"]  # type: ignore[assignment]
             ceiling = group["ceiling_sps"] / apart["sps"]
-            cells += [f"{apart['sps']:.0f}", f"{group['sps'] / apart['sps']:.2f}", f"{ceiling:.2f}"]
+            ratios = row["ratios"]
+            ratio = f"{statistics.median(ratios):.2f}"
+            if len(ratios) > 1:
+                ratio += f" ({min(ratios):.2f}–{max(ratios):.2f})"
+            cells += [f"{apart['sps']:.0f}", ratio, f"{ceiling:.2f}", f"{group['sps'] / row['alone_sps']:.2f}"]
         rest = 1.0 - group["env_share"] - group["act_share"]
         cells += [f"{group['env_share']:.0%}", f"{group['act_share']:.0%}", f"{rest:.0%}"]
         table.add_row(*cells)
@@ -225,6 +257,11 @@ def main() -> None:
 
         torch.set_num_threads(1)  # as each case's processes run (OMP_NUM_THREADS=1)
         console.print(f"one thread here: {rates_line(matmul_rates())}")
+        console.print(
+            "group / one run alone: the group's steps/s (all K lanes) over one run's alone on the core (one process);"
+            " at 1.00 a lane's step costs what a solo run's does, and lanes / processes is what K processes lose to"
+            " sharing the core"
+        )
         console.print(
             "its ceiling: the lanes / processes ratio if each lane's update did a solo update's matrix-product FLOPs"
             " at the core's 256³ float32 matmul rate (the fastest library's) and nothing but its environments' steps"
