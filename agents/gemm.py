@@ -40,7 +40,7 @@ WIDE = 64
 """A product goes to oneDNN when its inner size and its result's columns are both at least this..."""
 ROWS = 8
 """... and its result has at least this many rows (per lane). Fewer rows take oneDNN 13-19 µs against MKL's 4-16 for
-one to eight rows of a 256-wide product (a last layer's weight gradient: one row for a critic, an action's few for
+one to seven rows of a 256-wide product (a last layer's weight gradient: one row for a critic, an action's few for
 an actor). Not above :data:`agents.networks.FEW_ROWS`: a product on a critic's own rows then goes where the whole
 batch's does."""
 BACKENDS = ("onednn", "mkl")
@@ -131,7 +131,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a·b, as ``a.mm(b)``. An outer product (one inner term) is a broadcast multiply: each entry is the one
     product either way, so the values are MKL's to the bit, and it skips a product call that MKL runs slowly."""
-    if b.shape[0] == 1:
+    if a.shape[-1] == 1 and b.shape[0] == 1 and a.ndim == b.ndim == 2:
         return a * b
     if _to_onednn(a, b, a.shape[0], b.shape[0], b.shape[1]):
         assert _ONEDNN is not None
@@ -149,8 +149,9 @@ def lane_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
 
 def lane_mm(a: Tensor, b: Tensor) -> Tensor:
     """Each lane's a·b, for (K, m, n) ``a`` and (K, n, p) ``b``, as ``a.bmm(b)``; an outer product (n = 1) as
-    :func:`mm`'s, a broadcast multiply (a quarter of ``bmm``'s time for K = 4 lanes of a critic's last layer)."""
-    if b.shape[1] == 1:
+    :func:`mm`'s, a broadcast multiply (a quarter of ``bmm``'s time for K = 4 lanes of a critic's last layer): the
+    same values, but for a zero's sign (``bmm`` of two or more lanes writes +0 where the product is −0)."""
+    if a.shape[-1] == 1 and b.shape[1] == 1 and a.shape[0] == b.shape[0] and a.ndim == b.ndim == 3:
         return a * b
     if _to_onednn(a, b, a.shape[1], b.shape[1], b.shape[2]):
         assert _ONEDNN is not None

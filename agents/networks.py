@@ -138,8 +138,8 @@ class TwinCritic(nn.Module):
         the whole batch, zero in the other rows, since MKL rounds a row of it by where the row sits. The result
         is the masked backward's to the bit wherever MKL (or oneDNN, :mod:`agents.gemm`) computes a row of the
         hidden layers' products the same whatever the number of rows beside it: on one thread, from 4 rows on
-        (oneDNN: 2) where measured (``tests/agents/test_gradients.py`` checks the equality on the machine it
-        runs on). The masked backward
+        (MKL) where measured, and from :data:`agents.gemm.ROWS` (8) for the products it sends to oneDNN
+        (``tests/agents/test_gradients.py`` checks the equality on the machine it runs on). The masked backward
         remains for a member with fewer than :data:`FEW_ROWS` rows, for more than one thread (MKL then splits
         the rows between threads) and off the CPU (where the row counts would cost a device sync an update, and
         cuBLAS promises no such rounding). A lane group's lanes split their rows differently:
@@ -218,7 +218,8 @@ FEW_ROWS = 8
 """Below this many rows, :meth:`TwinCritic.min_action_grad` back-propagates a member's whole masked batch: MKL
 computes a product of 1 to 3 rows by another kernel, which rounds its rows differently (oneDNN, which runs the
 wide products where torch has it, :mod:`agents.gemm`, a product of 1 row). 8, not 4: a margin (4 sufficed where
-measured, on an AMD EPYC)."""
+measured, on an AMD EPYC). Not below :data:`agents.gemm.ROWS`: a member's own rows must go to the library the
+whole batch goes to."""
 
 
 class DDPGCritic(nn.Module):

@@ -186,6 +186,8 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     if args.child is not None:
         child(args.child, args.algos[0], args.lanes[0], args.first_seed, args.window, args.device, args.start)
         return
@@ -218,14 +220,18 @@ def main() -> None:
             for k in ks:
                 row: dict[str, Any] = {"algo": algo, "k": k}
                 row.update({mode: _median(runs[k][mode]) for mode in modes})
+                row["repeats"] = runs[k]  # each repeat's figures, as measured (the JSON keeps them)
                 if not gpu:
                     row["ratios"] = [g["sps"] / p["sps"] for g, p in zip(runs[k]["lanes"], runs[k]["processes"])]
                     row["alone_sps"] = statistics.median(alone[algo])
+                    row["alone_repeats"] = alone[algo]
                 rows.append(row)
     where = f"GPU ({args.device})" if gpu else f"one CPU core (core {args.core})"
     title = f"Hopper-v4, aggregate env steps/s with one update per step, on {where}, {args.window:.0f} s a case"
     if args.repeats > 1:
-        title += f", median of {args.repeats} repeats (ratios: median, lowest–highest)"
+        title += (
+            f", medians of {args.repeats} repeats (lanes / processes: each repeat's ratio, median and lowest–highest)"
+        )
     table = Table(title=title)
     table.add_column("algo")
     for column in ("K", "lane group (steps/s)"):

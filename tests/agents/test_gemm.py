@@ -84,8 +84,10 @@ def test_products_of_few_rows_stay_with_mkl(monkeypatch: pytest.MonkeyPatch) -> 
         grad = torch.randn(256, rows)
         assert torch.equal(gemm.mm(grad.t(), x), grad.t().mm(x)), rows
         assert torch.equal(gemm.linear(x[:rows], weight, None), F.linear(x[:rows], weight)), rows
-        lanes = torch.randn(2, 256, rows)
-        assert torch.equal(gemm.lane_mm(lanes.mT, x.expand(2, -1, -1)), lanes.mT.bmm(x.expand(2, -1, -1))), rows
+        lanes, stacked, bias = torch.randn(2, 256, rows), x.expand(2, -1, -1), torch.zeros(2, 256)
+        assert torch.equal(gemm.lane_mm(lanes.mT, stacked), lanes.mT.bmm(stacked)), rows
+        few = stacked[:, :rows]
+        assert torch.equal(gemm.lane_linear(few, stacked, bias), torch.baddbmm(bias.unsqueeze(-2), few, stacked.mT))
     grad = torch.randn(256, gemm.ROWS)
     assert torch.equal(gemm.mm(grad.t(), x), gemm._ONEDNN(grad.t(), x.t(), None, "none", [], ""))
     assert not torch.equal(gemm.mm(grad.t(), x), grad.t().mm(x))
