@@ -203,12 +203,13 @@ def main() -> None:
     rows = []
     alone: dict[str, list[float]] = {}
     with Progress(console=console) as progress:
-        per_algo = len(ks) * len(modes) + (0 if gpu else 1)
+        measure_alone = not gpu and 1 not in ks  # with K = 1, its one process is the run alone
+        per_algo = len(ks) * len(modes) + (1 if measure_alone else 0)
         task = progress.add_task("cases", total=len(args.algos) * per_algo * args.repeats)
         for algo in args.algos:
             runs: dict[int, dict[str, list[dict[str, float]]]] = {k: {mode: [] for mode in modes} for k in ks}
             for repeat in range(args.repeats):  # every case once a repeat: a slow spell of the machine hits them all
-                if not gpu:
+                if measure_alone:
                     progress.update(task, description=f"{algo} one run alone ({repeat + 1}/{args.repeats})")
                     alone.setdefault(algo, []).append(case("processes", algo, 1, args)["sps"])
                     progress.advance(task)
@@ -217,6 +218,8 @@ def main() -> None:
                         progress.update(task, description=f"{algo} K={k} {mode} ({repeat + 1}/{args.repeats})")
                         runs[k][mode].append(case(mode, algo, k, args))
                         progress.advance(task)
+                if not gpu and not measure_alone:
+                    alone.setdefault(algo, []).append(runs[1]["processes"][-1]["sps"])
             for k in ks:
                 row: dict[str, Any] = {"algo": algo, "k": k}
                 row.update({mode: _median(runs[k][mode]) for mode in modes})

@@ -106,6 +106,15 @@ def test_an_outer_product_is_a_multiply_with_mkls_values() -> None:
     assert not called & {"aten::mm", "aten::bmm", "aten::addmm", "mkldnn::_linear_pointwise"}, called
 
 
+def test_a_product_of_mismatched_shapes_raises_as_torchs() -> None:
+    """The multiply is taken for a true outer product only: operands whose inner sizes differ raise, as ``mm`` and
+    ``bmm`` do, rather than broadcast into a result of some other shape."""
+    with pytest.raises(RuntimeError):
+        gemm.mm(torch.randn(5, 4), torch.randn(1, 4))
+    with pytest.raises(RuntimeError):
+        gemm.lane_mm(torch.randn(1, 5, 1), torch.randn(3, 1, 4))
+
+
 @pytest.mark.parametrize("rows", [FEW_ROWS, 13, 100, 131, 255])
 def test_a_onednn_product_rounds_each_row_as_in_the_whole_batch(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any subset of ``FEW_ROWS`` (8) or more of a batch's rows, multiplied alone, gives those rows of the whole
