@@ -44,6 +44,9 @@ from store.studies import advance
 POLL_S = 0.2
 RETRY_S = 5.0
 """After a failed write to the store (a full disk), the scheduler waits this long and carries on."""
+VANISHED_S = 10.0
+"""How long the run-files folder may keep vanishing as the scheduler makes it again (a deletion still under
+way) before the scheduler leaves, its queued runs handed back, rather than wait on without serving them."""
 LOCK = "scheduler.lock"
 
 
@@ -54,6 +57,7 @@ def start_scheduler(db_path: Path) -> int:
     files = RunFiles.of(db, db_path)
     files.ensure()
     db.close()
+    files.append_to(files.root / LOCK).close()  # a symlink there: StoreError here, one line, not a silent scheduler
     with files.append_to(files.scheduler_log) as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "offpoc_tui.runtime.scheduler", "--db", str(db_path)],
@@ -202,11 +206,12 @@ def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
     queued = [run_id for run_id, backend in waiting(db) if backend is None]
     if not queued:
         return 0
-    lock = RunFiles.of(db, db_path).root / LOCK
+    files = RunFiles.of(db, db_path)
+    lock = files.root / LOCK
     if not lock.parent.is_dir():  # no scheduler ever ran for this store
         return len(queued)
     try:
-        with lock.open("a") as handle:
+        with files.append_to(lock) as handle:  # a symlink or no file in its place: StoreError, the command's line
             if not _lock(handle):
                 return 0
             fcntl.flock(handle, fcntl.LOCK_UN)
@@ -228,6 +233,8 @@ class Lock:
 
     The lock is on the file; if the run-files folder is deleted and made again, another scheduler could
     lock the new file, so :meth:`still_held` looks at the path again each poll and locks what is there now.
+    A symlink in the file's place is refused (:class:`~store.db.StoreError`), as in the store's logs' places:
+    nothing is made or locked where it points.
     """
 
     def __init__(self, files: RunFiles, where: StoreFile) -> None:
@@ -244,7 +251,7 @@ class Lock:
         self.release()
         self.where.check()
         self.files.ensure()
-        handle = self.path.open("a")
+        handle = self.files.append_to(self.path)  # never through a symlink (StoreError), as the store's logs
         if not _lock(handle):
             handle.close()
             return False
@@ -321,6 +328,7 @@ def schedule(db_path: Path) -> None:
 def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, lock: Lock) -> Any:
     """Poll until nothing is queued, nor running from this scheduler; the Ray runs' driver, if it made one."""
     me = os.getpid()
+    vanished: float | None = None  # since when the run-files folder has kept vanishing as it was made again
     while True:
         if not local.where.here():
             raise Leave(f"the store is no longer at {local.where.path} (moved, replaced or deleted)")
@@ -330,10 +338,14 @@ def _serve(db: sqlite_utils.Database, local: LocalWorkers, ray: Any, lock: Lock)
         except StoreError as error:
             raise Leave(str(error)) from None
         except FileNotFoundError:  # the folder vanished while it was made again (its deletion still under way)
+            vanished = time.monotonic() if vanished is None else vanished
+            if time.monotonic() - vanished > VANISHED_S:
+                raise Leave(f"cannot lock {lock.path}: its folder kept vanishing for {VANISHED_S:.0f} s") from None
             time.sleep(POLL_S)
             continue
         except OSError as error:  # the folder could not be made again (a full disk): the next command retries
             raise Leave(f"cannot lock {lock.path}: {error.strerror or error}") from None
+        vanished = None
         try:
             done, ray = _serve_once(db, local, ray, me)
         except (sqlite3.OperationalError, OSError) as error:  # a full disk, a lock held too long: the runs need us

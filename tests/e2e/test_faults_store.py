@@ -195,6 +195,32 @@ def test_run_files_deleted_mid_run_are_made_again_and_one_scheduler_serves_on(tm
 
 
 @pytest.mark.process
+def test_a_symlink_put_in_the_serving_schedulers_lock_makes_it_leave_not_spin(tmp_path: Path) -> None:
+    """The scheduler's lock file swapped for a dangling symlink while it serves: it leaves with a line in its
+    log (it used to poll on forever, serving nothing, the folder's vanishing taken for a deletion under way),
+    makes nothing where the link points, and the run it started trains on; once the link is gone, the next
+    command's scheduler serves the store again."""
+    db = tmp_path / "s.db"
+    offpoc(db, "run", *PENDULUM, "--steps", "1000000")
+    wait_for(lambda: run_row(db, 1)["status"] == "running" and run_row(db, 1)["steps"] >= 200, what="run 1")
+    scheduler = run_row(db, 1)["launcher_pid"]
+    lock = tmp_path / "s.db-runs" / "scheduler.lock"
+    (tmp_path / "s.db-runs" / "link").symlink_to(tmp_path / "away" / "lock")
+    os.replace(tmp_path / "s.db-runs" / "link", lock)
+    wait_for(lambda: not pid_alive(scheduler), timeout=60, what="the scheduler to leave")
+    log = (tmp_path / "s.db-runs" / "scheduler.log").read_text()
+    assert "scheduler leaves: s.db-runs/scheduler.lock is a symlink: refused, never written through" in log, log
+    assert not (tmp_path / "away").exists()
+    assert run_row(db, 1)["status"] == "running"
+    lock.unlink()
+    offpoc(db, "run", *PENDULUM, "--steps", "300", "--seed", "1")
+    wait_for(lambda: ended(db, 2), what="run 2, started by the next scheduler")
+    assert run_row(db, 2)["status"] == "finished"
+    offpoc(db, "stop", "1")
+    assert run_row(db, 1)["status"] == "stopped"
+
+
+@pytest.mark.process
 def test_a_worker_alone_makes_its_deleted_run_files_again_marked(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     offpoc(db, "run", *PENDULUM, "--steps", "2000", "--set", "checkpoint_every=500", "--eval-freq", "500")

@@ -6,11 +6,13 @@ About 40 s in all.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +141,100 @@ def test_a_workers_unrecorded_failure_is_read_from_its_own_line() -> None:
     assert _reason(4, group) == "RuntimeError: nan at step 400"
     assert _reason(5, group) == ["finished", "finished at 600"][1]
     assert _reason(6, "") == ""
+
+
+# ---- the scheduler's lock: a folder made again while its deletion is under way, a symlink in its place ------
+def _serving(tmp_path: Path) -> tuple[Any, Any, Any]:
+    """A real store with nothing queued, the scheduler's lock taken in this process, and its workers."""
+    from offpoc_tui.runtime import scheduler
+    from store import open_store
+    from store.db import StoreFile
+    from store.files import RunFiles
+
+    db_path = tmp_path / "s.db"
+    db = open_store(db_path, create=True)
+    files, where = RunFiles.of(db, db_path), StoreFile.of(db_path)
+    lock = scheduler.Lock(files, where)
+    assert lock.take()
+    return db, scheduler.LocalWorkers(db_path, db, files, where), lock
+
+
+def _vanishing(monkeypatch: pytest.MonkeyPatch, lock: Any, times: int) -> list[int]:
+    """Make the lock's folder vanish right after each of its next ``times`` makings (a deletion still under way
+    when the scheduler makes it again); the makings counted. Past 200 the test fails: the scheduler waits on."""
+    from store.files import RunFiles
+
+    ensure, made = RunFiles.ensure, [0]
+
+    def ensure_then_vanish(files: RunFiles) -> Any:
+        made[0] += 1
+        assert made[0] <= 200, "the scheduler kept waiting for a folder that keeps vanishing"
+        found = ensure(files)
+        if made[0] <= times:
+            shutil.rmtree(files.root)
+        return found
+
+    monkeypatch.setattr(RunFiles, "ensure", ensure_then_vanish)
+    return made
+
+
+def test_a_run_files_folder_vanishing_as_it_is_made_again_is_waited_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder deleted while the scheduler makes it again (rmtree still under way): its lock file cannot be
+    opened once (FileNotFoundError). The scheduler looks again at the next poll and serves on, the lock its own;
+    it does not leave as it would on a full disk (no scheduler then held the lock, or a second one started)."""
+    from offpoc_tui.runtime import scheduler
+
+    db, local, lock = _serving(tmp_path)
+    monkeypatch.setattr(scheduler, "POLL_S", 0.01)
+    shutil.rmtree(lock.files.root)  # the deletion: the next poll finds the lock's file gone
+    made = _vanishing(monkeypatch, lock, times=1)
+    try:
+        scheduler._serve(db, local, None, lock)  # nothing queued: returns once it holds the lock again
+        assert made[0] == 2
+        assert lock.handle is not None and os.fstat(lock.handle.fileno()).st_ino == lock.path.stat().st_ino
+    finally:
+        lock.release()
+
+
+def test_a_run_files_folder_that_keeps_vanishing_makes_the_scheduler_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that vanishes every time it is made is waited for :data:`VANISHED_S`, then the scheduler leaves
+    with a line (its queued runs handed back): never a scheduler polling on forever without serving."""
+    from offpoc_tui.runtime import scheduler
+
+    db, local, lock = _serving(tmp_path)
+    monkeypatch.setattr(scheduler, "POLL_S", 0.01)
+    monkeypatch.setattr(scheduler, "VANISHED_S", 0.2)
+    shutil.rmtree(lock.files.root)
+    made = _vanishing(monkeypatch, lock, times=10_000)
+    with pytest.raises(scheduler.Leave, match=r"scheduler\.lock: its folder kept vanishing for 0 s"):
+        scheduler._serve(db, local, None, lock)
+    assert 2 <= made[0] < 200
+
+
+@pytest.mark.parametrize("target", ["missing/folder/lock", "elsewhere.lock"])
+def test_a_symlink_in_the_locks_place_is_refused_and_never_written_through(tmp_path: Path, target: str) -> None:
+    """The lock file is the store's own, as its logs are: a symlink there (dangling into a missing folder, or
+    to a file elsewhere) is a StoreError naming it; nothing is made or opened where it points; and a command
+    that would start a scheduler says so in one line (exit 2) rather than leave its runs waiting silently."""
+    from store.db import StoreError
+
+    db, _, lock = _serving(tmp_path)
+    lock.release()
+    lock.path.unlink()
+    lock.path.symlink_to(tmp_path / target)
+    with pytest.raises(StoreError, match=r"scheduler\.lock is a symlink: refused"):
+        lock.take()
+    with pytest.raises(StoreError, match=r"scheduler\.lock is a symlink: refused"):
+        lock.still_held()
+    db.close()
+    result = offpoc(tmp_path / "s.db", "run", "td3", "Pendulum-v1", *SMALL, "--steps", "600", check=False)
+    assert result.returncode == 2, result
+    assert result.stderr == "error: s.db-runs/scheduler.lock is a symlink: refused, never written through\n"
+    assert run_row(tmp_path / "s.db", 1)["status"] == "queued"  # kept: it starts once the link is gone
+    listed = offpoc(tmp_path / "s.db", "ps", check=False)  # a queued run with no scheduler: `ps` would start one
+    assert (listed.returncode, listed.stderr) == (2, result.stderr)
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "elsewhere.lock").exists()
