@@ -7,6 +7,10 @@ it shuts the cluster down. If it was killed instead, Ray's agents (``ray::Dashbo
 ``ray::RuntimeEnvAgent``) outlive it for a minute or more: the store's next command (a new
 scheduler, ``ps``, ``show``, ``follow``) finds the note with its scheduler gone and ends the Ray
 processes of that session, and only those (a worker of that session, still training, is left alone).
+A note is acted on only where the session it names is its scheduler's own (the scheduler led it, and its
+pid numbers it: Linux gives no process that number while the session has a member), so a note copied
+from elsewhere or written by hand can name no session to end but one whose leader has exited (a leftover's),
+never a live one's, a terminal's or another scheduler's.
 No Ray import here: ``ps`` must start fast.
 """
 
@@ -26,10 +30,23 @@ _RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/
 
 
 def note_cluster(root: Path) -> None:
-    """Called by a scheduler right after ``ray.init``: note the session if the cluster is its own."""
+    """Called by a scheduler right after ``ray.init``: note the session if the cluster is its own.
+
+    Only a scheduler that leads its session (:func:`~offpoc_tui.runtime.scheduler.start_scheduler` starts it
+    so) notes one: one started by hand in a terminal shares the terminal's session, whose other Ray processes
+    are not its to end. The note is a new file of its own, never written through a symlink in its place; where
+    none can be made there (a folder in its place), none is, and a killed scheduler's cluster is not ended."""
     session = os.getsid(0)
-    if any(True for _ in ray_processes(session)):
-        (root / NOTE).write_text(json.dumps({"scheduler": os.getpid(), "session": session}))
+    if session != os.getpid() or not any(True for _ in ray_processes(session)):
+        return
+    path = root / NOTE
+    try:
+        path.unlink(missing_ok=True)  # a symlink there: the link goes, never what it points to
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return
+    with os.fdopen(handle, "w") as note:
+        note.write(json.dumps({"scheduler": os.getpid(), "session": session}))
 
 
 def forget_cluster(root: Path) -> None:
@@ -44,7 +61,7 @@ def reap_leftovers(root: Path) -> int:
         scheduler, session = int(note["scheduler"]), int(note["session"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0
-    if pid_alive(scheduler):
+    if session != scheduler or pid_alive(scheduler):  # a note naming another's session is never acted on
         return 0
     ended = 0
     for pid in ray_processes(session):

@@ -1,0 +1,113 @@
+"""The note that lets the next command end a killed scheduler's Ray cluster, against hostile or stale notes.
+
+Real processes, no Ray: what :mod:`offpoc_tui.runtime.ray_leftovers` reads is the process table, and a process
+whose command line names ``raylet`` is what it takes for a Ray process there (the Ray tier,
+``test_ray_backend.py``, ends a real cluster). A few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offpoc_tui.runtime.ray_leftovers import NOTE, reap_leftovers
+from store.runs import pid_alive
+from tests.support.processes import wait_for
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)", "raylet"]
+"""A process that looks like Ray's in the process table (its command line names raylet)."""
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """Pids of processes a test starts outside its children (grandchildren): killed after it, if still alive."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def _leftover(started: list[int]) -> int:
+    """A killed scheduler's leftover: a session whose leader has exited, a Ray-looking process still in it. The
+    session's id (its leader's pid) is returned; the leftover's pid goes to ``started``."""
+    code = "import subprocess as s, sys; print(s.Popen(sys.argv[1:], stdout=s.DEVNULL).pid, flush=True)"
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code, *SLEEPER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    out, _ = leader.communicate(timeout=60)
+    started.append(int(out))
+    return leader.pid
+
+
+def test_a_killed_schedulers_leftover_is_ended(tmp_path: Path, started: list[int]) -> None:
+    session = _leftover(started)
+    (tmp_path / NOTE).write_text(json.dumps({"scheduler": session, "session": session}))
+    assert reap_leftovers(tmp_path) == 1
+    wait_for(lambda: not pid_alive(started[0]), timeout=30, what="the leftover to end")
+    assert not (tmp_path / NOTE).exists()
+
+
+def test_a_note_naming_another_session_ends_nothing(tmp_path: Path, started: list[int]) -> None:
+    """A note copied from elsewhere or written by hand, naming a session that is not its scheduler's own (here a
+    live one of a bystander's, with a Ray-looking process), is never acted on."""
+    bystander = subprocess.Popen(SLEEPER, start_new_session=True)
+    started.append(bystander.pid)
+    (tmp_path / NOTE).write_text(json.dumps({"scheduler": _dead_pid(), "session": bystander.pid}))
+    assert reap_leftovers(tmp_path) == 0
+    assert bystander.poll() is None
+    # and a leftover's session named with another (dead) scheduler's pid: not its scheduler's, left alone too
+    session = _leftover(started)
+    (tmp_path / NOTE).write_text(json.dumps({"scheduler": _dead_pid(), "session": session}))
+    assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
+
+
+NOTING = """
+import subprocess, sys
+from pathlib import Path
+from offpoc_tui.runtime.ray_leftovers import note_cluster
+ray = subprocess.Popen(sys.argv[2:])
+try:
+    note_cluster(Path(sys.argv[1]))
+finally:
+    ray.kill()
+    ray.wait()
+"""
+
+
+def _note_from(root: Path, own_session: bool) -> None:
+    """note_cluster called by a process with a Ray-looking child, leading a session of its own or not."""
+    subprocess.run(
+        [sys.executable, "-c", NOTING, str(root), *SLEEPER], start_new_session=own_session, timeout=60, check=True
+    )
+
+
+def test_a_symlink_in_the_notes_place_is_replaced_never_written_through(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("precious\n")
+    (tmp_path / NOTE).symlink_to(elsewhere)
+    _note_from(tmp_path, own_session=True)
+    assert elsewhere.read_text() == "precious\n"
+    assert not (tmp_path / NOTE).is_symlink()
+    note = json.loads((tmp_path / NOTE).read_text())
+    assert note["scheduler"] == note["session"]
+
+
+def test_a_scheduler_sharing_a_terminals_session_notes_nothing(tmp_path: Path) -> None:
+    """Started by hand, a scheduler shares its terminal's session: that session's Ray processes need not be its
+    cluster's, so nothing is noted for a later command to end."""
+    _note_from(tmp_path, own_session=False)
+    assert not (tmp_path / NOTE).exists()
