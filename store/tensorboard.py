@@ -118,6 +118,8 @@ def read_manifest(root: Path, store_id: str) -> dict[str, Any]:
     """The export's manifest in ``root`` (a new one for an empty or missing folder); :class:`ExportRefused`
     for another store's export, or a folder with files and no manifest."""
     path = root / MANIFEST
+    if path.is_symlink():
+        raise ExportRefused(f"{path} is a symlink: not read, nor written through")
     if path.is_file():
         try:
             manifest = json.loads(path.read_text())
@@ -127,6 +129,8 @@ def read_manifest(root: Path, store_id: str) -> dict[str, Any]:
             raise ExportRefused(f"{root} holds another store's TensorBoard export: write this one elsewhere")
         if not _well_formed(manifest):
             raise ExportRefused(f"{path} is not as offpoc writes it (a run without its folder in {root}): not used")
+        for entry in manifest["runs"].values():
+            _own(root, entry["folder"])  # a symlink on the way to a run's folder: refused before anything is written
         return manifest
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ExportRefused(f"{root} exists and is not an offpoc TensorBoard export (no {MANIFEST} in it)")
@@ -146,6 +150,20 @@ def _well_formed(manifest: dict[str, Any]) -> bool:
     return True
 
 
+def _own(root: Path, folder: str) -> Path:
+    """``root / folder``, a run's folder in the export, where nothing on the way down from ``root`` is a symlink
+    or a file: the export writes and deletes only in folders of its own, never through a link to elsewhere (the
+    store's run files, another export, a user's folder). :class:`ExportRefused` otherwise."""
+    path = root
+    for part in Path(folder).parts:
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise ExportRefused(
+                f"{path} is a symlink or a file, not a folder of this export: nothing written through it"
+            )
+    return path
+
+
 @contextlib.contextmanager
 def _exporting(root: Path) -> Iterator[None]:
     """One export at a time into ``root`` (made if missing): a flock on the folder, let go if the process dies.
@@ -160,8 +178,12 @@ def _exporting(root: Path) -> Iterator[None]:
 
 
 def _save_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    """The manifest, written as a new file and renamed into place: a symlink at either name is replaced, never
+    written through (one to the store would have had the manifest written over the store)."""
     tmp = root / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as file:
+        file.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, root / MANIFEST)
 
 
@@ -197,14 +219,14 @@ def _export(
         entry = known.get(str(run["id"]))
         revision = run.get("revision") or 0
         hparams = _hparams(run, settings.get(run["id"], {}))
-        gone = entry is not None and not (root / entry["folder"]).is_dir()  # deleted by hand: written again
+        gone = entry is not None and not _own(root, entry["folder"]).is_dir()  # deleted by hand: written again
         if entry is not None and (entry.get("revision") != revision or gone):
-            shutil.rmtree(root / entry["folder"], ignore_errors=True)  # the store replaced what was exported
+            shutil.rmtree(_own(root, entry["folder"]), ignore_errors=True)  # the store replaced what was exported
             report.rewritten.append(run["id"])
             entry = {"folder": entry["folder"]}
         elif entry is not None and entry.get("hparams") not in (None, _digest(hparams)):
             # TensorBoard keeps a run's first HParams record: new tags or a new note need the run written anew.
-            shutil.rmtree(root / entry["folder"], ignore_errors=True)
+            shutil.rmtree(_own(root, entry["folder"]), ignore_errors=True)
             report.relabelled.append(run["id"])
             entry = {"folder": entry["folder"]}
         if entry is None:
@@ -213,7 +235,7 @@ def _export(
             taken.add(folder)
             entry = {"folder": folder}
         entry["revision"] = revision
-        path = root / entry["folder"]
+        path = _own(root, entry["folder"])
         path.mkdir(parents=True, exist_ok=True)
         listed = set(entry.get("files", []))
         for stale in path.glob("events.out.tfevents.*"):
@@ -233,7 +255,7 @@ def _export(
     marks = ", ".join("?" * len(exported))
     present = {i for (i,) in db.execute(f"SELECT id FROM runs WHERE id IN ({marks})", exported)}
     for run_id in sorted(set(exported) - present):  # deleted from the store (offpoc rm): gone from the export too
-        shutil.rmtree(root / known.pop(str(run_id))["folder"], ignore_errors=True)
+        shutil.rmtree(_own(root, known.pop(str(run_id))["folder"]), ignore_errors=True)
         report.removed.append(run_id)
     _save_manifest(root, manifest)
     return report

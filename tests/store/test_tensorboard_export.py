@@ -261,6 +261,50 @@ def test_exports_at_once_are_one_after_the_other_and_a_manifest_is_trusted_only_
     store.close()
 
 
+def test_a_symlink_in_the_export_is_never_written_or_deleted_through(filled_store: Path, tmp_path: Path) -> None:
+    """The export writes and deletes only in files and folders of its own. A symlink at the manifest's temporary
+    name (to the store itself: the export once wrote its manifest over the store) is replaced; one on the way to
+    a run's folder is refused in one line, before anything is written where the manifest names it (exit 2) or as
+    a new run's folder is made (exit 1), and nothing is written or deleted where it points."""
+    import hashlib
+    import json
+
+    db, out = filled_store, tmp_path / "tb"
+    offpoc(db, "export", "--format", "tensorboard", "--run", "1", "-o", str(out))
+    before = hashlib.md5(db.read_bytes()).hexdigest()
+    (out / ".offpoc-tensorboard.json.tmp").symlink_to(db)
+    offpoc(db, "export", "--format", "tensorboard", "--run", "1", "-o", str(out))
+    assert hashlib.md5(db.read_bytes()).hexdigest() == before  # the store: never written
+    assert not (out / ".offpoc-tensorboard.json.tmp").exists() and not (out / "offpoc-tensorboard.json").is_symlink()
+    assert (
+        json.loads((out / "offpoc-tensorboard.json").read_text())["runs"]["1"]["folder"] == "td3/Hopper-v4/none/seed0"
+    )
+
+    victim = tmp_path / "victim"
+    (victim / "none" / "seed0").mkdir(parents=True)
+    (victim / "none" / "seed0" / "events.out.tfevents.mine").write_text("mine")  # an unlisted event file
+    shutil.rmtree(out / "td3" / "Hopper-v4")
+    (out / "td3" / "Hopper-v4").symlink_to(victim, target_is_directory=True)
+    refused = offpoc(db, "export", "--format", "tensorboard", "--run", "1", "-o", str(out), check=False)
+    assert refused.returncode == 2 and "Hopper-v4 is a symlink or a file, not a folder of this export" in refused.stderr
+    assert [str(p.relative_to(victim)) for p in sorted(victim.rglob("*"))] == [
+        "none",
+        "none/seed0",
+        "none/seed0/events.out.tfevents.mine",
+    ]
+    (out / "td3" / "Hopper-v4").unlink()
+    offpoc(db, "export", "--format", "tensorboard", "--run", "1", "-o", str(out))  # the link gone: written again
+    (out / "sac").symlink_to(victim, target_is_directory=True)  # where run 3's new folder would be made
+    refused = offpoc(db, "export", "--format", "tensorboard", "-o", str(out), check=False)
+    assert refused.returncode == 1 and "sac is a symlink or a file, not a folder of this export" in refused.stderr
+    assert [p.name for p in victim.iterdir()] == ["none"]
+    (out / "sac").unlink()
+    (out / "offpoc-tensorboard.json").rename(tmp_path / "manifest.json")
+    (out / "offpoc-tensorboard.json").symlink_to(tmp_path / "manifest.json")
+    refused = offpoc(db, "export", "--format", "tensorboard", "-o", str(out), check=False)
+    assert refused.returncode == 2 and "offpoc-tensorboard.json is a symlink: not read, nor written" in refused.stderr
+
+
 @pytest.mark.parametrize("every", ["nan", "inf", "0", "-1", "1e308"])
 def test_follow_takes_a_number_of_seconds(filled_store: Path, tmp_path: Path, every: str) -> None:
     refused = offpoc(
