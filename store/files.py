@@ -47,6 +47,8 @@ CHECKPOINT = "checkpoint.pt"
 WORKER_LOG = "worker.log"
 SCHEDULER_LOG = "scheduler.log"
 MARK = "store.json"
+MARK_BYTES = 4096
+"""The most of a mark that is read: offpoc's is under 200 bytes; a longer one is no mark of its."""
 SUFFIX = "-runs"
 _CLAIM_TRIES = 10
 """Rounds of :meth:`RunFiles.ensure` against other processes creating or moving the folder at once."""
@@ -77,6 +79,20 @@ def part_of_store(path: str | os.PathLike[str], db_path: str | os.PathLike[str])
         if target == folder or folder in target.parents:
             return f"in the store's run files ({root.name})"
     return None
+
+
+def read_own(path: Path, limit: int, tail: bool = False) -> bytes:
+    """At most ``limit`` bytes of a small file of the store's own (its run-files mark, a note, a log's end): the
+    first, or with ``tail`` the last. Never through a symlink, never a FIFO (opening one to read blocks until a
+    writer comes) or a device (``/dev/zero`` never ends): :class:`OSError` for those, as for a missing file."""
+    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(handle, "rb") as file:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if tail and info.st_size > limit:
+            file.seek(info.st_size - limit)
+        return file.read(limit)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -177,7 +193,7 @@ class RunFiles:
     def mark(self) -> str | None:
         """The store identity the folder is marked with; None when it has no readable mark."""
         try:
-            data = json.loads((self.root / MARK).read_text())
+            data = json.loads(read_own(self.root / MARK, MARK_BYTES))
         except (OSError, ValueError):
             return None
         value = data.get("store_id") if isinstance(data, dict) else None

@@ -22,6 +22,7 @@ import os
 import signal
 from pathlib import Path
 
+from store.files import read_own
 from store.runs import pid_alive
 
 NOTE = "ray-cluster.json"
@@ -57,7 +58,7 @@ def forget_cluster(root: Path) -> None:
 def reap_leftovers(root: Path) -> int:
     """End the Ray processes a killed scheduler left behind; how many were signalled."""
     try:
-        note = json.loads((root / NOTE).read_text())
+        note = json.loads(read_own(root / NOTE, 4096))  # a FIFO or a link to /dev/zero in its place: OSError
         scheduler, session = int(note["scheduler"]), int(note["session"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0

@@ -36,7 +36,7 @@ import sqlite_utils
 from offpoc_tui.runtime.ray_leftovers import reap_leftovers
 from store import open_store
 from store.db import StoreError, StoreFile, read_only
-from store.files import WORKER_LOG, RunFiles
+from store.files import WORKER_LOG, RunFiles, read_own
 from store.queue import adopt, adopted, jobs_limit, release, running_here, waiting
 from store.runs import NOT_OWNER_EXIT, finish, pid_alive, reap_lost
 from store.studies import advance
@@ -48,6 +48,8 @@ VANISHED_S = 10.0
 """How long the run-files folder may keep vanishing as the scheduler makes it again (a deletion still under
 way) before the scheduler leaves, its queued runs handed back, rather than wait on without serving them."""
 LOCK = "scheduler.lock"
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of a failed worker's log's end the scheduler reads for its reason and traceback."""
 
 
 def start_scheduler(db_path: Path) -> int:
@@ -182,8 +184,8 @@ class LocalWorkers:
 
     def _log_tail(self, run_id: int, lines: int = 20) -> str:
         path = self.logs.get(run_id, self.files.run_dir(run_id) / WORKER_LOG)
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        try:  # its end only, and never a FIFO or a device put in its place: the scheduler must not hang on it
+            return "\n".join(read_own(path, LOG_TAIL_BYTES, tail=True).decode(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 

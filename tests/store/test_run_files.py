@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import stat
 import threading
 import time
 from pathlib import Path
@@ -116,6 +117,74 @@ def test_a_log_is_appended_to_only_as_a_regular_file_of_its_own(tmp_path: Path) 
         with pytest.raises(StoreError, match=why):
             files.append_to(directory / name)
     assert elsewhere.read_bytes() == b"not the store's"
+
+
+READERS = {
+    "the run-files mark": ("print(RunFiles.of(store, db).mark())", "None"),
+    "the Ray note": ("print(reap_leftovers(RunFiles.of(store, db).root))", "0"),
+    "a failed worker's log": ("print(repr(LocalWorkers(db, store, RunFiles.of(store, db), where)._log_tail(1)))", "''"),
+}
+"""Each reader of a small file of the store's own, as a line of Python, and what it prints where that file is
+not one it can read (as where there is none)."""
+PRELUDE = """
+import sys
+from pathlib import Path
+from offpoc_tui.runtime.ray_leftovers import reap_leftovers
+from offpoc_tui.runtime.scheduler import LocalWorkers
+from store import open_store
+from store.db import StoreFile
+from store.files import RunFiles
+db = Path(sys.argv[1])
+store, where = open_store(db), StoreFile.of(db)
+"""
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a reader of /dev/zero fails in seconds
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("hostile", ["a FIFO", "a device", "a link to /dev/zero", "a link to a file elsewhere"])
+def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_a_link(
+    tmp_path: Path, reader: str, hostile: str
+) -> None:
+    """The scheduler reads its run-files mark every poll and a failed worker's log's end, every command the Ray
+    note: one swapped for a FIFO (opening it to read waits for a writer) or a link to /dev/zero (it never ends)
+    hung them, and with them the scheduler's runs or every `ps`. Each is read as no file, at once, and a link
+    is not read through. In a process of its own (2 GiB of memory), so a hang fails the test, not the run."""
+    import subprocess
+    import sys
+
+    from offpoc_tui.runtime.ray_leftovers import NOTE
+    from store.files import WORKER_LOG
+
+    db = tmp_path / "s.db"
+    files = files_of(db)
+    files.ensure()
+    places = {"the run-files mark": files.root / MARK, "the Ray note": files.root / NOTE}
+    target = places.get(reader) or files.prepare(1) / WORKER_LOG
+    target.unlink(missing_ok=True)
+    elsewhere = tmp_path / "elsewhere.json"  # what each reader would take for its own file, read through a link
+    dead = 2**22 + 1  # above Linux's largest pid_max: no process has it; a note naming it would be acted on
+    elsewhere.write_text(f'{{"store_id": "{files.store_id}", "scheduler": {dead}, "session": {dead}}}\n')
+    if hostile == "a FIFO":
+        os.mkfifo(target)
+    elif hostile == "a device":
+        try:
+            os.mknod(target, 0o644 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's own numbers
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD")
+    else:
+        target.symlink_to("/dev/zero" if "zero" in hostile else elsewhere)
+    code, unreadable = READERS[reader]
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + code, str(db)], capture_output=True, text=True, timeout=30,
+        preexec_fn=_limit_memory,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, unreadable), done.stderr[-2000:]
+    assert target.is_symlink() == hostile.startswith("a link")  # left as it was (an acted-on note is removed)
 
 
 @pytest.mark.parametrize("content", ["a file", "a folder of the user's"])
