@@ -85,7 +85,7 @@ def read_own(path: Path, limit: int, tail: bool = False) -> bytes:
     """At most ``limit`` bytes of a small file of the store's own (its run-files mark, a note, a log's end): the
     first, or with ``tail`` the last. Never through a symlink, never a FIFO (opening one to read blocks until a
     writer comes) or a device (``/dev/zero`` never ends): :class:`OSError` for those, as for a missing file."""
-    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(handle, "rb") as file:
         info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode):
@@ -116,7 +116,7 @@ def check_usable(db_path: str | os.PathLike[str]) -> None:
 
 def _taken(root: Path, store_path: Path) -> StoreError:
     return StoreError(
-        f"{root} exists and is not offpoc's run-files folder (no {MARK} in it):"
+        f"{root} exists and is not offpoc's run-files folder (no {MARK} file of offpoc's in it):"
         f" move it away, or keep the store {store_path.name} elsewhere"
     )
 
@@ -298,13 +298,14 @@ class RunFiles:
     def append_to(self, path: Path) -> IO[bytes]:
         """A log file of this store's (``scheduler.log``, a run's ``worker.log``) opened to append, never through a
         symlink: :class:`StoreError` if one is there."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO must not block us
+        # a FIFO must not block us, nor a terminal become the controlling one of a scheduler (its session's leader)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
         try:
             handle = os.open(path, flags, 0o644)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise StoreError(f"{self.display(path)} is a symlink: refused, never written through") from None
-            if error.errno == errno.ENXIO:  # a FIFO nobody reads
+            if error.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a folder
                 raise StoreError(f"{self.display(path)} is not a regular file: refused") from None
             raise
         if not stat.S_ISREG(os.fstat(handle).st_mode):

@@ -213,6 +213,13 @@ def _export(
     known: dict[str, Any] = manifest["runs"]
     taken = {entry["folder"] for entry in known.values()}
     fresh = folder_names(runs)
+    new: dict[int, str] = {}  # the folder of each run the export has not held yet, checked before any is written
+    for run in runs:
+        if str(run["id"]) not in known:
+            folder = str(fresh[run["id"]])
+            new[run["id"]] = folder = folder if folder not in taken else f"{folder}-run{run['id']}"
+            taken.add(folder)
+            _own(root, folder)
     report = Exported()
     settings = configs(db, [r["id"] for r in runs])
     for run in runs:
@@ -230,10 +237,7 @@ def _export(
             report.relabelled.append(run["id"])
             entry = {"folder": entry["folder"]}
         if entry is None:
-            folder = str(fresh[run["id"]])
-            folder = folder if folder not in taken else f"{folder}-run{run['id']}"
-            taken.add(folder)
-            entry = {"folder": folder}
+            entry = {"folder": new[run["id"]]}
         entry["revision"] = revision
         path = _own(root, entry["folder"])
         path.mkdir(parents=True, exist_ok=True)

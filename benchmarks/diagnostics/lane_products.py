@@ -1,6 +1,6 @@
 """A lane group's wide product, every way torch's float32 operators offer to run it (issue 68).
 
-    python -m benchmarks.diagnostics.lane_products      # about 15 s
+    python -m benchmarks.diagnostics.lane_products      # about 10 s
 
 One torch thread, K lanes of a 256-wide hidden layer on a batch of 256 (each lane its own weights): what K
 lanes cost against one solo product, in µs per call (median of 7 rounds). The lanes' step costs what a solo

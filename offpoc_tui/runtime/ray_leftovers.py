@@ -9,8 +9,9 @@ scheduler, ``ps``, ``show``, ``follow``) finds the note with its scheduler gone 
 processes of that session, and only those (a worker of that session, still training, is left alone).
 A note is acted on only where the session it names is its scheduler's own (the scheduler led it, and its
 pid numbers it: Linux gives no process that number while the session has a member), so a note copied
-from elsewhere or written by hand can name no session to end but one whose leader has exited (a leftover's),
-never a live one's, a terminal's or another scheduler's.
+from elsewhere or written by hand can name no session to end but one whose leader has exited, never a live
+one's (a serving scheduler's, an open terminal's). It could still name such a session that is not offpoc's:
+Ray processes a user started from a terminal since closed, say (``ray start`` leaves them in its session).
 No Ray import here: ``ps`` must start fast.
 """
 

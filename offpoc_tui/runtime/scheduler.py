@@ -59,8 +59,14 @@ def start_scheduler(db_path: Path) -> int:
     files = RunFiles.of(db, db_path)
     files.ensure()
     db.close()
-    files.append_to(files.root / LOCK).close()  # a symlink there: StoreError here, one line, not a silent scheduler
-    with files.append_to(files.scheduler_log) as log:
+    # The lock and the log are checked here, where a symlink, a FIFO or a folder in their place is the command's
+    # one line (StoreError), not a scheduler that leaves at once with its runs waiting.
+    try:
+        files.append_to(files.root / LOCK).close()
+        log = files.append_to(files.scheduler_log)
+    except OSError as error:  # no right to write there, say: one line too
+        raise StoreError(f"cannot start the store's scheduler: {error.strerror or error} ({error.filename})") from None
+    with log:
         process = subprocess.Popen(
             [sys.executable, "-m", "offpoc_tui.runtime.scheduler", "--db", str(db_path)],
             cwd=files.root,  # whatever a library writes into its working folder stays with the store's files
@@ -213,7 +219,7 @@ def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
     if not lock.parent.is_dir():  # no scheduler ever ran for this store
         return len(queued)
     try:
-        with files.append_to(lock) as handle:  # a symlink or no file in its place: StoreError, the command's line
+        with files.append_to(lock) as handle:  # a symlink, FIFO or folder in its place: StoreError, the command's line
             if not _lock(handle):
                 return 0
             fcntl.flock(handle, fcntl.LOCK_UN)
@@ -265,7 +271,7 @@ class Lock:
         if self.handle is None:
             return self.take()
         try:
-            found = self.path.stat()
+            found = self.path.lstat()  # a symlink put in its place, even to the file it holds, is not its file
         except OSError:
             found = None
         mine = os.fstat(self.handle.fileno())

@@ -146,14 +146,18 @@ def _limit_memory() -> None:
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
-@pytest.mark.parametrize("hostile", ["a FIFO", "a device", "a link to /dev/zero", "a link to a file elsewhere"])
+@pytest.mark.parametrize(
+    "hostile", ["a FIFO", "a FIFO holding data", "a device", "a link to /dev/zero", "a link to a file elsewhere"]
+)
 def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_a_link(
     tmp_path: Path, reader: str, hostile: str
 ) -> None:
-    """The scheduler reads its run-files mark every poll and a failed worker's log's end, every command the Ray
-    note: one swapped for a FIFO (opening it to read waits for a writer) or a link to /dev/zero (it never ends)
-    hung them, and with them the scheduler's runs or every `ps`. Each is read as no file, at once, and a link
-    is not read through. In a process of its own (2 GiB of memory), so a hang fails the test, not the run."""
+    """The scheduler reads its run-files mark as it claims the folder (a worker's start, its lock taken again)
+    and a failed worker's log's end; `ps` and every command that wakes a scheduler, the Ray note. One swapped
+    for a FIFO (opening it to read waits for a writer) or a link to /dev/zero (it never ends) hung them, and
+    with them the scheduler's runs or every `ps`; a FIFO holding data, a device, read as if they were files.
+    Each is read as no file, at once, and a link is not read through. In a process of its own (2 GiB of
+    memory), so a hang fails the test, not the run."""
     import subprocess
     import sys
 
@@ -169,8 +173,12 @@ def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_
     elsewhere = tmp_path / "elsewhere.json"  # what each reader would take for its own file, read through a link
     dead = 2**22 + 1  # above Linux's largest pid_max: no process has it; a note naming it would be acted on
     elsewhere.write_text(f'{{"store_id": "{files.store_id}", "scheduler": {dead}, "session": {dead}}}\n')
-    if hostile == "a FIFO":
+    held = None
+    if hostile.startswith("a FIFO"):
         os.mkfifo(target)
+        if hostile == "a FIFO holding data":  # what a reader would take for its file, if it read a FIFO
+            held = os.open(target, os.O_RDWR)  # Linux opens a FIFO read-write at once, with nobody at either end
+            os.write(held, elsewhere.read_bytes())
     elif hostile == "a device":
         try:
             os.mknod(target, 0o644 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's own numbers
@@ -179,10 +187,14 @@ def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_
     else:
         target.symlink_to("/dev/zero" if "zero" in hostile else elsewhere)
     code, unreadable = READERS[reader]
-    done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code, str(db)], capture_output=True, text=True, timeout=30,
-        preexec_fn=_limit_memory,
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PRELUDE + code, str(db)], capture_output=True, text=True, timeout=30,
+            preexec_fn=_limit_memory,
+        )  # fmt: skip
+    finally:
+        if held is not None:
+            os.close(held)
     assert (done.returncode, done.stdout.strip()) == (0, unreadable), done.stderr[-2000:]
     assert target.is_symlink() == hostile.startswith("a link")  # left as it was (an acted-on note is removed)
 

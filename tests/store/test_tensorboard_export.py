@@ -295,9 +295,11 @@ def test_a_symlink_in_the_export_is_never_written_or_deleted_through(filled_stor
     (out / "td3" / "Hopper-v4").unlink()
     offpoc(db, "export", "--format", "tensorboard", "--run", "1", "-o", str(out))  # the link gone: written again
     (out / "sac").symlink_to(victim, target_is_directory=True)  # where run 3's new folder would be made
+    written = sorted(out.rglob("events.out.tfevents.*"))
     refused = offpoc(db, "export", "--format", "tensorboard", "-o", str(out), check=False)
     assert refused.returncode == 1 and "sac is a symlink or a file, not a folder of this export" in refused.stderr
     assert [p.name for p in victim.iterdir()] == ["none"]
+    assert sorted(out.rglob("events.out.tfevents.*")) == written  # refused before run 2's folder was written too
     (out / "sac").unlink()
     (out / "offpoc-tensorboard.json").rename(tmp_path / "manifest.json")
     (out / "offpoc-tensorboard.json").symlink_to(tmp_path / "manifest.json")

@@ -215,26 +215,56 @@ def test_a_run_files_folder_that_keeps_vanishing_makes_the_scheduler_leave(
     assert 2 <= made[0] < 200
 
 
-@pytest.mark.parametrize("target", ["missing/folder/lock", "elsewhere.lock"])
-def test_a_symlink_in_the_locks_place_is_refused_and_never_written_through(tmp_path: Path, target: str) -> None:
-    """The lock file is the store's own, as its logs are: a symlink there (dangling into a missing folder, or
-    to a file elsewhere) is a StoreError naming it; nothing is made or opened where it points; and a command
-    that would start a scheduler says so in one line (exit 2) rather than leave its runs waiting silently."""
+HOSTILE_LOCKS = {
+    "a link into a missing folder": "is a symlink: refused, never written through",
+    "a link to a file elsewhere": "is a symlink: refused, never written through",
+    "a folder": "is not a regular file: refused",
+    "a FIFO": "is not a regular file: refused",
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE_LOCKS))
+def test_what_is_not_a_lock_file_of_its_own_is_refused_in_a_line(tmp_path: Path, hostile: str) -> None:
+    """The lock file is the store's own, as its logs are: a symlink in its place (dangling into a missing folder,
+    or to a file elsewhere), a folder or a FIFO is a StoreError naming it; nothing is made or opened where a link
+    points; and a command that would start a scheduler says so in one line (exit 2), its run kept queued, rather
+    than a traceback (a folder) or a scheduler that leaves at once and runs left waiting without a word."""
     from store.db import StoreError
 
     db, _, lock = _serving(tmp_path)
     lock.release()
     lock.path.unlink()
-    lock.path.symlink_to(tmp_path / target)
-    with pytest.raises(StoreError, match=r"scheduler\.lock is a symlink: refused"):
+    if hostile.startswith("a link"):
+        lock.path.symlink_to(tmp_path / ("missing/folder/lock" if "missing" in hostile else "elsewhere.lock"))
+    elif hostile == "a folder":
+        lock.path.mkdir()
+    else:
+        os.mkfifo(lock.path)
+    said = f"s.db-runs/scheduler.lock {HOSTILE_LOCKS[hostile]}"
+    with pytest.raises(StoreError, match=said):
         lock.take()
-    with pytest.raises(StoreError, match=r"scheduler\.lock is a symlink: refused"):
+    with pytest.raises(StoreError, match=said):
         lock.still_held()
     db.close()
     result = offpoc(tmp_path / "s.db", "run", "td3", "Pendulum-v1", *SMALL, "--steps", "600", check=False)
-    assert result.returncode == 2, result
-    assert result.stderr == "error: s.db-runs/scheduler.lock is a symlink: refused, never written through\n"
-    assert run_row(tmp_path / "s.db", 1)["status"] == "queued"  # kept: it starts once the link is gone
+    assert (result.returncode, result.stderr) == (2, f"error: {said}\n")
+    assert run_row(tmp_path / "s.db", 1)["status"] == "queued"  # kept: it starts once the lock's place is clear
     listed = offpoc(tmp_path / "s.db", "ps", check=False)  # a queued run with no scheduler: `ps` would start one
     assert (listed.returncode, listed.stderr) == (2, result.stderr)
     assert not (tmp_path / "missing").exists() and not (tmp_path / "elsewhere.lock").exists()
+
+
+def test_a_link_put_in_place_of_the_held_lock_to_the_same_file_is_not_held(tmp_path: Path) -> None:
+    """The lock file renamed and a link to it put in its place: the link reaches the file the scheduler holds,
+    but a symlink is never its lock (the next scheduler would refuse it): the scheduler leaves, not serves on."""
+    from store.db import StoreError
+
+    _, _, lock = _serving(tmp_path)
+    try:
+        assert lock.still_held()
+        lock.path.rename(lock.path.with_name("real.lock"))
+        lock.path.symlink_to("real.lock")
+        with pytest.raises(StoreError, match=r"scheduler\.lock is a symlink: refused"):
+            lock.still_held()
+    finally:
+        lock.release()
