@@ -241,8 +241,8 @@ class Lock:
 
     The lock is on the file; if the run-files folder is deleted and made again, another scheduler could
     lock the new file, so :meth:`still_held` looks at the path again each poll and locks what is there now.
-    A symlink in the file's place is refused (:class:`~store.db.StoreError`), as in the store's logs' places:
-    nothing is made or locked where it points.
+    A symlink, a FIFO or a folder in the file's place is refused (:class:`~store.db.StoreError`), as in the
+    store's logs' places: nothing is made or locked where a link points.
     """
 
     def __init__(self, files: RunFiles, where: StoreFile) -> None:
