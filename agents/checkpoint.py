@@ -30,6 +30,7 @@ import errno
 import os
 import pickle
 import re
+import stat
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -161,10 +162,25 @@ def _numpy(value: Any) -> Any:
 def read_state(path: Path) -> dict[str, Any]:
     """A checkpoint file's contents, unpickled with ``weights_only=True``: tensors, numbers, strings and
     plain containers (and, for formats 1–2, NumPy arrays); anything else, or a damaged or partial file,
-    raises :class:`CheckpointMismatch` (one line) without running it."""
+    raises :class:`CheckpointMismatch` (one line) without running it. Only a regular file is read (a link to
+    one too): a FIFO in its place would block the reader until someone writes to it, and a device
+    (``/dev/zero``) would never end; either hung a resumed run's worker, and ``stop`` waiting on it."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # opening a FIFO must not block
+    except OSError as error:
+        raise CheckpointMismatch(f"cannot read checkpoint {path}: {_first_line(error)}") from None
+    with os.fdopen(handle, "rb") as file:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise CheckpointMismatch(f"cannot read checkpoint {path}: not a regular file (a FIFO or a device)")
+        os.set_blocking(handle, True)
+        return _checked(path, _unpickled(path, file))
+
+
+def _unpickled(path: Path, file: Any) -> Any:
+    """The checkpoint file's pickle, loaded with ``weights_only=True``; :class:`CheckpointMismatch` otherwise."""
     try:
         with torch.serialization.safe_globals(_LEGACY_GLOBALS):
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         text = str(error)
         if "global" not in text.lower():  # not a refused class or function: a damaged or foreign file
@@ -178,6 +194,10 @@ def read_state(path: Path) -> dict[str, Any]:
     except Exception as error:  # whatever torch raises on a file it cannot read (a text file gives IndexError)
         why = f"{type(error).__name__}: {_first_line(error)}"
         raise CheckpointMismatch(f"cannot read checkpoint {path}: not a checkpoint, or damaged ({why})") from None
+
+
+def _checked(path: Path, state: Any) -> dict[str, Any]:
+    """The unpickled ``state``, if it is a whole offpoc checkpoint; :class:`CheckpointMismatch` otherwise."""
     if not isinstance(state, dict) or state.get("format") not in READABLE_FORMATS:
         raise CheckpointMismatch(f"{path} is not an offpoc checkpoint (format {FORMAT_VERSION}): not loaded")
     missing = [key for key in _REQUIRED if not isinstance(state.get(key), dict)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 from pathlib import Path
@@ -142,6 +143,52 @@ def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         Trainer.resume(bad)
+
+
+READ = "import sys; from pathlib import Path; from agents.checkpoint import read_state; read_state(Path(sys.argv[1]))"
+
+
+@pytest.mark.parametrize("hostile", ["a FIFO", "a FIFO holding data", "a link to /dev/zero", "a link to a file"])
+def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: str) -> None:
+    """A FIFO in the checkpoint's place hung the reader (a resumed run's worker, then `stop` waiting on it; `analyze
+    weights`) until someone wrote to it, and /dev/zero never ends: each is one line at once. A link to a regular
+    file is read (a user's path to a checkpoint may be one). In a process of its own (2 GiB, 60 s), so a hang
+    fails the test, not the run."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    config = TrainConfig(algo="td3", total_steps=300, checkpoint_every=300, checkpoint_buffer=False, **FAST)
+    saved = tmp_path / "saved.pt"
+    Trainer(config, checkpoint_path=saved).run()
+    path, held = tmp_path / "checkpoint.pt", None
+    if hostile.startswith("a FIFO"):
+        os.mkfifo(path)
+        if hostile == "a FIFO holding data":  # a whole checkpoint in the pipe: still not a file
+            held = os.open(path, os.O_RDWR)
+            os.set_blocking(held, False)
+            with contextlib.suppress(BlockingIOError):
+                os.write(held, saved.read_bytes()[:60_000])  # what a pipe holds
+    else:
+        path.symlink_to("/dev/zero" if "zero" in hostile else saved)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", READ, str(path)], capture_output=True, text=True, timeout=60, preexec_fn=limited
+        )
+    finally:
+        if held is not None:
+            os.close(held)
+    if hostile == "a link to a file":
+        assert done.returncode == 0, done.stderr[-2000:]
+        return
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1].endswith(
+        "cannot read checkpoint " + str(path) + ": not a regular file (a FIFO or a device)"
+    ), done.stderr[-2000:]
 
 
 def test_a_checkpoint_folder_deleted_while_the_file_is_written_is_announced_again_and_written(
