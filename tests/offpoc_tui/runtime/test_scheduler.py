@@ -159,8 +159,8 @@ def _serving(tmp_path: Path) -> tuple[Any, Any, Any]:
     return db, scheduler.LocalWorkers(db_path, db, files, where), lock
 
 
-def _vanishing(monkeypatch: pytest.MonkeyPatch, lock: Any, times: int) -> list[int]:
-    """Make the lock's folder vanish right after each of its next ``times`` makings (a deletion still under way
+def _vanishing(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the run-files folder vanish right after each of its next ``times`` makings (a deletion still under way
     when the scheduler makes it again); the makings counted. Past 200 the test fails: the scheduler waits on."""
     from store.files import RunFiles
 
@@ -189,7 +189,7 @@ def test_a_run_files_folder_vanishing_as_it_is_made_again_is_waited_out(
     db, local, lock = _serving(tmp_path)
     monkeypatch.setattr(scheduler, "POLL_S", 0.01)
     shutil.rmtree(lock.files.root)  # the deletion: the next poll finds the lock's file gone
-    made = _vanishing(monkeypatch, lock, times=1)
+    made = _vanishing(monkeypatch, times=1)
     try:
         scheduler._serve(db, local, None, lock)  # nothing queued: returns once it holds the lock again
         assert made[0] == 2
@@ -209,7 +209,7 @@ def test_a_run_files_folder_that_keeps_vanishing_makes_the_scheduler_leave(
     monkeypatch.setattr(scheduler, "POLL_S", 0.01)
     monkeypatch.setattr(scheduler, "VANISHED_S", 0.2)
     shutil.rmtree(lock.files.root)
-    made = _vanishing(monkeypatch, lock, times=10_000)
+    made = _vanishing(monkeypatch, times=10_000)
     with pytest.raises(scheduler.Leave, match=r"scheduler\.lock: its folder kept vanishing for 0 s"):
         scheduler._serve(db, local, None, lock)
     assert 2 <= made[0] < 200
