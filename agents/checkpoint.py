@@ -163,16 +163,24 @@ def read_state(path: Path) -> dict[str, Any]:
     """A checkpoint file's contents, unpickled with ``weights_only=True``: tensors, numbers, strings and
     plain containers (and, for formats 1–2, NumPy arrays); anything else, or a damaged or partial file,
     raises :class:`CheckpointMismatch` (one line) without running it. Only a regular file is read (a link to
-    one too): a FIFO in its place would block the reader until someone writes to it, and a device
-    (``/dev/zero``) would never end; either hung a resumed run's worker, and ``stop`` waiting on it."""
+    one too): a FIFO in its place blocked the reader until someone wrote to it (a resumed run's worker hung, and
+    ``stop`` waiting on it), and a device or a folder is no checkpoint either."""
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # opening a FIFO must not block
     except OSError as error:
         raise CheckpointMismatch(f"cannot read checkpoint {path}: {_first_line(error)}") from None
-    with os.fdopen(handle, "rb") as file:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
+    try:
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode):
+            raise CheckpointMismatch(f"cannot read checkpoint {path}: a folder, not a file")
+        if not stat.S_ISREG(mode):
             raise CheckpointMismatch(f"cannot read checkpoint {path}: not a regular file (a FIFO or a device)")
         os.set_blocking(handle, True)
+        file = os.fdopen(handle, "rb")
+    except BaseException:
+        os.close(handle)
+        raise
+    with file:
         return _checked(path, _unpickled(path, file))
 
 

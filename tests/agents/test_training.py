@@ -145,15 +145,31 @@ def test_a_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
         Trainer.resume(bad)
 
 
-READ = "import sys; from pathlib import Path; from agents.checkpoint import read_state; read_state(Path(sys.argv[1]))"
+READ = """
+import os, sys
+from pathlib import Path
+from agents.checkpoint import CheckpointMismatch, read_state
+before = set(os.listdir("/proc/self/fd"))
+for _ in range(3):
+    try:
+        read_state(Path(sys.argv[1]))
+    except CheckpointMismatch as error:
+        said = str(error)
+    else:
+        said = "read"
+assert set(os.listdir("/proc/self/fd")) == before, "a file descriptor left open"
+print(said)
+"""
 
 
-@pytest.mark.parametrize("hostile", ["a FIFO", "a FIFO holding data", "a link to /dev/zero", "a link to a file"])
+@pytest.mark.parametrize(
+    "hostile", ["a FIFO", "a FIFO holding data", "a link to /dev/zero", "a folder", "a link to a file"]
+)
 def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: str) -> None:
     """A FIFO in the checkpoint's place hung the reader (a resumed run's worker, then `stop` waiting on it; `analyze
-    weights`) until someone wrote to it, and /dev/zero never ends: each is one line at once. A link to a regular
-    file is read (a user's path to a checkpoint may be one). In a process of its own (2 GiB, 60 s), so a hang
-    fails the test, not the run."""
+    weights`) until someone wrote to it; a FIFO holding data, a device or a folder is no checkpoint either: each is
+    one line at once, and no file descriptor is left open. A link to a regular file is read (a user's path to a
+    checkpoint may be one). In a process of its own (2 GiB, 60 s), so a hang fails the test, not the run."""
     import os
     import resource
     import subprocess
@@ -170,6 +186,8 @@ def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: st
             os.set_blocking(held, False)
             with contextlib.suppress(BlockingIOError):
                 os.write(held, saved.read_bytes()[:60_000])  # what a pipe holds
+    elif hostile == "a folder":
+        path.mkdir()
     else:
         path.symlink_to("/dev/zero" if "zero" in hostile else saved)
 
@@ -183,12 +201,9 @@ def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: st
     finally:
         if held is not None:
             os.close(held)
-    if hostile == "a link to a file":
-        assert done.returncode == 0, done.stderr[-2000:]
-        return
-    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1].endswith(
-        "cannot read checkpoint " + str(path) + ": not a regular file (a FIFO or a device)"
-    ), done.stderr[-2000:]
+    expected = {"a link to a file": "read", "a folder": f"cannot read checkpoint {path}: a folder, not a file"}
+    said = f"cannot read checkpoint {path}: not a regular file (a FIFO or a device)"
+    assert (done.returncode, done.stdout.strip()) == (0, expected.get(hostile, said)), done.stderr[-2000:]
 
 
 def test_a_checkpoint_folder_deleted_while_the_file_is_written_is_announced_again_and_written(
