@@ -47,13 +47,16 @@ ALL_COLUMNS = slice(None)
 
 
 def narrow_mm(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b, for a b with few columns (under :data:`NARROW`), as (bᵀaᵀ)ᵀ, contiguous.
+    """a @ b, for a b with few columns (under :data:`NARROW`), as (bᵀaᵀ)ᵀ, contiguous; each lane's, for (K, m, n)
+    ``a`` and (K, n, p) ``b`` (``bmm``).
 
     Single-threaded MKL can run such products several times slower than the same product
     transposed, while from 64 columns on the plain one wins
     (``benchmarks/diagnostics/gemm_layouts.py``). They are the first layer's weight gradients,
-    where the input (state, or state and action) is narrow.
+    where the input (state, or state and action) is narrow, and a lane group's action gradient.
     """
+    if a.ndim == 3:
+        return b.mT.bmm(a.mT).mT.contiguous()
     return b.t().mm(a.t()).t().contiguous()
 
 
@@ -149,14 +152,14 @@ class LinearChain:
                 grad = torch.ops.aten.threshold_backward(grad, tape.output, 0.0)
             if weight.ndim == 3:  # a lane group's stacked layer: one product per lane (agents.lanes)
                 if params:  # narrow inputs transposed, as _mm does (measured 2.3x faster for 14 columns)
-                    weight.grad = x.mT.bmm(grad).mT.contiguous() if x.shape[-1] < NARROW else gemm.lane_mm(grad.mT, x)
+                    weight.grad = narrow_mm(grad.mT, x) if x.shape[-1] < NARROW else gemm.lane_mm(grad.mT, x)
                     bias.grad = grad.sum(-2)
                 if i == 0:
                     if not input_grad:
                         return None
                     # narrow (a critic's action part): always transposed, 1.5-3.5x faster than bmm for K = 2-8 lanes
                     columns = weight[..., input_columns]
-                    return columns.mT.bmm(grad.mT).mT.contiguous() if columns.shape[-1] < NARROW else grad.bmm(columns)
+                    return narrow_mm(grad, columns) if columns.shape[-1] < NARROW else grad.bmm(columns)
                 grad = gemm.lane_mm(grad, weight)
             else:
                 if params:

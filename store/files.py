@@ -84,7 +84,8 @@ def part_of_store(path: str | os.PathLike[str], db_path: str | os.PathLike[str])
 def read_own(path: Path, limit: int, tail: bool = False) -> bytes:
     """At most ``limit`` bytes of a small file of the store's own (its run-files mark, a note, a log's end): the
     first, or with ``tail`` the last. Never through a symlink, never a FIFO (opening one to read blocks until a
-    writer comes) or a device (``/dev/zero`` never ends): :class:`OSError` for those, as for a missing file."""
+    writer comes) or a device (``/dev/zero`` never ends): :class:`OSError` for those, as for a missing file. A
+    terminal there never becomes the reader's controlling one (O_NOCTTY: the scheduler leads its session)."""
     handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(handle, "rb") as file:
         info = os.fstat(handle)
@@ -93,6 +94,14 @@ def read_own(path: Path, limit: int, tail: bool = False) -> bytes:
         if tail and info.st_size > limit:
             file.seek(info.st_size - limit)
         return file.read(limit)
+
+
+def write_new(path: Path, text: str) -> None:
+    """``text`` as a new file at ``path``: whatever is there (a symlink: the link) is removed first, and the file
+    is created, never opened through a link (O_EXCL, O_NOFOLLOW); :class:`OSError` where it cannot be."""
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as file:
+        file.write(text)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -298,8 +307,7 @@ class RunFiles:
     def append_to(self, path: Path) -> IO[bytes]:
         """A log file of this store's (``scheduler.log``, a run's ``worker.log``) opened to append, never through a
         symlink: :class:`StoreError` if one is there."""
-        # a FIFO must not block us, nor a terminal become the controlling one of a scheduler (its session's leader)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO must not block us
         try:
             handle = os.open(path, flags, 0o644)
         except OSError as error:

@@ -45,6 +45,7 @@ import sqlite_utils
 
 from store.codec import decode_counts
 from store.db import store_id
+from store.files import write_new
 from store.reader import configs
 from store.runs import RunRow
 from store.tasks import source_of
@@ -181,9 +182,7 @@ def _save_manifest(root: Path, manifest: dict[str, Any]) -> None:
     """The manifest, written as a new file and renamed into place: a symlink at either name is replaced, never
     written through (one to the store would have had the manifest written over the store)."""
     tmp = root / f".{MANIFEST}.tmp"
-    tmp.unlink(missing_ok=True)
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as file:
-        file.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    write_new(tmp, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, root / MANIFEST)
 
 

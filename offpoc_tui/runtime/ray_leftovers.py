@@ -23,7 +23,7 @@ import os
 import signal
 from pathlib import Path
 
-from store.files import read_own
+from store.files import read_own, write_new
 from store.runs import pid_alive
 
 NOTE = "ray-cluster.json"
@@ -41,14 +41,8 @@ def note_cluster(root: Path) -> None:
     session = os.getsid(0)
     if session != os.getpid() or not any(True for _ in ray_processes(session)):
         return
-    path = root / NOTE
-    try:
-        path.unlink(missing_ok=True)  # a symlink there: the link goes, never what it points to
-        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    except OSError:
-        return
-    with os.fdopen(handle, "w") as note:
-        note.write(json.dumps({"scheduler": os.getpid(), "session": session}))
+    with contextlib.suppress(OSError):  # a symlink there: the link goes, never what it points to
+        write_new(root / NOTE, json.dumps({"scheduler": os.getpid(), "session": session}))
 
 
 def forget_cluster(root: Path) -> None:

@@ -199,6 +199,42 @@ def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_
     assert target.is_symlink() == hostile.startswith("a link")  # left as it was (an acted-on note is removed)
 
 
+NO_TERMINAL = """
+import os, sys
+from pathlib import Path
+from store.files import read_own
+try:
+    read_own(Path(sys.argv[1]), 64)
+except OSError:
+    pass
+try:
+    os.close(os.open("/dev/tty", os.O_RDWR))
+    print("a controlling terminal")
+except OSError:
+    print("none")
+"""
+
+
+def test_a_terminal_in_a_files_place_never_becomes_the_readers_controlling_terminal() -> None:
+    """The scheduler leads its session, with no controlling terminal; a session leader that opens a terminal to
+    read, without O_NOCTTY, makes it its own (a hangup there would then end the scheduler). A terminal put in the
+    place of a file the store's processes read is refused, and the reader, a session leader, still has no
+    controlling terminal. (Linux gives none on a write-only open: ``append_to`` needs no flag for it.)"""
+    import subprocess
+    import sys
+
+    master, replica = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NO_TERMINAL, os.ttyname(replica)],
+            capture_output=True, text=True, timeout=60, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(master)
+        os.close(replica)
+    assert (done.returncode, done.stdout.strip()) == (0, "none"), done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("content", ["a file", "a folder of the user's"])
 def test_a_folder_that_is_not_offpocs_is_refused_and_left_alone(tmp_path: Path, content: str) -> None:
     root = tmp_path / "x.db-runs"
