@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from agents import CheckpointRecord, RecordingSink, TrainConfig, Trainer
+from tests.support.processes import limit_memory
 
 # Small networks and batches keep these runs to seconds; the loop, env and algorithms are the real ones.
 FAST = dict(env_id="Hopper-v4", hidden=(64, 64), batch_size=64, start_steps=500, eval_freq=1000, eval_episodes=2,
@@ -171,7 +172,6 @@ def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: st
     one line at once, and no file descriptor is left open. A link to a regular file is read (a user's path to a
     checkpoint may be one). In a process of its own (2 GiB, 60 s), so a hang fails the test, not the run."""
     import os
-    import resource
     import subprocess
     import sys
 
@@ -191,12 +191,9 @@ def test_a_checkpoint_is_read_only_as_a_regular_file(tmp_path: Path, hostile: st
     else:
         path.symlink_to("/dev/zero" if "zero" in hostile else saved)
 
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
     try:
         done = subprocess.run(
-            [sys.executable, "-c", READ, str(path)], capture_output=True, text=True, timeout=60, preexec_fn=limited
+            [sys.executable, "-c", READ, str(path)], capture_output=True, text=True, timeout=60, preexec_fn=limit_memory
         )
     finally:
         if held is not None:

@@ -18,6 +18,7 @@ from store import StoreError, open_store
 from store.db import LEGACY_DIR, legacy_run_files, store_id
 from store.files import MARK, RunFiles, check_usable, runs_root
 from store.runs import create_runs, delete_runs, finish
+from tests.support.processes import limit_memory
 from tests.support.storefill import as_schema_2, fill, spec
 
 
@@ -139,12 +140,6 @@ store, where = open_store(db), StoreFile.of(db)
 """
 
 
-def _limit_memory() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a reader of /dev/zero fails in seconds
-
-
 @pytest.mark.parametrize("reader", sorted(READERS))
 @pytest.mark.parametrize(
     "hostile", ["a FIFO", "a FIFO holding data", "a device", "a link to /dev/zero", "a link to a file elsewhere"]
@@ -190,7 +185,7 @@ def test_a_small_file_of_the_stores_is_never_read_as_a_fifo_a_device_or_through_
     try:
         done = subprocess.run(
             [sys.executable, "-c", PRELUDE + code, str(db)], capture_output=True, text=True, timeout=30,
-            preexec_fn=_limit_memory,
+            preexec_fn=limit_memory,
         )  # fmt: skip
     finally:
         if held is not None:

@@ -152,6 +152,14 @@ def run_row(db: Path, run_id: int) -> dict[str, Any]:
     return row
 
 
+def limit_memory() -> None:
+    """A child's ``preexec_fn``: 2 GiB of address space, so a reader that would read without end (``/dev/zero``)
+    fails in seconds instead of taking the machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
