@@ -223,9 +223,23 @@ def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
             if not _lock(handle):
                 return 0
             fcntl.flock(handle, fcntl.LOCK_UN)
-    except OSError:
-        return 0
+    except OSError:  # not this user's to write (another's file, an immutable folder): looked at read-only
+        return 0 if _held_elsewhere(lock) else len(queued)  # stranded: start_scheduler says why in its line
     return len(queued)
+
+
+def _held_elsewhere(lock: Path) -> bool:
+    """Whether a scheduler holds the lock file at ``lock``, opened read-only (never through a symlink, never
+    waiting on a FIFO); False where there is none to open."""
+    try:
+        descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(descriptor) as handle:
+        if not _lock(handle):
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
 
 
 def _lock(handle: IO[Any]) -> bool:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from store import open_store
 from store.runs import get_run
@@ -170,3 +174,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 240.0, what: str = 
 
 def export(db: Path, table: str, *args: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(offpoc(db, "export", "--table", table, *args).stdout)))
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """``path`` made immutable (``chattr +i``) for the block: nothing in it can be made or written, by root
+    too, which file modes do not stop. Skips where the file system or the user cannot (not root, say)."""
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here: needs root and a file system with the attribute")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", str(path)], check=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import SMALL, offpoc, run_row, runs, wait_for
+from tests.support.processes import SMALL, immutable, offpoc, run_row, runs, wait_for
 
 
 def workers_of(db: Path) -> int:
@@ -252,6 +252,40 @@ def test_what_is_not_a_lock_file_of_its_own_is_refused_in_a_line(tmp_path: Path,
     listed = offpoc(tmp_path / "s.db", "ps", check=False)  # a queued run with no scheduler: `ps` would start one
     assert (listed.returncode, listed.stderr) == (2, result.stderr)
     assert not (tmp_path / "missing").exists() and not (tmp_path / "elsewhere.lock").exists()
+
+
+def test_a_run_files_folder_nothing_can_be_made_in_is_the_commands_line_not_a_silent_wait(tmp_path: Path) -> None:
+    """Where the scheduler's lock cannot be made (a folder not this user's to write; here an immutable one, which
+    stops root too), `run` says so in one line (exit 2) with its run kept queued, and so does `ps`, which would
+    start a scheduler for it: never a run left queued with no scheduler and no word."""
+    db, _, lock = _serving(tmp_path)
+    lock.release()
+    lock.path.unlink()
+    db.close()
+    said = f"error: cannot start the store's scheduler: Operation not permitted ({lock.path})\n"
+    with immutable(lock.files.root):
+        result = offpoc(tmp_path / "s.db", "run", "td3", "Pendulum-v1", *SMALL, "--steps", "600", check=False)
+        assert (result.returncode, result.stderr) == (2, said)
+        listed = offpoc(tmp_path / "s.db", "ps", check=False)
+        assert (listed.returncode, listed.stderr) == (2, said)
+    assert run_row(tmp_path / "s.db", 1)["status"] == "queued"
+
+
+def test_a_held_lock_file_this_user_cannot_write_still_tells_that_a_scheduler_serves(tmp_path: Path) -> None:
+    """The lock file not this user's to write (another user's scheduler's; here an immutable file): it is looked at
+    read-only, and a scheduler holding it serves the queued run, so `ps` lists the runs and starts none."""
+    from store.runs import create_runs
+    from tests.support.storefill import spec
+
+    db, _, lock = _serving(tmp_path)
+    create_runs(db, [spec(env="Pendulum-v1")])
+    try:
+        with immutable(lock.path):
+            listed = offpoc(tmp_path / "s.db", "ps", check=False)
+    finally:
+        lock.release()
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert "queued" in listed.stdout
 
 
 def test_a_link_put_in_place_of_the_held_lock_to_the_same_file_is_not_held(tmp_path: Path) -> None:
