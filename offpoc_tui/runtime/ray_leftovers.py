@@ -10,8 +10,12 @@ processes of that session, and only those (a worker of that session, still train
 A note is acted on only where the session it names is its scheduler's own (the scheduler led it, and its
 pid numbers it: Linux gives no process that number while the session has a member), so a note copied
 from elsewhere or written by hand can name no session to end but one whose leader has exited, never a live
-one's (a serving scheduler's, an open terminal's). It could still name such a session that is not offpoc's:
-Ray processes a user started from a terminal since closed, say (``ray start`` leaves them in its session).
+one's (a serving scheduler's, an open terminal's). The note also holds the machine's boot and the
+scheduler's start time: a note from an earlier boot is dropped unread, and only Ray processes started at or
+after the scheduler are ended, so a stale note whose pid a later session took (Ray processes a user started
+from a terminal since closed: ``ray start`` leaves them in its session) ends none that predate it. A note
+written by hand with made-up times can still name such a session; nothing marks a Ray process as offpoc's
+(the agents that outlive a scheduler overwrite their command line and environment: ``setproctitle``).
 No Ray import here: ``ps`` must start fast.
 """
 
@@ -41,8 +45,9 @@ def note_cluster(root: Path) -> None:
     session = os.getsid(0)
     if session != os.getpid() or not any(True for _ in ray_processes(session)):
         return
+    note = {"scheduler": os.getpid(), "session": session, "boot": boot_id(), "started": started_at(os.getpid())}
     with contextlib.suppress(OSError):  # a symlink there: the link goes, never what it points to
-        write_new(root / NOTE, json.dumps({"scheduler": os.getpid(), "session": session}))
+        write_new(root / NOTE, json.dumps(note))
 
 
 def forget_cluster(root: Path) -> None:
@@ -54,13 +59,17 @@ def reap_leftovers(root: Path) -> int:
     """End the Ray processes a killed scheduler left behind; how many were signalled."""
     try:
         note = json.loads(read_own(root / NOTE, 4096))  # a FIFO or a link to /dev/zero in its place: OSError
-        scheduler, session = int(note["scheduler"]), int(note["session"])
+        scheduler, session, started = int(note["scheduler"]), int(note["session"]), int(note["started"])
+        boot = str(note["boot"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0
     if session != scheduler or pid_alive(scheduler):  # a note naming another's session is never acted on
         return 0
+    if boot != boot_id():  # from before this boot: its cluster ended with the machine, its pids are others'
+        forget_cluster(root)
+        return 0
     ended = 0
-    for pid in ray_processes(session):
+    for pid in ray_processes(session, since=started):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             ended += 1
@@ -68,20 +77,37 @@ def reap_leftovers(root: Path) -> int:
     return ended
 
 
-def ray_processes(session: int) -> list[int]:
-    """Live Ray processes of the session ``session``."""
+def ray_processes(session: int, since: int = 0) -> list[int]:
+    """Live Ray processes of the session ``session`` started at or after ``since`` (:func:`started_at`)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = _stat(int(entry.name))
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError):
+        except (OSError, IndexError, ValueError):
             continue
-        if fields[0] not in ("Z", "X") and int(fields[3]) == session and _is_ray(command):
+        alive, in_session = fields[0] not in ("Z", "X"), int(fields[3]) == session
+        if alive and in_session and int(fields[19]) >= since and _is_ray(command):
             found.append(int(entry.name))
     return found
+
+
+def started_at(pid: int) -> int:
+    """When the process ``pid`` started, in clock ticks since the machine booted (``/proc/PID/stat``'s 22nd)."""
+    return int(_stat(pid)[19])
+
+
+def boot_id() -> str:
+    """This boot's id: a note from another boot names pids that are not the ones it meant."""
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat``'s fields after the command's name (in parentheses, which may hold spaces): the state is
+    the first, the session the fourth, the start time the twentieth."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def _is_ray(command: str) -> bool:

@@ -14,10 +14,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from offpoc_tui.runtime.ray_leftovers import NOTE, reap_leftovers
+from offpoc_tui.runtime.ray_leftovers import NOTE, boot_id, reap_leftovers, started_at
 from store.runs import pid_alive
 from tests.support.processes import wait_for
 
@@ -53,12 +54,34 @@ def _leftover(started: list[int]) -> int:
     return leader.pid
 
 
+def _note(root: Path, scheduler: int, session: int, **changed: Any) -> None:
+    """A note as a scheduler writes it, started when this test's process did (before any process it starts)."""
+    note = {"scheduler": scheduler, "session": session, "boot": boot_id(), "started": started_at(os.getpid())}
+    (root / NOTE).write_text(json.dumps(note | changed))
+
+
 def test_a_killed_schedulers_leftover_is_ended(tmp_path: Path, started: list[int]) -> None:
     session = _leftover(started)
-    (tmp_path / NOTE).write_text(json.dumps({"scheduler": session, "session": session}))
+    _note(tmp_path, session, session)
     assert reap_leftovers(tmp_path) == 1
     wait_for(lambda: not pid_alive(started[0]), timeout=30, what="the leftover to end")
     assert not (tmp_path / NOTE).exists()
+
+
+def test_a_note_from_another_boot_or_older_than_the_leftover_ends_nothing(tmp_path: Path, started: list[int]) -> None:
+    """A stale note whose scheduler's pid a later session took: from an earlier boot it is dropped unread; from
+    this one, the session's Ray processes that started before the note's scheduler are not its to end; a note
+    without its times (written by hand) is acted on by no one."""
+    session = _leftover(started)
+    _note(tmp_path, session, session, boot="00000000-0000-0000-0000-000000000000")
+    assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
+    assert not (tmp_path / NOTE).exists()
+    _note(tmp_path, session, session, started=started_at(started[-1]) + 1)
+    assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
+    (tmp_path / NOTE).write_text(json.dumps({"scheduler": session, "session": session}))
+    assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
+    _note(tmp_path, session, session, started=started_at(started[-1]))  # the same tick: its own
+    assert reap_leftovers(tmp_path) == 1
 
 
 def test_a_note_naming_another_session_ends_nothing(tmp_path: Path, started: list[int]) -> None:
@@ -66,12 +89,12 @@ def test_a_note_naming_another_session_ends_nothing(tmp_path: Path, started: lis
     live one of a bystander's, with a Ray-looking process), is never acted on."""
     bystander = subprocess.Popen(SLEEPER, start_new_session=True)
     started.append(bystander.pid)
-    (tmp_path / NOTE).write_text(json.dumps({"scheduler": _dead_pid(), "session": bystander.pid}))
+    _note(tmp_path, _dead_pid(), bystander.pid)
     assert reap_leftovers(tmp_path) == 0
     assert bystander.poll() is None
     # and a leftover's session named with another (dead) scheduler's pid: not its scheduler's, left alone too
     session = _leftover(started)
-    (tmp_path / NOTE).write_text(json.dumps({"scheduler": _dead_pid(), "session": session}))
+    _note(tmp_path, _dead_pid(), session)
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
 
 
@@ -103,7 +126,8 @@ def test_a_symlink_in_the_notes_place_is_replaced_never_written_through(tmp_path
     assert elsewhere.read_text() == "precious\n"
     assert not (tmp_path / NOTE).is_symlink()
     note = json.loads((tmp_path / NOTE).read_text())
-    assert note["scheduler"] == note["session"]
+    assert note["scheduler"] == note["session"] and note["boot"] == boot_id()
+    assert started_at(os.getpid()) <= note["started"] <= started_at(os.getpid()) + os.sysconf("SC_CLK_TCK") * 60
 
 
 def test_a_scheduler_sharing_a_terminals_session_notes_nothing(tmp_path: Path) -> None:
