@@ -92,8 +92,10 @@ def dashboard(
         fail(f"no store at {db}: start runs with `offpoc run`, or pass --db")
     if once:
         from offpoc_tui.dashboard.summary import summary
+        from store.runs import reap_lost
 
         store = open_db(db)
+        reap_lost(store)  # a dead worker's run is lost, not shown as training (as `ps` and the live dashboard do)
         with stage("reading the runs and comparing them…"):
             shown = summary(store, window, until, source, tag)
         tables_out().print(shown)

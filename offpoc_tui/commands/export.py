@@ -25,6 +25,7 @@ from offpoc_tui.console import (
     where_ids,
 )
 from store.reader import RunFilters
+from store.runs import reap_lost
 
 
 def export(
@@ -156,6 +157,7 @@ def export(
         check_output(output, db)
     check_sources(source)
     store = open_db(db)
+    reap_lost(store)  # a dead worker's run is lost, not exported as training (as `ps` says)
     run_ids = where_ids(store, where, resolve_runs(store, run) if run else None)
     filters: RunFilters = {
         "run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag,
@@ -238,7 +240,6 @@ def tensorboard(db: Path, output: Path | None, filters: dict[str, Any], every: f
     from store.db import store_id
     from store.files import part_of_store
     from store.reader import list_runs
-    from store.runs import reap_lost
     from store.tensorboard import ExportRefused, read_manifest
 
     if output is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from typer.testing import CliRunner, Result
 from offpoc_tui.cli import app
 from store import open_store
 from store.runs import claim, finish
+from tests.support.processes import offpoc, run_row
 
 runner = CliRunner()
 
@@ -234,3 +237,30 @@ def test_rm_refuses_a_running_run(filled_store: Path) -> None:
     assert claim(db, 3, os.getpid())  # this test process plays the live worker
     result = invoke("rm", "3", "--yes", "--db", str(filled_store))
     assert result.exit_code == 2 and "stop it first" in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["dashboard", "--once"], ["export", "--table", "runs", "--format", "csv"]],
+    ids=["dashboard-once", "export-runs"],
+)
+def test_a_run_whose_worker_died_is_shown_lost_not_training(filled_store: Path, command: list[str]) -> None:
+    """Every reader that shows a run's status says a dead worker's run is lost, as `ps` does: `dashboard --once`
+    and `export --table runs` showed it "running" with the dead worker's pid, a crashed study read as training."""
+    import socket
+
+    store = open_store(filled_store)
+    store.execute(
+        "UPDATE runs SET status = 'running', pid = ?, host = ? WHERE id = 1", [_dead_pid(), socket.gethostname()]
+    )
+    store.conn.commit()
+    store.close()
+    shown = offpoc(filled_store, *command).stdout
+    assert "running" not in shown and "lost" in shown
+    assert run_row(filled_store, 1)["status"] == "lost"
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
