@@ -53,24 +53,27 @@ class Budget:
     short: int
     """Runs with evaluations that have not reached it: still training, or ended before it."""
     queued: int
-    """Runs without an evaluation yet."""
+    """Runs without an evaluation yet that may still make one (queued, or running before their first)."""
+    ended: int = 0
+    """Runs that ended without an evaluation (failed, stopped or lost before their first): never compared."""
 
     def counts(self, reach: int | None) -> bool:
         """Whether a run that reached step ``reach`` (None: no evaluation yet) counts at this budget."""
         return reach is not None and self.step is not None and reach >= self.step
 
     def describe(self) -> str:
-        """``at 20,000 steps, reached by all 4 runs`` or ``at 20,000 steps, reached by 4 of 7 runs (2 short of
-        it, 1 queued)``; ``no evaluations yet``."""
+        """``at 20,000 steps, reached by all 4 runs`` or ``at 20,000 steps, reached by 4 of 8 runs (2 short of
+        it, 1 not evaluated yet, 1 ended with no evaluation)``; ``no evaluations yet``."""
+        unevaluated = [f"{self.queued} not evaluated yet"] if self.queued else []
+        unevaluated += [f"{self.ended} ended with no evaluation"] if self.ended else []
         if self.step is None:
-            return f"no evaluations yet ({self.queued} queued)" if self.queued else "no evaluations yet"
-        total = self.reached + self.short + self.queued
+            return "no evaluations yet" + (f" ({', '.join(unevaluated)})" if unevaluated else "")
+        total = self.reached + self.short + self.queued + self.ended
         text = f"at {self.step:,} steps" + (" (asked for)" if self.given else "")
         if self.reached == total:
             return text + f", reached by {'all ' if total > 1 else ''}{total} run{'s' if total != 1 else ''}"
         missing = [f"{self.short} short of it"] if self.short else []
-        missing += [f"{self.queued} queued"] if self.queued else []
-        return text + f", reached by {self.reached} of {total} runs ({', '.join(missing)})"
+        return text + f", reached by {self.reached} of {total} runs ({', '.join(missing + unevaluated)})"
 
 
 def reach_of(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, int]:
@@ -109,7 +112,8 @@ def budget(runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int 
                 furthest[key] = max(furthest.get(key, 0), reach[r["id"]])
             step = min(furthest.values())
     reached = sum(1 for r in started if step is not None and reach[r["id"]] >= step)
-    return Budget(step, until is not None, reached, len(started) - reached, len(runs) - len(started))
+    ended = sum(1 for r in runs if r["id"] not in reach and r["status"] not in ("queued", "running"))
+    return Budget(step, until is not None, reached, len(started) - reached, len(runs) - len(started) - ended, ended)
 
 
 def source_budgets(

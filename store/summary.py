@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 COLUMNS: tuple[str, ...] = ("algo", "env", "correction", "divergence", "n_seeds", "mean", "ci95", "source")
 COLUMNS += ("env_family", "last_step", "sampler", "budget", "n_short", "variant", "paper_pm", "n_too_short")
+COLUMNS += ("n_unevaluated",)
 
 
 POOLED = "all"
@@ -118,6 +119,14 @@ class SummaryRow:
     n_too_short: int = 0
     """Seeds that reached the budget with no evaluation in the final window (all at or before their learning
     starts): counted here, not in the statistics."""
+    n_unevaluated: int = 0
+    """Seeds without an evaluation (queued, running before their first, or ended before it: failed, stopped,
+    lost): counted here, not in the statistics. A method whose seeds all are has a row with no mean (NaN)."""
+
+    @property
+    def n_missing(self) -> int:
+        """The method's seeds not in the statistics, for whatever reason."""
+        return self.n_short + self.n_too_short + self.n_unevaluated
 
     @property
     def training(self) -> bool:
@@ -268,18 +277,20 @@ def summary_rows(
     starts: dict[tuple[str, str, str, str | None, str, str, str], list[int]] = {}
     short: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     furthest: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
+    unevaluated: dict[tuple[str, str, str, str | None, str, str, str], int] = {}
     for seed in seeds:
         run = seed.run
-        if seed.reached is None:
-            continue
         sampler = run.get("sampler") or DEFAULT_SAMPLER
         key = (run["algo"], run["env"], run["correction"], run["divergence"], source_of(run), sampler,
                run.get("variant", ""))  # fmt: skip
         if group_by:
             key = pooled_key(run, group_by, seed.config)
-        furthest[key] = max(furthest.get(key, 0), seed.reached)
         groups.setdefault(key, [])
         starts.setdefault(key, [])
+        if seed.reached is None:  # counted, never dropped: a seed that failed before its first evaluation is said
+            unevaluated[key] = unevaluated.get(key, 0) + 1
+            continue
+        furthest[key] = max(furthest.get(key, 0), seed.reached)
         if seed.curve is not None:
             groups[key].append(seed.curve)
             starts[key].append(seed.start)
@@ -292,7 +303,7 @@ def summary_rows(
         n, mean, half = final_performance(curves, window, starts[key])
         family = env_family(env)
         step = budgets[(algo, family)].step
-        last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest[key])
+        last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest.get(key, 0))
         rows.append(
             SummaryRow(
                 algo,
@@ -311,6 +322,7 @@ def summary_rows(
                 variant,
                 paper_half_width(curves, window, starts[key]),
                 too_short(curves, window, starts[key]),
+                unevaluated.get(key, 0),
             )
         )
     return sorted(rows, key=_summary_order)

@@ -62,10 +62,14 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     for row in rows:
         if row.training and row.n_too_short:
             text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''})"
-        elif row.training:
+        elif row.training and row.n_short:
             text = f"none at {row.budget:,} ({row.n_short} short)" if row.budget is not None else "no evaluations"
+        elif row.training:
+            text = "no evaluations"
         else:
             text = f"{row.mean:.2f} (1 seed)" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
+            if row.n_missing:  # the row's own count, where the note's total would not say which row lacks seeds
+                text += f" ({row.n_seeds} of {row.n_seeds + row.n_missing} seeds)"
         if len(versions[row.env_family]) > 1:
             text += f" ({env_version(row.env)})"
         is_best = not row.training and row.mean == best.get((row.algo, row.env_family))
@@ -128,6 +132,12 @@ def budget_note(rows: list[SummaryRow]) -> str:
     if too_short:
         text += f" {too_short} seed{'s' if too_short > 1 else ''} too short for the window (no evaluation after"
         text += " learning starts within it) are left out."
+    unevaluated = sum(r.n_unevaluated for r in rows)
+    if unevaluated:
+        text += f" {unevaluated} seed{'s' if unevaluated > 1 else ''} with no evaluation (queued, or ended before"
+        text += " the first) are left out."
+    if short or too_short or unevaluated:
+        text += ' A row missing seeds says "(n of N seeds)".'
     return text + "\n"
 
 

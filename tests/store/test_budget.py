@@ -31,14 +31,25 @@ def test_the_budget_is_the_largest_step_every_live_run_trained_here_reached() ->
     reach = {1: 20_000, 2: 20_000, 3: 3_000, 5: 1_000, 6: 1_000_000}
     b = budget(runs, reach)
     assert (b.step, b.reached, b.short, b.queued) == (3_000, 4, 1, 1)  # the failed run at 1,000 sets nothing
-    assert b.describe() == "at 3,000 steps, reached by 4 of 6 runs (1 short of it, 1 queued)"
+    assert b.describe() == "at 3,000 steps, reached by 4 of 6 runs (1 short of it, 1 not evaluated yet)"
     assert budget(runs[:3], reach).describe() == "at 3,000 steps, reached by all 3 runs"
     asked = budget(runs, reach, until=20_000)
     assert (asked.step, asked.reached, asked.short) == (20_000, 3, 2) and "(asked for)" in asked.describe()
     assert budget([runs[5]], reach).step == 1_000_000  # imported curves alone set their own
-    assert budget([runs[3]], reach).describe() == "no evaluations yet (1 queued)"
+    assert budget([runs[3]], reach).describe() == "no evaluations yet (1 not evaluated yet)"
     per_task = task_budgets([*runs, run(7, "none", env="Walker2d-v4")], {**reach, 7: 50_000})
     assert {task: b.step for task, b in per_task.items()} == {("td3", "Hopper"): 3_000, ("td3", "Walker2d"): 50_000}
+
+
+def test_a_run_that_ended_before_its_first_evaluation_is_counted_as_ended_not_queued() -> None:
+    """A seed that failed, was stopped or was lost before its first evaluation will never be compared: the budget
+    says so (a review found such a failed seed counted "1 queued", as if it were still to come)."""
+    runs = [run(1, "none", "finished"), run(2, "acoffpoc", "finished"), run(3, "acoffpoc", "failed"),
+            run(4, "acoffpoc", "lost"), run(5, "acoffpoc", "running"), run(6, "acoffpoc", "queued")]  # fmt: skip
+    b = budget(runs, {1: 5_000, 2: 5_000})
+    assert (b.reached, b.short, b.queued, b.ended) == (2, 0, 2, 2)
+    assert b.describe() == "at 5,000 steps, reached by 2 of 6 runs (2 not evaluated yet, 2 ended with no evaluation)"
+    assert budget(runs[2:4], {}).describe() == "no evaluations yet (2 ended with no evaluation)"
 
 
 def test_compare_sets_a_correction_at_3k_beside_its_baseline_at_3k_not_at_20k() -> None:
@@ -75,7 +86,8 @@ def test_a_seed_that_just_started_does_not_drag_the_budget_back() -> None:
     runs = [run(1, "none", "finished"), run(2, "acoffpoc", "finished"), run(3, "none"), run(4, "acoffpoc", "queued")]
     reach = {1: 100_000, 2: 100_000, 3: 0}
     b = budget(runs, reach)
-    assert b.step == 100_000 and b.describe() == "at 100,000 steps, reached by 2 of 4 runs (1 short of it, 1 queued)"
+    assert b.step == 100_000
+    assert b.describe() == "at 100,000 steps, reached by 2 of 4 runs (1 short of it, 1 not evaluated yet)"
     live = [run(1, "none"), run(2, "none"), run(3, "acoffpoc"), run(4, "acoffpoc")]
     assert budget(live, {1: 40_000, 2: 0, 3: 30_000, 4: 1_000}).step == 30_000  # not 0: each method has a seed there
     curves = {1: curve(40_000, 10.0), 2: curve(0, 10.0), 3: curve(30_000, 10.0), 4: curve(1_000, 10.0)}

@@ -401,3 +401,30 @@ def test_a_finals_window_reaching_before_learning_starts_stops_there(tmp_path: P
     assert final == pytest.approx(np.mean([stored[s] for s in range(5_000, 12_001, 1000)]), rel=1e-12)
     (summary,) = summary_json(db, "--until", "12000", "--last-steps", "50000")
     assert summary["mean"] == pytest.approx(final, rel=1e-12)
+
+
+def test_a_seed_that_failed_before_its_first_evaluation_is_counted_and_said(tmp_path: Path) -> None:
+    """A seed that ended with no evaluation used to vanish: its method's row showed 2 seeds, bold, beside a
+    baseline of 3, no note said a seed was missing, and the budget called it "queued". It is counted now, the
+    row's cell names its own count, the note says why, and a method whose seeds all failed keeps a row."""
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    specs = [spec(correction="none", seed=s) for s in range(3)] + [spec(seed=s) for s in range(3)]
+    ids = create_runs(store, [*specs, spec(algo="sac", correction="none"), spec(algo="sac")])
+    store.close()
+    for run_id in ids[:5] + ids[6:7]:
+        fill_learning(db, run_id, 3000, gain=1.0 + run_id / 10)
+    for run_id in ids:
+        status = "failed" if run_id in (ids[5], ids[7]) else "finished"
+        finish(open_store(db), run_id, status, only_from=("queued",))
+    rows = {(r["algo"], r["correction"]): r for r in summary_json(db)}
+    assert [rows["td3", c]["n_seeds"] for c in ("none", "acoffpoc")] == [3, 2]
+    assert rows["td3", "acoffpoc"]["n_unevaluated"] == 1 and rows["td3", "none"]["n_unevaluated"] == 0
+    assert (rows["sac", "acoffpoc"]["n_seeds"], rows["sac", "acoffpoc"]["n_unevaluated"]) == (0, 1)
+    md = invoke("export", "--table", "summary", "--format", "md", "--db", str(db)).stdout
+    td3 = next(line for line in md.splitlines() if line.startswith("| TD3 + AC-Off-POC"))
+    assert "(2 of 3 seeds)" in td3, md
+    sac = next(line for line in md.splitlines() if line.startswith("| SAC + AC-Off-POC"))
+    assert "no evaluations" in sac, md
+    assert "2 seeds with no evaluation (queued, or ended before the first) are left out." in md, md
+    assert "queued)" not in invoke("dashboard", "--once", "--db", str(db)).stdout
