@@ -23,7 +23,7 @@ from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER, configs
 from store.stats import LAST_EVALUATIONS, FinalWindow, learning_start
 from store.summary import final_evaluations, matching_runs, method_rank
-from store.tasks import source_of, task_of
+from store.tasks import env_family, source_of, task_of
 from store.variants import baseline_variant
 
 AGGREGATE_COLUMNS = ("algo", "method", "source", "metric", "estimate", "ci_low", "ci_high", "n_tasks", "n_runs")
@@ -164,8 +164,41 @@ def markdown_rows(table: str, data: list[tuple[Any, ...]]) -> tuple[tuple[str, .
     return columns, rows
 
 
-def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamples: int, note: str = "") -> int:
+BUDGET_COLUMNS = ("budget_min", "budget_max")
+"""Appended to both tables' rows: the least and the greatest step the row's tasks are compared at (one source's
+budgets: the published curves' 1,000,000 beside runs' 100,000 is said in every format, not in a note alone)."""
+
+
+def row_budgets(
+    scores: MethodScores, budgets: dict[tuple[str, str, str], Budget]
+) -> dict[tuple[str, str, str], tuple[int | None, int | None]]:
+    """(algo, method name, source) → (least, greatest) budget over the method's tasks, in steps."""
+    found: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
+    for key, tasks in scores.items():
+        steps = [budgets[(key[0], env_family(env), key[4])].step for env in tasks]
+        known = [step for step in steps if step is not None]
+        found[(key[0], method_name(key), key[4])] = (min(known), max(known)) if known else (None, None)
+    return found
+
+
+def budget_text(least: int | None, greatest: int | None) -> str:
+    """``100,000`` or ``3,000–100,000`` (steps)."""
+    if least is None or greatest is None:
+        return "–"
+    return f"{least:,}" if least == greatest else f"{least:,}–{greatest:,}"
+
+
+def final_table(
+    out: IO[str],
+    table: str,
+    fmt: str,
+    scores: MethodScores,
+    resamples: int,
+    budgets: dict[tuple[str, str, str], Budget],
+    note: str = "",
+) -> int:
     """Write the ``aggregate`` or ``improvement`` table in ``fmt`` (csv, json, md, latex); returns its rows.
+    ``budgets``: each (algo, family, source)'s (:func:`task_budgets_of`), for each row's budget columns;
     ``note``: a line under a Markdown table (where each task's runs were compared)."""
     from store.export import write_rows
     from store.tables import latex_rows
@@ -174,6 +207,13 @@ def final_table(out: IO[str], table: str, fmt: str, scores: MethodScores, resamp
     data = aggregate_rows(scores, resamples) if table == "aggregate" else improvement_rows(scores, resamples)
     if fmt in ("md", "latex"):  # laid out for reading: an estimate with its interval, or "–" and why
         columns, data = markdown_rows(table, data)
+    steps = row_budgets(scores, budgets)
+    if fmt in ("md", "latex"):
+        columns += ("budget (steps)",)
+        data = [(*row, budget_text(*steps[(row[0], row[1], row[2])])) for row in data]
+    else:
+        columns += BUDGET_COLUMNS
+        data = [(*row, *steps[(row[0], row[1], row[2])]) for row in data]
     if fmt == "latex":
         out.write(latex_rows(columns, data))
         return len(data)

@@ -143,6 +143,23 @@ def mixed_note(budgets: Mapping[Any, Budget]) -> str:
     return f"budgets differ between tasks pooled: {listed} steps"
 
 
+def sources_steps(budgets: Mapping[tuple[str, str, str], Budget]) -> str:
+    """``offpoc at 100,000 steps, published at 1,000,000``: where each source's tasks are compared, for a line that
+    pools tasks (each source at its own budgets: :func:`source_budgets`), so rows of two sources side by side say
+    that they are not at one step; ``3,000–100,000`` where a source's tasks differ."""
+    steps: dict[str, list[int]] = {}
+    for (_, _, source), b in budgets.items():
+        if b.step is not None:
+            steps.setdefault(source, []).append(b.step)
+    parts = [
+        f"{source} at {min(found):,}" + (f"–{max(found):,}" if max(found) > min(found) else "")
+        for source, found in sorted(steps.items(), key=lambda item: item[0] != "offpoc")
+    ]
+    if parts:
+        parts[0] += " steps"
+    return ", ".join(parts)
+
+
 def task_budgets(
     runs: Sequence[Mapping[str, Any]], reach: dict[int, int], until: int | None = None
 ) -> dict[Task, Budget]:

@@ -202,7 +202,7 @@ def export(
                 note += f" {repeated[0].upper()}{repeated[1:]}."
             if short:
                 note += f" {too_short_note(len(short))}."
-            return final_table(out, table, format_, scores, bootstrap, note)
+            return final_table(out, table, format_, scores, bootstrap, found, note)
         if table == "finals":
             from store.summary import final_rows
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from offpoc_tui.dashboard.groups import BASELINE, MIN_SEEDS, group_key
 from store.aggregate import improvement_interval, interval, iqm
-from store.budget import cut, mixed_note, reach_of_curves, source_budgets
+from store.budget import cut, mixed_note, reach_of_curves, source_budgets, sources_steps
 from store.normalise import NormalisationError, normaliser
 from store.runs import RunRow
 from store.seeds import one_per_seed
@@ -93,7 +93,9 @@ def across_tasks(
         parts.append(text)
     per_family = Counter(env_family(t) for t in tasks)  # Hopper-v2 (published) and Hopper-v4 are two tasks
     families = ", ".join(f"{f} ×{n}" if n > 1 else f for f, n in sorted(per_family.items()))
-    heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget, IQM [95% CI]: "
+    at = sources_steps(budgets)  # each source at its own budgets: published curves at 1M beside runs at 100k
+    heading = f"across {len(tasks)} tasks ({families}), normalised final returns at each task's budget ({at}), IQM"
+    heading += " [95% CI]: "
     notes = [mixed_note(budgets)]
     if short:
         notes.append(f"{short} seed{'s' if short > 1 else ''} too short for the window left out")

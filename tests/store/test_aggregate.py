@@ -152,8 +152,9 @@ def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
     assert mean_row["estimate"] == pytest.approx(np.mean(finals), rel=1e-9) and mean_row["n_tasks"] == 1
     tex = runner.invoke(app, ["export", "--table", "improvement", "--format", "latex", "--algo", "ddpg",
                               "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
-    assert tex.exit_code == 0 and "\\begin{tabular}{llllll}" in tex.stdout and "acoffpoc" in tex.stdout
-    assert re.search(r"& \d\.\d\d \[\d\.\d\d, \d\.\d\d\] & 8", tex.stdout), tex.stdout  # laid out as the md table
+    assert tex.exit_code == 0 and "\\begin{tabular}{lllllll}" in tex.stdout and "acoffpoc" in tex.stdout
+    assert re.search(r"& \d\.\d\d \[\d\.\d\d, \d\.\d\d\] & 8 & 1,000,000", tex.stdout), tex.stdout  # as the md table
+    assert raw[0]["budget_min"] == raw[0]["budget_max"] == 100_000  # every format says the step it compares at
     md = runner.invoke(app, ["export", "--table", "aggregate", "--format", "md", "--algo", "sac", "--env", "Hopper",
                              "--until", "100000", "--bootstrap", "100", "--db", str(reference_store)])  # fmt: skip
     assert (
@@ -243,7 +244,8 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     curves = {i: (np.arange(12) * 1000, np.full(12, v)) for i, v in finals.items()}
     line = across_tasks(runs, curves, FinalWindow())
     assert line.startswith(
-        "across 2 tasks (Hopper, Walker2d), normalised final returns at each task's budget, IQM [95% CI]: none "
+        "across 2 tasks (Hopper, Walker2d), normalised final returns at each task's budget (offpoc at 11,000 steps),"
+        " IQM [95% CI]: none "
     )
     normalised = {
         env: {c: np.asarray([(finals[r["id"]] - RANDOM[env[:-3]]) / (REFERENCE[env[:-3]] - RANDOM[env[:-3]])
@@ -257,6 +259,11 @@ def test_compare_line_across_tasks_matches_the_aggregate_statistics() -> None:
     older = [dict(r, env="Hopper-v2", id=r["id"] + 100) for r in runs[:6]]  # a task of a family already listed
     older_curves = {**curves, **{r["id"]: curves[r["id"] - 100] for r in older}}
     assert across_tasks(runs + older, older_curves, FinalWindow()).startswith("across 3 tasks (Hopper ×2, Walker2d)")
+    # Published curves at 1M beside runs trained here at 11,000 steps: each source's budget is said, never one step
+    published = [dict(r, env="Hopper-v2", id=r["id"] + 100, origin="reference:x") for r in runs[:6]]
+    million = {**curves, **{r["id"]: (np.arange(11) * 100_000, curves[r["id"] - 100][1][:11]) for r in published}}
+    line = across_tasks(runs + published, million, FinalWindow())
+    assert "at each task's budget (offpoc at 11,000 steps, published at 1,000,000), IQM" in line, line
     pendulum = [dict(r, env="Pendulum-v1") for r in runs[:3]] + runs[6:9]
     assert "no random and reference scores for Pendulum-v1" in across_tasks(pendulum, curves, FinalWindow())
     # One seed a side on each task: no P(>base) (it would read 1.00 [1.00, 1.00]), and why.
