@@ -3,12 +3,15 @@
 One panel per (algorithm, environment family), so a user's Hopper-v4 runs and the
 published Hopper-v2 curves share a panel; in each, every method's mean return over seeds
 with its 95% Student-t band. Where a panel mixes sources, imported curves are dashed.
+A panel is its task's comparison, as the summary's (:mod:`store.budget`): every curve cut at the
+task's budget (``--until``: that step), and a seed short of it left out and counted in its line's
+legend, so a line's mean is over the same seeds from its first step to its last.
 Uses matplotlib's object API (no pyplot, no GUI backend): safe in a headless worker.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +20,13 @@ import sqlite_utils
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
+from store.budget import cut, task_budgets
 from store.methods import algorithm_title
 from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
 from store.summary import method_label, method_rank, pooled_key, series_order
-from store.tasks import env_family, env_version, source_of
+from store.tasks import env_family, env_version, source_of, task_of
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_SIZE_IN = (4.2, 3.2)
@@ -39,7 +43,11 @@ class Panel:
     algo: str
     family: str
     series: dict[Series, list[tuple[np.ndarray, np.ndarray]]]
-    """Each line's seeds: (steps, returns)."""
+    """Each line's seeds at the budget: (steps, returns) up to it."""
+    budget: int | None = None
+    """The step the panel's curves are cut at (its task's budget, or ``--until``)."""
+    short: dict[Series, int] = field(default_factory=dict)
+    """Each line's seeds short of the budget (still training, or ended before it): left out, and said."""
 
 
 def panels(
@@ -54,23 +62,30 @@ def panels(
     method's runs with that value pooled; a config without it reads ``unset``)."""
     settings = configs(db, [r["id"] for r in runs]) if group_by else {}
     curves = eval_series(db, {r["id"]: -1 for r in runs})
+    reach = {run_id: int(steps[-1]) for run_id, (steps, _, _) in curves.items() if len(steps)}
+    budgets = task_budgets(runs, reach, until)
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
+    short: dict[tuple[str, str], dict[Series, int]] = {}
     for run in runs:
-        if run["id"] not in curves:  # no evaluation yet
+        if run["id"] not in reach:  # no evaluation yet
             continue
-        raw_steps, _, raw_returns = curves[run["id"]]
-        steps, returns = np.asarray(raw_steps, dtype=np.int64), np.asarray(raw_returns)
-        if until is not None:
-            steps, returns = steps[steps <= until], returns[steps <= until]
-            if not len(steps):
-                continue
         sampler = run.get("sampler") or "uniform"
         series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
         if group_by:
             series = pooled_key(run, group_by, settings.get(run["id"], {}))[1:]
-        seeds = found.setdefault((run["algo"], env_family(run["env"])), {}).setdefault(series, [])
-        seeds.append((steps, smooth(returns, window)))
-    return [Panel(algo, family, found[(algo, family)]) for algo, family in sorted(found)]
+        panel = (run["algo"], env_family(run["env"]))
+        budget = budgets[task_of(run)]
+        if not budget.counts(reach[run["id"]]):  # a mean over fewer seeds past its end would read as all of them
+            short.setdefault(panel, {})[series] = short.get(panel, {}).get(series, 0) + 1
+            found.setdefault(panel, {})
+            continue
+        raw_steps, _, raw_returns = curves[run["id"]]
+        steps, returns = cut(np.asarray(raw_steps, dtype=np.int64), np.asarray(raw_returns), budget.step)
+        found.setdefault(panel, {}).setdefault(series, []).append((steps, smooth(returns, window)))
+    return [
+        Panel(algo, family, found[(algo, family)], budgets[(algo, family)].step, short.get((algo, family), {}))
+        for algo, family in sorted(found)
+    ]
 
 
 def _label(algo: str, series: Series, mixed: bool) -> str:
@@ -84,7 +99,7 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
     algos = sorted({p.algo for p in panel_list})
     families = sorted({p.family for p in panel_list})
     methods = sorted(
-        {(s[1], s[2], s[4], s[5]) for p in panel_list for s in p.series},
+        {(s[1], s[2], s[4], s[5]) for p in panel_list for s in (*p.series, *p.short)},
         key=lambda m: (m[2] != "uniform", m[2], method_rank(m[0]), m[1] or "", m[3]),
     )
     colour = {m: COLOURS[i % len(COLOURS)] for i, m in enumerate(methods)}
@@ -96,23 +111,29 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
     for panel in panel_list:
         axes = grid[algos.index(panel.algo), families.index(panel.family)]
         axes.set_visible(True)
-        mixed = len({(s[0], s[3]) for s in panel.series}) > 1
-        for series in sorted(panel.series, key=lambda s: (*series_order(*s[:4]), s[4] != "uniform", s[4], s[5])):
-            seeds = panel.series[series]
+        every = {*panel.series, *panel.short}
+        mixed = len({(s[0], s[3]) for s in every}) > 1
+        for series in sorted(every, key=lambda s: (*series_order(*s[:4]), s[4] != "uniform", s[4], s[5])):
+            seeds, missing = panel.series.get(series, []), panel.short.get(series, 0)
+            line_colour = colour[(series[1], series[2], series[4], series[5])]
+            label = _label(panel.algo, series, mixed)
+            if not seeds:  # every seed short of the budget: a legend entry that says so, no line
+                axes.plot([], [], ":", color=line_colour, label=f"{label} (none at the budget: {missing} short)")
+                continue
             curve = band(seeds)
             x, mean, half = curve.steps, curve.mean, curve.half_width
             dashes = "--" if mixed and series[3] != "offpoc" else "-"
-            line_colour = colour[(series[1], series[2], series[4], series[5])]
-            label = f"{_label(panel.algo, series, mixed)} (n={len(seeds)})"
-            axes.plot(x, mean, dashes, color=line_colour, linewidth=1.2, label=label)
+            counted = f"n={len(seeds)}" + (f" of {len(seeds) + missing}, {missing} short left out" if missing else "")
+            axes.plot(x, mean, dashes, color=line_colour, linewidth=1.2, label=f"{label} ({counted})")
             ok = ~np.isnan(half)
             axes.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=line_colour, alpha=0.18, linewidth=0)
-        envs = sorted({s[0] for s in panel.series})
+        envs = sorted({s[0] for s in every})
         where = envs[0] if len(envs) == 1 else panel.family
-        axes.set_title(f"{algorithm_title(panel.algo)} · {where}", fontsize=10)
+        at = f" · at {panel.budget:,} steps" if panel.budget is not None else ""
+        axes.set_title(f"{algorithm_title(panel.algo)} · {where}{at}", fontsize=10)
         axes.xaxis.set_major_formatter(EngFormatter(sep=""))
         style(axes, "environment steps", "average return", legend=True)
-    note = "mean over seeds, shaded: 95% Student-t CI"
+    note = "mean over the seeds at each panel's budget (seeds short of it left out), shaded: 95% Student-t CI"
     fig.suptitle(note + (f"; smoothed over {window} evaluations" if window > 1 else ""), fontsize=9)
     return fig
 

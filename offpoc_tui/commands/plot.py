@@ -98,7 +98,10 @@ def plot(
         save(figure(found, smooth), output)
     lines = sum(len(p.series) for p in found)
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
-    err.print(f"wrote {output}: {what} from {len(runs):,} run{'s' if len(runs) != 1 else ''}", highlight=False)
+    left_out = sum(sum(p.short.values()) for p in found)
+    what += f" from {len(runs):,} run{'s' if len(runs) != 1 else ''}"
+    what += f" ({left_out} short of their panel's budget left out)" if left_out else ""
+    err.print(f"wrote {output}: {what}", highlight=False)
 
 
 def across_tasks(

@@ -15,7 +15,8 @@ from typer.testing import CliRunner, Result
 from offpoc_tui.charts.curves import figure, panels
 from offpoc_tui.cli import app
 from store import open_store
-from store.runs import create_runs
+from store.reader import eval_series
+from store.runs import create_runs, finish
 from store.stats import smooth
 from store.summary import matching_runs
 from tests.conftest import REFERENCE_CURVES, needs_reference
@@ -42,8 +43,10 @@ def test_figure_has_a_panel_per_algo_and_env_with_the_seed_means(reference_store
     found = panels(db, runs, window=5)
     fig = figure(found, window=5)
     visible = [axes for axes in fig.axes if axes.get_visible()]
-    assert [axes.get_title() for axes in visible] == ["SAC · Hopper-v2", "SAC · Swimmer-v2", "TD3 · Hopper-v2",
-                                                      "TD3 · Swimmer-v2"]  # fmt: skip
+    assert [axes.get_title() for axes in visible] == [
+        f"{task} · at 1,000,000 steps" for task in ("SAC · Hopper-v2", "SAC · Swimmer-v2", "TD3 · Hopper-v2",
+                                                    "TD3 · Swimmer-v2")
+    ]  # fmt: skip
     td3_hopper = visible[2]
     lines = {line.get_label(): line for line in td3_hopper.get_lines()}
     assert list(lines) == ["TD3 (n=10)", "TD3 + AC-Off-POC (n=10)", "TD3 + ACE (n=10)", "TD3 + Geoff-PAC (n=10)",
@@ -80,10 +83,12 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
     ids = create_runs(db, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in (0, 1)])
     for run_id in ids:
         fill_learning(db_path, run_id, 8_000, gain=1.0)
+        finish(db, run_id, "finished", only_from=("queued",))
     found = panels(db, matching_runs(db, algos=["td3"], envs=["Hopper"], corrections=["none", "acoffpoc"]))
     assert len(found) == 1
     axes = next(a for a in figure(found).axes if a.get_visible())
-    assert axes.get_title() == "TD3 · Hopper"
+    assert axes.get_title() == "TD3 · Hopper · at 8,000 steps"  # the published curves meet the runs at theirs
+    assert max(line.get_xdata().max() for line in axes.get_lines()) == 8_000
     styles = {line.get_label(): line.get_linestyle() for line in axes.get_lines()}
     assert styles == {
         "TD3 [offpoc v4] (n=2)": "-",
@@ -93,11 +98,37 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
     }
     only_ours = invoke("plot", "--source", "offpoc", "-o", str(tmp_path / "ours.svg"), "--db", str(db_path))
     assert only_ours.exit_code == 0 and "1 panel, 2 curves from 4 runs" in only_ours.stderr
-    # --until cuts every curve, the published 1M-step ones too: the 8k-step runs fill the axis.
+    # --until cuts every curve at that step instead.
     cut = panels(db, matching_runs(db, algos=["td3"], envs=["Hopper"]), until=4_000)
     axes = next(a for a in figure(cut).axes if a.get_visible())
     assert max(line.get_xdata().max() for line in axes.get_lines()) <= 4_000 and axes.get_xlim()[1] < 5_000
     assert invoke("plot", "--until", "4000", "-o", str(tmp_path / "cut.png"), "--db", str(db_path)).exit_code == 0
+
+
+def test_a_line_is_a_mean_over_the_same_seeds_at_the_budget_and_says_who_is_left_out(tmp_path: Path) -> None:
+    """A seed short of the panel's budget (stopped at 1,500 of 3,000 steps) once stayed in its line: beyond 1,500
+    the line went on as the other seeds' mean, labelled n=3, its band gone where one seed was left. The line is
+    the seeds at the budget now, and its label says the one left out; a line with no seed there says so."""
+    db_path = tmp_path / "s.db"
+    db = open_store(db_path, create=True)
+    ids = create_runs(db, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in range(3)])
+    ids += create_runs(db, [spec(correction="ipg", seed=0, env="Hopper-v4")])
+    for run_id in ids:
+        short = run_id in (ids[5], ids[6])
+        fill_learning(db_path, run_id, 1_000 if short else 3_000, gain=1.0 + run_id)
+        finish(db, run_id, "stopped" if short else "finished", only_from=("queued",))
+    (panel,) = panels(db, matching_runs(db))
+    assert panel.budget == 3_000 and sum(panel.short.values()) == 2
+    axes = next(a for a in figure([panel]).axes if a.get_visible())
+    lines = {line.get_label(): line for line in axes.get_lines()}
+    assert set(lines) == {"TD3 (n=3)", "TD3 + AC-Off-POC (n=2 of 3, 1 short left out)",
+                          "TD3 + IPG (JSD) (none at the budget: 1 short)"}  # fmt: skip
+    x, y = lines["TD3 + AC-Off-POC (n=2 of 3, 1 short left out)"].get_data()
+    both = [np.asarray(eval_series(db, {i: -1})[i][2]) for i in ids[3:5]]
+    np.testing.assert_array_equal(x, np.arange(4) * 1000)
+    np.testing.assert_allclose(y, np.mean(both, axis=0))  # the two seeds at every step, never one alone
+    written = invoke("plot", "-o", str(tmp_path / "f.png"), "--db", str(db_path))
+    assert "from 7 runs (2 short of their panel's budget left out)" in written.stderr
 
 
 @pytest.mark.parametrize(
