@@ -174,7 +174,7 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
         ("started", _when(run["started"])),
         ("ended", _when(run["finished"])),
         ("training time", duration(run["wall_time"])),
-        ("speed", f"{number(run['sps'])} steps/s over its last {RATE_WINDOW_S:.0f} s of training"),
+        ("speed", f"{number(run['sps'])} steps/s over {_rate_span(run['wall_time'])} of training"),
         ("last heartbeat", _when(run["heartbeat"])),
         ("worker", _worker(run)),
         ("evaluations", "0" if first is None else f"{counts['evaluations']} (steps {number(first)}–{number(last)})"),
@@ -217,3 +217,10 @@ def run_view(run: RunRow, failure_first: bool = False) -> RenderableType:
         failure = Panel(error, title=ended, title_align="left", style="red")
         parts.insert(0 if failure_first else len(parts), failure)
     return Group(*parts)
+
+
+def _rate_span(training_s: float | None) -> str:
+    """What a run's speed was measured over: its last :data:`RATE_WINDOW_S` of training, or all of a shorter one."""
+    if training_s is not None and training_s < RATE_WINDOW_S:
+        return f"all its {training_s:.0f} s"
+    return f"its last {RATE_WINDOW_S:.0f} s"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from store.summary import SummaryRow, method_label
+from store.summary import POOLED, SummaryRow, method_label
 from store.tasks import env_version
 
 COLUMNS_PER_TABLE = 4
@@ -69,7 +69,8 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
         else:
             text = f"{row.mean:.2f} (1 seed)" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
             if row.n_missing:  # the row's own count, where the note's total would not say which row lacks seeds
-                text += f" ({row.n_seeds} of {row.n_seeds + row.n_missing} seeds)"
+                unit = "runs" if row.correction == POOLED else "seeds"
+                text += f" ({row.n_seeds} of {row.n_seeds + row.n_missing} {unit})"
         if len(versions[row.env_family]) > 1:
             text += f" ({env_version(row.env)})"
         is_best = not row.training and row.mean == best.get((row.algo, row.env_family))
@@ -108,6 +109,9 @@ def markdown(rows: list[SummaryRow], window: str) -> str:
                 text += "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |\n"
         parts.append(text)
     note = f"Mean over seeds of the {window} ± its 95% Student-t interval over the seeds (the paper's ±, the"
+    if any(r.correction == POOLED for r in rows):  # --group-by: a row pools every method's runs of one value
+        note = "Mean over runs (every method's runs of a value pooled, a seed once per method: n_seeds counts runs)"
+        note += f" of the {window} ± its 95% Student-t interval over the runs (the paper's ±, the"
     note += " mean per-point half-width, is the paper_pm column of --format csv or json)."
     note += " Bold: the best per algorithm and environment.\n"
     return "\n".join(parts) + ("\n" if parts else "") + note + budget_note(rows)
@@ -126,19 +130,32 @@ def budget_note(rows: list[SummaryRow]) -> str:
         text += " an algorithm, not across."
     short = sum(r.n_short for r in rows)
     if short:
-        text += f" {short} seed{'s' if short > 1 else ''} short of the budget (still training, or ended before it)"
-        text += " are left out; a row with none there says so."
+        text += f" {_seeds(short)} short of the budget (still training, or ended before it) {_are(short)} left out;"
+        text += " a row with none there says so."
     too_short = sum(r.n_too_short for r in rows)
     if too_short:
-        text += f" {too_short} seed{'s' if too_short > 1 else ''} too short for the window (no evaluation after"
-        text += " learning starts within it) are left out."
+        text += f" {_seeds(too_short)} too short for the window (no evaluation after learning starts within it)"
+        text += f" {_are(too_short)} left out."
     unevaluated = sum(r.n_unevaluated for r in rows)
     if unevaluated:
-        text += f" {unevaluated} seed{'s' if unevaluated > 1 else ''} with no evaluation (queued, or ended before"
-        text += " the first) are left out."
+        text += f" {_seeds(unevaluated)} with no evaluation (queued, or ended before the first)"
+        text += f" {_are(unevaluated)} left out."
     if short or too_short or unevaluated:
         text += ' A row missing seeds says "(n of N seeds)".'
     return text + "\n"
+
+
+def _unit(rows: list[SummaryRow]) -> str:
+    """What a row's statistics are over: seeds, or runs where rows pool every method's runs (``--group-by``)."""
+    return "runs (every method's runs of a value pooled)" if any(r.correction == POOLED for r in rows) else "seeds"
+
+
+def _seeds(count: int) -> str:
+    return f"{count} seed{'s' if count != 1 else ''}"
+
+
+def _are(count: int) -> str:
+    return "are" if count != 1 else "is"
 
 
 _LATEX_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}"}
@@ -154,9 +171,9 @@ def latex(rows: list[SummaryRow], window: str) -> str:
     for layout in layouts(rows, "$\\pm$"):
         names = " & ".join(rf"\textbf{{{_tex(h)}}}" for h in layout.headers)
         caption = (
-            f"Average return of the {_tex(window)} over the seeds for "
+            f"Average return of the {_tex(window)} over the {_unit(rows)} for "
             f"{', '.join(_tex(h) for h in layout.headers)}. $\\pm$: the 95\\% Student-t interval of that average"
-            " over the seeds (the paper's $\\pm$, the mean per-point half-width, is the paper\\_pm column of the CSV"
+            " over them (the paper's $\\pm$, the mean per-point half-width, is the paper\\_pm column of the CSV"
             " export). Bold values represent the maximum under each baseline algorithm and environment. "
             + _tex(budget_note(rows).strip())
         ).strip()

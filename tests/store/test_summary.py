@@ -262,7 +262,7 @@ def test_markdown_and_latex_lay_out_like_the_paper(reference_store: Path) -> Non
     assert f"TD3 + AC-Off-POC & \\textbf{{5472.19 $\\pm$ {ant}}} & \\textbf{{322.38 $\\pm$ {walker}}}" in tex
     humanoid, lunar = pm("DDPG", "Humanoid-v2", "AC-Off-POC_"), pm("DDPG", "LunarLanderContinuous-v2", "AC-Off-POC_")
     assert f"DDPG + AC-Off-POC & \\textbf{{1115.81 $\\pm$ {humanoid}}} & 173.02 $\\pm$ {lunar}" in tex
-    assert "$\\pm$: the 95\\% Student-t interval of that average over the seeds (the paper's $\\pm$" in tex
+    assert "$\\pm$: the 95\\% Student-t interval of that average over them (the paper's $\\pm$" in tex
 
 
 @needs_reference
@@ -427,4 +427,6 @@ def test_a_seed_that_failed_before_its_first_evaluation_is_counted_and_said(tmp_
     sac = next(line for line in md.splitlines() if line.startswith("| SAC + AC-Off-POC"))
     assert "no evaluations" in sac, md
     assert "2 seeds with no evaluation (queued, or ended before the first) are left out." in md, md
+    one = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--db", str(db)).stdout
+    assert "1 seed with no evaluation (queued, or ended before the first) is left out." in one, one
     assert "queued)" not in invoke("dashboard", "--once", "--db", str(db)).stdout

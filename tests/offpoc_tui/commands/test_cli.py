@@ -155,6 +155,11 @@ def test_show_prints_config_and_summary(filled_store: Path) -> None:
     detail = json.loads(invoke("show", "3", "--json", "--db", str(filled_store)).stdout)
     assert detail["config"]["algo"] == "sac" and detail["counts"]["quantities"] == 2500
     assert detail["files"] == str(filled_store.resolve().parent / "offpoc.db-runs" / "3")  # its checkpoint and log
+    store = open_store(filled_store)
+    store.execute("UPDATE runs SET wall_time = 4.2, sps = 695.0 WHERE id = 2")  # a run shorter than the rate's window
+    store.conn.commit()
+    store.close()
+    assert "695 steps/s over all its 4 s of training" in invoke("show", "2", "--db", str(filled_store)).stdout
 
 
 def test_show_failed_run_has_its_traceback(filled_store: Path) -> None:

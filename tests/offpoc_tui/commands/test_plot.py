@@ -186,6 +186,7 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
     ]
     table = invoke("export", "--table", "summary", "--format", "md", "--group-by", "batch_size", "--db", str(db_path))
     assert "TD3 {batch_size=64}, all methods" in table.stdout and "TD3 {batch_size=256}, all methods" in table.stdout
+    assert "Mean over runs (every method's runs of a value pooled, a seed once per method" in table.stdout  # not seeds
     # A setting no run has, or none named, is refused in one line by export as by plot (issue 69, item 11).
     for command in (["export", "--table", "summary"], ["plot", "-o", str(tmp_path / "n.png")]):
         for name, said in (("nosuch", "no run here has the setting 'nosuch'"), ("", "--group-by needs a setting's")):
