@@ -67,10 +67,12 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
         elif row.training:
             text = "no evaluations"
         else:
-            text = f"{row.mean:.2f} (1 seed)" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
+            unit = "runs" if row.correction == POOLED else "seeds"
+            text = f"{row.mean:.2f}" if math.isnan(row.ci95) else f"{row.mean:.2f} {pm} {row.ci95:.2f}"
             if row.n_missing:  # the row's own count, where the note's total would not say which row lacks seeds
-                unit = "runs" if row.correction == POOLED else "seeds"
                 text += f" ({row.n_seeds} of {row.n_seeds + row.n_missing} {unit})"
+            elif math.isnan(row.ci95):
+                text += f" (1 {unit[:-1]})"
         if len(versions[row.env_family]) > 1:
             text += f" ({env_version(row.env)})"
         is_best = not row.training and row.mean == best.get((row.algo, row.env_family))

@@ -426,6 +426,7 @@ def test_a_seed_that_failed_before_its_first_evaluation_is_counted_and_said(tmp_
     assert "(2 of 3 seeds)" in td3, md
     sac = next(line for line in md.splitlines() if line.startswith("| SAC + AC-Off-POC"))
     assert "no evaluations" in sac, md
+    assert re.search(r"^\| SAC \| \**-?[\d.]+ \(1 seed\)\** \|$", md, re.M), md  # one seed, none missing
     assert "2 seeds with no evaluation (queued, or ended before the first) are left out." in md, md
     one = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--db", str(db)).stdout
     assert "1 seed with no evaluation (queued, or ended before the first) is left out." in one, one
