@@ -261,6 +261,9 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name, most in (("histogram_bins", 10_000), ("eval_episodes", 1_000)):  # work and rows grow with them
+            if getattr(self, name) > most:
+                raise ConfigError(f"{name} must be at most {most:,}, got {getattr(self, name):,}")
         for name in ["start_steps", "checkpoint_every", "correction_start"]:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be at least 0, got {getattr(self, name)}")

@@ -31,7 +31,12 @@ def parse_count(text: str) -> int:
     if match is None:
         raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
     number, suffix = match.group(1).replace("_", ""), match.group(2).lower()
-    value = decimal.Decimal(number) * _SUFFIX.get(suffix, 1)  # exact: a seed of 2^53 + 1 stays itself
+    written = decimal.Decimal(number)
+    if written and written.adjusted() > 30:  # before any arithmetic, which overflows (or underflows) past 1e999999
+        raise CountOutOfRange(f"{text!r} is out of range (at most 2^63 - 1)")
+    if written and written.adjusted() < -30:
+        raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
+    value = written * _SUFFIX.get(suffix, 1)  # exact: a seed of 2^53 + 1 stays itself
     if value != value.to_integral_value():
         raise ValueError(f"{text!r} is not a whole number (1000000, 1_000_000, 1e6 and 1M are)")
     if not -(2**63) <= value < 2**63:

@@ -31,6 +31,8 @@ Metric = Callable[[Sequence[np.ndarray]], np.ndarray]
 """Tasks' scores, each (..., runs), to the metric, (...): the leading axes are bootstrap resamples."""
 
 CONFIDENCE = 0.95
+MAX_BOOTSTRAP = 100_000
+"""The most resamples a table or figure takes (``--bootstrap``): its arrays grow with them (rliable uses 2,000)."""
 GAMMA = 1.0
 """The optimality gap's target: a normalised score of 1."""
 

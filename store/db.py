@@ -118,6 +118,8 @@ def _inspect(path: Path) -> int:
         raise StoreError(f"cannot use the store {path}: {error}") from None
     if version == 0 and tables:
         raise StoreError(f"{path} is an SQLite database but not an offpoc store (it has tables {sorted(tables)[:3]})")
+    if version < 0:  # no offpoc writes one: edited by hand, or another program's
+        raise StoreError(f"{path} has store schema {version}, which no offpoc writes: not an offpoc store")
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} has store schema {version}, newer than this offpoc ({SCHEMA_VERSION}): upgrade offpoc"

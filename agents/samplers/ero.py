@@ -67,6 +67,9 @@ class EROOptions(Options):
         for name in ("hidden", "sample", "every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ero_{name} must be at least 1, got {getattr(self, name)}")
+        for name, most in (("hidden", 4_096), ("sample", 1_000_000)):  # a small policy, a batch that fits memory
+            if getattr(self, name) > most:
+                raise ValueError(f"ero_{name} must be at most {most:,}, got {getattr(self, name):,}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"ero_lr must be a positive number, got {self.lr}")
 

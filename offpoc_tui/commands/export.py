@@ -24,6 +24,7 @@ from offpoc_tui.console import (
     resolve_runs,
     where_ids,
 )
+from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
 from store.runs import reap_lost
 
@@ -143,8 +144,8 @@ def export(
         fail(f"--dedupe applies to --table {', '.join(FINAL_TABLES)} only")
     if normalise not in NORMALISATIONS:
         fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
-    if bootstrap < 1:
-        fail(f"--bootstrap must be at least 1, got {bootstrap}")
+    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
+        fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
     if last is not None and last_steps is not None:
         fail("--last counts evaluations and --last-steps steps: pass one of them")
     if last is not None and last < 1:

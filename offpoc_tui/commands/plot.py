@@ -20,6 +20,7 @@ from offpoc_tui.console import (
     stage,
     where_ids,
 )
+from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
 
 
@@ -72,8 +73,8 @@ def plot(
         fail(f"unknown --kind {kind!r}: choose one of {', '.join(KINDS)}")
     if normalise not in NORMALISATIONS:
         fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
-    if bootstrap < 1:
-        fail(f"--bootstrap must be at least 1, got {bootstrap}")
+    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
+        fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
     store = open_db(db)
     run_ids = where_ids(store, where)
     from offpoc_tui.charts.curves import figure, panels, save

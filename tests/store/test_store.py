@@ -68,6 +68,12 @@ def test_foreign_and_newer_databases_are_refused(tmp_path: Path) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="newer than this offpoc"):
         open_store(newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = -1")  # no offpoc writes one (it was a KeyError in the migration)
+    content = newer.read_bytes()
+    with pytest.raises(StoreError, match="schema -1, which no offpoc writes"):
+        open_store(newer)
+    assert newer.read_bytes() == content
 
 
 def test_check_writable_writes_nothing(tmp_path: Path) -> None:

@@ -82,6 +82,15 @@ CASES = [
     ("numbers", ["sweep", "FILE:name = 'neg'\nseeds = [-1, 2]\n" + SWEEP], "seeds must be from 0 to 2^63 - 1"),
     ("numbers", ["sweep", "FILE:name = 'product'\n" + PRODUCT], "lists expand to more than 100,000 methods"),
     ("numbers", ["sweep", f"FILE:name = 'wide'\nseeds = '0-999'\nalgos = [{ALGOS_200}]\n" + WIDE], "more than 100,000"),
+    ("numbers", [*PENDULUM, "--steps", "1e99999999999"], "'1e99999999999' is out of range"),
+    ("numbers", [*PENDULUM, "--set", "batch_size=1e99999999999"], "is out of range"),
+    ("numbers", [*PENDULUM, "--steps", "1e-99999999999"], "is not a whole number"),
+    ("numbers", [*PENDULUM, "--set", "histogram_bins=1e12"], "histogram_bins must be at most 10,000"),
+    ("numbers", [*PENDULUM, "--set", "eval_episodes=1e15"], "eval_episodes must be at most 1,000"),
+    ("numbers", [*PENDULUM, "--sampler", "ero", "--set", "ero_sample=1e15"], "ero_sample must be at most"),
+    ("numbers", [*PENDULUM, "--sampler", "ero", "--set", "ero_hidden=1e9"], "ero_hidden must be at most"),
+    ("numbers", ["export", "--table", "aggregate", "--bootstrap", "999999999999"], "--bootstrap must be from 1 to"),
+    ("numbers", ["plot", "--kind", "aggregate", "--bootstrap", "999999999999", "-o", "p.png"], "--bootstrap must be"),
     # ---- nesting
     ("nesting", ["sweep", "FILE:name = 'deep'\nx = " + "[" * 100_000 + "]" * 100_000 + "\n"], "nests its tables"),
 ]
