@@ -12,6 +12,8 @@ Bad input prints one line and exits with status 2, before anything is written.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import sys
 from typing import Annotated, Any
@@ -57,6 +59,14 @@ class OneLineErrors(WholeSummaries):
         except sqlite3.Error as error:  # the store could not be read or written now (locked too long, a full disk)
             typer.echo(f"error: the store could not be used: {error}", err=True)
             sys.exit(1)
+        except BrokenPipeError:  # its reader stopped reading (`| head`): nothing more to say
+            _drop_stdout()
+            sys.exit(1)
+        except OSError as error:  # the output could not be written (a full disk behind `>`)
+            _drop_stdout()
+            where = f": {error.filename}" if error.filename else ""
+            typer.echo(f"error: {error.strerror or error}{where}", err=True)
+            sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -100,6 +110,13 @@ app.command(context_settings={"ignore_unknown_options": True})(tags.note)
 app.add_typer(import_app, name="import")
 app.add_typer(analyze_app, name="analyze")
 app.command()(plot)
+
+
+def _drop_stdout() -> None:
+    """Send what is left in standard output's buffer nowhere: a failed stream flushed again at exit would print
+    Python's own complaint after our line."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main() -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import stat
 import tempfile
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import IO, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -94,12 +95,61 @@ def check_output(path: Path, db: Path) -> None:
     part = part_of_store(path, db)
     if part is not None:
         fail(f"cannot write {path}: it is {part}; write the output elsewhere")
-    if path.is_dir() or not path.parent.is_dir():
+    if path.is_dir() or not output_place(path).parent.is_dir():
         fail(f"cannot write {path}: not a file in an existing directory")
+    if _special(path):  # a FIFO, a terminal, /dev/stdout: written straight into; asked, not tried (a FIFO would wait)
+        if not os.access(path, os.W_OK):
+            fail(f"cannot write {path}: permission denied")
+        return
     try:
-        fresh_tmp(path).unlink()
+        fresh_tmp(output_place(path)).unlink()
     except OSError as error:
         fail(f"cannot write {path}: {error.strerror or error}")
+
+
+def save_figure(fig: Any, output: Path) -> None:
+    """:func:`offpoc_tui.charts.curves.save`, a failure (a full disk, an immutable file) one line, exit 1."""
+    from offpoc_tui.charts.curves import save
+
+    try:
+        save(fig, output)
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}", code=1)
+
+
+def output_place(path: Path) -> Path:
+    """Where an output named ``path`` is made: the file a symlink there points to (made if missing, as a shell's
+    ``>`` does), so the link stays a link; ``path`` itself otherwise."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _special(path: Path) -> bool:
+    """Whether ``path`` (its link followed) is something other than a regular file: a FIFO, a device, a socket."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def written(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """A file to write an output named ``path`` into. A regular file (or a new one) is written beside it and
+    renamed into place, so a failed write leaves no half file, at the place a symlink there points to (the link
+    kept); a FIFO, a terminal or ``/dev/stdout`` is written straight into, as a shell's ``>`` would: never
+    replaced by a regular file of the same name."""
+    mode, newline = ("wb", None) if binary else ("w", "")
+    if _special(path):
+        with open(path, mode, newline=newline) as direct:
+            yield direct
+        return
+    place = output_place(path)
+    tmp = fresh_tmp(place)
+    try:
+        with open(tmp, mode, newline=newline) as handle:
+            yield handle
+        tmp.replace(place)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def fresh_tmp(path: Path) -> Path:

@@ -153,13 +153,10 @@ def style(
 
 
 def save(fig: Figure, path: Path) -> None:
-    """Write the figure in the format its suffix names, atomically (a failed write leaves no half file)."""
-    from offpoc_tui.console import fresh_tmp
+    """Write the figure in the format its suffix names (:func:`offpoc_tui.console.written`: a failed write leaves
+    no half file, a symlink stays one, a FIFO is written into); OSError where it cannot be written."""
+    from offpoc_tui.console import written
 
-    tmp = fresh_tmp(path)
-    try:
+    with written(path, binary=True) as handle:
         # tight: the figure grows to hold every title and legend (a narrow panel's would be cut at its edge)
-        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=DPI, bbox_inches="tight", pad_inches=0.05)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        fig.savefig(handle, format=path.suffix.lstrip(".").lower(), dpi=DPI, bbox_inches="tight", pad_inches=0.05)

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
-from offpoc_tui.console import DEFAULT_DB, DbOption, WholeSummaries, check_output, err, fail, open_db
+from offpoc_tui.console import (
+    DEFAULT_DB,
+    DbOption,
+    WholeSummaries,
+    check_output,
+    err,
+    fail,
+    open_db,
+    save_figure,
+)
 
 if TYPE_CHECKING:
     from store.files import RunFiles
@@ -89,9 +98,7 @@ def weights(
     clean = [tuple(None if isinstance(v, float) and np.isnan(v) else v for v in row) for row in rows]
     write_rows(sys.stdout, format_, COLUMNS, iter(clean))
     if output is not None:
-        from offpoc_tui.charts.curves import save
-
-        save(_figure(found, centres, mean, half, methods.pop()), output)
+        save_figure(_figure(found, centres, mean, half, methods.pop()), output)
         err.print(f"wrote {output}: {len(found)} runs, {bins} bins", highlight=False)
 
 

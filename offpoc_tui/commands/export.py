@@ -18,11 +18,11 @@ from offpoc_tui.console import (
     check_sources,
     err,
     fail,
-    fresh_tmp,
     id_list,
     open_db,
     resolve_runs,
     where_ids,
+    written,
 )
 from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
@@ -216,15 +216,10 @@ def export(
     if output is None:
         write_to(sys.stdout)
         return
-    tmp: Path | None = None
     try:
-        tmp = fresh_tmp(output)
-        with tmp.open("w", newline="") as f:
+        with written(output) as f:
             count = write_to(f)
-        tmp.replace(output)
     except OSError as error:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
         fail(f"cannot write {output}: {error.strerror or error}", code=1)
     err.print(f"wrote {count:,} {table + ' ' if table in FINAL_TABLES else ''}rows to {output}", highlight=False)
 

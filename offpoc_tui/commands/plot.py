@@ -17,6 +17,7 @@ from offpoc_tui.console import (
     err,
     fail,
     open_db,
+    save_figure,
     stage,
     where_ids,
 )
@@ -77,7 +78,7 @@ def plot(
         fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
     store = open_db(db)
     run_ids = where_ids(store, where)
-    from offpoc_tui.charts.curves import figure, panels, save
+    from offpoc_tui.charts.curves import figure, panels
 
     if kind != "curves":
         filters: RunFilters = {
@@ -96,7 +97,7 @@ def plot(
     if not found:
         fail("no evaluations match these filters (see `offpoc ps --all`)")
     with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
-        save(figure(found, smooth), output)
+        save_figure(figure(found, smooth), output)
     lines = sum(len(p.series) for p in found)
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
     left_out = sum(sum(p.short.values()) for p in found)
@@ -116,7 +117,6 @@ def across_tasks(
     filters: RunFilters,
 ) -> None:
     from offpoc_tui.charts.aggregate import aggregate_figure, improvement_figure, profile_figure
-    from offpoc_tui.charts.curves import save
     from store.aggregate_tables import method_scores, task_budgets_of, too_short_note
     from store.normalise import NormalisationError
 
@@ -135,7 +135,7 @@ def across_tasks(
             fig = profile_figure(scores, bootstrap, normalise != "none", budgets)
         else:
             fig = improvement_figure(scores, bootstrap, budgets)
-        save(fig, output)
+        save_figure(fig, output)
     runs = sum(len(v) for tasks in scores.values() for v in tasks.values())
     left = f"; {too_short_note(len(short))}" if short else ""
     err.print(f"wrote {output}: {kind} of {len(scores)} methods from {runs:,} runs{left}", highlight=False)
