@@ -117,10 +117,20 @@ def check_usable(db_path: str | os.PathLike[str]) -> None:
     Writes nothing: the CLI checks before it records anything.
     """
     root = runs_root(db_path)
-    if (root / MARK).is_file() or not (root.exists() or root.is_symlink()):
+    if read_mark(root) is not None or not (root.exists() or root.is_symlink()):  # an empty or damaged mark: taken
         return
     if not root.is_dir() or any(root.iterdir()):
         raise _taken(root, Path(db_path))
+
+
+def read_mark(root: Path) -> str | None:
+    """The store identity the run-files folder ``root`` is marked with; None when it has no readable mark."""
+    try:
+        data = json.loads(read_own(root / MARK, MARK_BYTES))
+    except (OSError, ValueError):
+        return None
+    value = data.get("store_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _taken(root: Path, store_path: Path) -> StoreError:
@@ -201,12 +211,7 @@ class RunFiles:
     # ---- the mark --------------------------------------------------------------------
     def mark(self) -> str | None:
         """The store identity the folder is marked with; None when it has no readable mark."""
-        try:
-            data = json.loads(read_own(self.root / MARK, MARK_BYTES))
-        except (OSError, ValueError):
-            return None
-        value = data.get("store_id") if isinstance(data, dict) else None
-        return value if isinstance(value, str) else None
+        return read_mark(self.root)
 
     def owned(self) -> bool:
         """Whether the folder exists and is this store's."""

@@ -349,8 +349,13 @@ def test_rm_in_a_store_from_schema_2_leaves_the_shared_folder_alone(tmp_path: Pa
     db.close()
 
 
+@pytest.mark.parametrize("mark", ["none", "empty", "damaged"])
 @pytest.mark.parametrize("command", ["run", "resume"])
-def test_run_and_resume_refuse_a_folder_that_is_not_offpocs_with_one_line(tmp_path: Path, command: str) -> None:
+def test_run_and_resume_refuse_a_folder_that_is_not_offpocs_with_one_line(
+    tmp_path: Path, command: str, mark: str
+) -> None:
+    """A folder with no mark, or with an empty or damaged ``store.json`` (which `run` took for a mark, then queued
+    its run and failed to start a scheduler, leaving every later `ps` failing): refused before anything is written."""
     path = tmp_path / "x.db"
     db = open_store(path, create=True)
     (run_id,) = create_runs(db, [spec()])
@@ -358,6 +363,8 @@ def test_run_and_resume_refuse_a_folder_that_is_not_offpocs_with_one_line(tmp_pa
     db.close()
     (tmp_path / "x.db-runs").mkdir()
     (tmp_path / "x.db-runs" / "notes.txt").write_text("the user's")
+    if mark != "none":
+        (tmp_path / "x.db-runs" / MARK).write_text("" if mark == "empty" else '{"store_id": 7')
     args = ["run", "td3", "Hopper-v4"] if command == "run" else ["resume", str(run_id)]
     result = CliRunner().invoke(app, [*args, "--db", str(path)])
     assert result.exit_code == 2
