@@ -224,10 +224,10 @@ def final_returns(
 def too_short(
     curves: Sequence[Curve], last: int | FinalWindow = LAST_EVALUATIONS, starts: Sequence[int] | None = None
 ) -> int:
-    """Seeds with evaluations none of which the window takes (all at or before learning starts): no final
-    return."""
+    """Seeds whose window takes no evaluation (all at or before learning starts, or none up to the budget: a
+    curve evaluated only past it, such as an imported one with no step 0): no final return, yet counted."""
     chosen = _chosen(curves, FinalWindow.of(last), starts)
-    return sum(1 for (_, v), (_, taken) in zip(curves, chosen, strict=True) if len(v) and not len(taken))
+    return sum(1 for _, taken in chosen if not len(taken))
 
 
 def final_span(

@@ -303,7 +303,8 @@ def summary_rows(
         n, mean, half = final_performance(curves, window, starts[key])
         family = env_family(env)
         step = budgets[(algo, family)].step
-        last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest.get(key, 0))
+        furthest_seen = min(furthest.get(key, 0), step) if step is not None else furthest.get(key, 0)  # cut there
+        last_step = max((int(steps[-1]) for steps, _ in curves if len(steps)), default=furthest_seen)
         rows.append(
             SummaryRow(
                 algo,

@@ -166,7 +166,7 @@ def test_raw_scores_until_a_step_and_latex(reference_store: Path) -> None:
 def test_bad_aggregate_options_exit_2_with_one_line(filled_store: Path, tmp_path: Path) -> None:
     for args, message in [
         (["--table", "aggregate", "--normalise", "zscore"], "unknown --normalise 'zscore'"),
-        (["--table", "aggregate", "--bootstrap", "0"], "--bootstrap must be at least 1"),
+        (["--table", "aggregate", "--bootstrap", "0"], "--bootstrap must be from 1 to 100,000 resamples, got 0"),
         (["--table", "weights", "--until", "10"], "--until applies to --table finals, summary, aggregate"),
     ]:
         result = runner.invoke(app, ["export", *args, "--db", str(filled_store)])

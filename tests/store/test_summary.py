@@ -431,3 +431,23 @@ def test_a_seed_that_failed_before_its_first_evaluation_is_counted_and_said(tmp_
     one = invoke("export", "--table", "summary", "--format", "md", "--algo", "td3", "--db", str(db)).stdout
     assert "1 seed with no evaluation (queued, or ended before the first) is left out." in one, one
     assert "queued)" not in invoke("dashboard", "--once", "--db", str(db)).stdout
+
+
+def test_a_seed_with_no_evaluation_up_to_the_budget_is_counted_too_short(tmp_path: Path) -> None:
+    """A seed past the budget whose evaluations all come after it (evaluated at 10,000 and 20,000, compared at
+    5,000; an imported curve without step 0 alike) was in none of the counts, its row's last_step 20,000 beyond
+    the budget. It is too short for the window there: counted, said, and the row stops at the budget."""
+    from store.summary import summary_rows
+    from store.writer import RunWriter
+
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    (run_id,) = create_runs(store, [spec(correction="none")])
+    writer = RunWriter(store, run_id)
+    for step in (10_000, 20_000):
+        writer.add_eval(step, step / 100, 1000.0, 10.0, [1000.0] * 3, [1000] * 3)
+    writer.flush(20_000, 19_000)
+    finish(store, run_id, "finished", only_from=("queued",))
+    (row,) = summary_rows(open_store(db), until=5_000)
+    assert (row.n_seeds, row.n_short, row.n_too_short, row.n_unevaluated) == (0, 0, 1, 0)
+    assert row.last_step <= 5_000
