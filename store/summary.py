@@ -94,7 +94,8 @@ class SummaryRow:
     divergence: str | None
     n_seeds: int
     mean: float
-    """Mean over seeds of each seed's last N evaluation returns."""
+    """Mean over seeds of each seed's final return: the mean of its final window (its last N evaluations at or before
+    the budget, within its last 10% of steps and after its learning starts: :class:`~store.stats.FinalWindow`)."""
     ci95: float
     """The 95% Student-t half-width of ``mean`` over the seeds (NaN: one seed): the interval of the per-seed
     statistic, as Compare's."""

@@ -201,14 +201,14 @@ class RunWriter:
         ``step`` and ``updates`` update the run's counters when given, and with them its speed over the last
         :data:`RATE_WINDOW_S`; ``training_time`` (seconds) its time.
         """
+        if training_time is not None:  # kept: a later flush without it (a checkpoint's) must not write an older one
+            self.progress["wall_time"] = training_time
         progress = {k: v for k, v in self.progress.items() if k != "best_return" or v is not None}
         if step is not None and updates is not None:
             progress |= {"steps": step, "updates": updates}
             rate = self._recent_rate(step)
             if rate is not None:
                 progress["sps"] = rate
-        if training_time is not None:
-            progress["wall_time"] = training_time
         progress["heartbeat"] = time.time()
         self.stop_requested = self.link.commit(self.run_id, self.pending, progress) or self.stop_requested
         for table, rows in self.pending.items():

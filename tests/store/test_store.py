@@ -145,6 +145,10 @@ def test_the_runs_speed_and_time_are_recent_not_a_stats_block(tmp_path: Path) ->
     run = list_runs(db)[0]
     assert run["sps"] == pytest.approx(30 / 1.2, rel=0.3) and run["wall_time"] == 34.0
     assert db.execute("SELECT sps FROM train").fetchall() == [(945.0,)]  # the block's record itself is kept
+    writer.add_eval(1030, 33.0, 10.0, 1.0, [10.0], [200])  # the evaluation ended at 33 s of training
+    writer.flush(1030, 30, training_time=36.0)
+    writer.flush()  # a checkpoint's flush, with no time: the run's time stays the latest, never the evaluation's
+    assert list_runs(db)[0]["wall_time"] == 36.0
     writer.rewind(500)  # resumed from an earlier checkpoint: the rate starts again
     writer.flush(500, 0)
     assert list_runs(db)[0]["sps"] == pytest.approx(30 / 1.2, rel=0.3)  # one sample: no new figure yet
