@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -327,12 +328,27 @@ class RunFiles:
         os.set_blocking(handle, True)
         return os.fdopen(handle, "ab")
 
-    def remove(self, run_id: int) -> None:
-        """Delete a run's folder, if the folder it is in is this store's (a symlink there: the link only)."""
+    def remove(self, run_id: int) -> str | None:
+        """Delete a run's folder, if the folder it is in is this store's (a symlink there: the link only); why
+        something of it is left (an immutable or foreign file, say), None when nothing is."""
         if not self.owned():
-            return
+            return None
         directory = self.run_dir(run_id)
-        if directory.is_symlink() or directory.is_file():
-            directory.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+        failed: list[tuple[BaseException, str]] = []
+
+        def note(_function: Any, path: str, raised: Any) -> None:  # noted, and the removal goes on
+            failed.append((raised[1] if isinstance(raised, tuple) else raised, path))  # onerror's (type, value, tb)
+
+        try:
+            if directory.is_symlink() or directory.is_file():
+                directory.unlink(missing_ok=True)
+            elif directory.exists() and sys.version_info >= (3, 12):
+                shutil.rmtree(directory, onexc=note)  # all that can go goes
+            elif directory.exists():
+                shutil.rmtree(directory, onerror=note)  # onerror: deprecated from 3.12
+        except OSError as error:
+            failed.append((error, str(directory)))
+        if not failed:
+            return None
+        first, where = failed[0]
+        return f"{getattr(first, 'strerror', None) or first} ({where})"

@@ -360,8 +360,14 @@ class RunBusy(RuntimeError):
     """A run to delete is running (it may have started since it was listed): nothing was deleted."""
 
 
-def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_ids: list[int]) -> list[int]:
-    """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`).
+def delete_runs(
+    db: sqlite_utils.Database,
+    db_path: str | os.PathLike[str],
+    run_ids: list[int],
+    left: dict[int, str] | None = None,
+) -> list[int]:
+    """Delete runs, their observations (one transaction) and then their files (see :mod:`store.files`); ``left``,
+    if given, gets each run whose files could not all be removed, and why.
 
     The status is checked in the deleting transaction: a run that is running by then raises
     :class:`RunBusy` and nothing is deleted. A worker that claims a run after it was deleted finds no run.
@@ -399,5 +405,7 @@ def delete_runs(db: sqlite_utils.Database, db_path: str | os.PathLike[str], run_
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             db.execute("DELETE FROM runs WHERE id = ?", [run_id])
     for run_id in run_ids:
-        files.remove(run_id)
+        why = files.remove(run_id)
+        if why is not None and left is not None:
+            left[run_id] = why
     return cancelled

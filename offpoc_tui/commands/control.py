@@ -133,8 +133,9 @@ def rm(
     if not yes and not typer.confirm(f"delete run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}?"):
         out.print("nothing deleted")
         raise typer.Exit(1)
+    left: dict[int, str] = {}
     try:
-        cancelled = delete_runs(store, db, ids)
+        cancelled = delete_runs(store, db, ids, left)
     except RunBusy as error:
         fail(str(error), code=1)
     out.print(f"deleted {len(ids)} run{'s' if len(ids) > 1 else ''}")
@@ -146,6 +147,10 @@ def rm(
             markup=False,
             highlight=False,
         )
+    if left:  # its records are gone; its files are not all: said, never "deleted" alone
+        run_id, why = next(iter(left.items()))
+        more = f" (and {len(left) - 1} more run{'s' if len(left) > 2 else ''}'s)" if len(left) > 1 else ""
+        fail(f"run {run_id}'s files could not all be removed{more}: {why}", code=1)
 
 
 def duplicates(

@@ -334,6 +334,32 @@ def test_rm_deletes_a_runs_folder_only_in_the_stores_own_folder(tmp_path: Path) 
     db.close()
 
 
+def test_rm_that_cannot_remove_a_runs_files_says_so_not_deleted_alone(tmp_path: Path) -> None:
+    """A run folder holding a file that cannot be removed (immutable here; another user's, say): `rm` removes the
+    records and whatever files can go, then says what was left, exit 1; it said "deleted 1 run" and exit 0."""
+    from tests.support.processes import immutable
+
+    path = tmp_path / "x.db"
+    db = open_store(path, create=True)
+    a, b = create_runs(db, [spec(seed=0), spec(seed=1)])
+    for run_id in (a, b):
+        finish(db, run_id, "stopped", only_from=("queued",))
+    files = RunFiles.of(db, path)
+    folder = files.prepare(a) or files.run_dir(a)
+    (folder / "worker.log").write_text("log")
+    (folder / "keep").mkdir()
+    (folder / "keep" / "stuck").write_text("x")
+    db.close()
+    with immutable(folder / "keep"):
+        result = CliRunner().invoke(app, ["rm", str(a), "--yes", "--db", str(path)])
+        assert result.exit_code == 1 and "deleted 1 run" in result.stdout, result.output
+        assert result.stderr.strip() == (
+            f"error: run {a}'s files could not all be removed: Operation not permitted ({folder / 'keep' / 'stuck'})"
+        )
+        assert not (folder / "worker.log").exists() and (folder / "keep" / "stuck").exists()  # all that could go
+    assert [r[0] for r in open_store(path).execute("SELECT id FROM runs")] == [b]
+
+
 def test_rm_in_a_store_from_schema_2_leaves_the_shared_folder_alone(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     db = open_store(path, create=True)
