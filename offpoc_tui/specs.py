@@ -216,6 +216,10 @@ def locate_env_module(env: str) -> str | None:
     return None if folder in installed else str(folder)
 
 
+MAX_NAME = 200
+"""The longest run (or sweep) name, in characters."""
+
+
 def check_name(name: str, what: str = "--name") -> None:
     """A run name is shown on terminals and files, and given back on command lines: printable text that cannot
     read as run ids (no number, no id range, no comma)."""
@@ -225,6 +229,8 @@ def check_name(name: str, what: str = "--name") -> None:
 
     if not name.strip():
         raise UsageError(f"{what} must be non-empty text")
+    if len(name) > MAX_NAME:  # a name is a table's column and a command line's word: tags have 64, notes 10,000
+        raise UsageError(f"{what} is {len(name):,} characters; at most {MAX_NAME}")
     if reads_as_ids(name):
         raise UsageError(
             f"{what} {name!r} would read as run ids: a name cannot be a number or a range (3, 1-3) or hold a comma"

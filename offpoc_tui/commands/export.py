@@ -164,10 +164,13 @@ def export(
         "run_ids": run_ids, "algos": algo, "envs": env, "corrections": correction, "sources": source, "tags": tag,
     }  # fmt: skip
 
-    if group_by is not None:
-        from store.summary import matching_runs
+    from store.summary import matching_runs
 
-        check_group_by(store, matching_runs(store, **filters), group_by)
+    matched = matching_runs(store, **filters)
+    if not matched and table != "decisions":  # an empty table that says nothing reads as "no data": say why
+        err.print("note: no runs match these filters (offpoc ps --all lists the store's)", highlight=False)
+    if group_by is not None:
+        check_group_by(store, matched, group_by)
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)
     short: list[int] = []  # aggregate, improvement: runs too short for the window, left out and said
     if table in ("aggregate", "improvement"):

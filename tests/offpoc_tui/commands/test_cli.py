@@ -269,3 +269,10 @@ def _dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+def test_an_export_that_matches_no_run_says_so(filled_store: Path) -> None:
+    """`--algo bogus` printed a header alone, exit 0, as a table of runs with no data would: a note says why."""
+    result = offpoc(filled_store, "export", "--algo", "bogus")
+    assert result.stdout.count("\n") == 1 and "no runs match these filters" in result.stderr
+    assert "no runs match" not in offpoc(filled_store, "export", "--algo", "td3").stderr

@@ -60,6 +60,8 @@ CASES = [
     ("names", ["sweep", "FILE:name = '2-3'\n" + SWEEP], "name '2-3' would read as run ids"),
     ("names", ["tag", "1", "+a,b"], "tag 'a,b': letters, digits and _ . : / @ - only"),
     ("names", ["tag", "1", "+" + "x" * 300], "is 300 characters; at most 64"),
+    ("names", [*PENDULUM, "--name", "n" * 100_000], "--name is 100,000 characters; at most 200"),
+    ("names", ["sweep", "FILE:name = '" + "n" * 1_000 + "'\n" + SWEEP], "name is 1,000 characters; at most 200"),
     # ---- files that are not what they claim
     ("files", ["ps", "--db", "FIFO"], "is not a regular file (a FIFO, device or socket)"),
     ("files", ["export", "--table", "runs", "--db", "FIFO"], "is not a regular file"),
