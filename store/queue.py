@@ -43,9 +43,20 @@ def jobs_limit(db: sqlite_utils.Database) -> int:
     return int(value) if value is not None else os.cpu_count() or 1
 
 
+MAX_JOBS = 4_096
+"""The most runs a store's scheduler runs at once on one machine (a worker process each)."""
+
+
+def jobs_problem(jobs: int, what: str = "jobs") -> str | None:
+    """Why ``jobs`` is not a limit a scheduler can keep; None when it is one."""
+    if not 1 <= jobs <= MAX_JOBS:
+        return f"{what} must be from 1 to {MAX_JOBS:,}, got {jobs:,}"
+    return None
+
+
 def set_jobs(db: sqlite_utils.Database, jobs: int) -> None:
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if (problem := jobs_problem(jobs)) is not None:
+        raise ValueError(problem)
     set_meta(db, JOBS, str(jobs))
 
 

@@ -25,7 +25,7 @@ from store import StoreError
 from store.db import check_writable, write
 from store.files import RunFiles
 from store.files import check_usable as check_run_files
-from store.queue import record_backend
+from store.queue import jobs_problem, record_backend
 from store.runs import create_runs
 
 JobsOption = Annotated[
@@ -152,8 +152,10 @@ def run(
             raise UsageError("use --seed or --seeds, not both")
         if seed is not None and seed < 0:
             raise UsageError(f"--seed must be at least 0, got {seed}")
-        if (jobs is not None and jobs < 1) or threads < 1 or lanes < 1:
-            raise UsageError(f"--{'threads' if threads < 1 else 'lanes' if lanes < 1 else 'jobs'} must be at least 1")
+        if threads < 1 or lanes < 1:
+            raise UsageError(f"--{'threads' if threads < 1 else 'lanes'} must be at least 1")
+        if jobs is not None and (problem := jobs_problem(jobs, "--jobs")) is not None:
+            raise UsageError(problem)
         where = check_backend(backend, address, checkpoint_dir)
         if lanes > 1 and decide_:
             raise UsageError(

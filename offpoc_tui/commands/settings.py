@@ -93,10 +93,10 @@ def jobs(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Show or set how many runs the store's scheduler runs at once on this machine."""
-    from store.queue import jobs_limit, set_jobs
+    from store.queue import jobs_limit, jobs_problem, set_jobs
 
-    if limit is not None and limit < 1:
-        fail(f"jobs must be at least 1, got {limit}")
+    if limit is not None and (problem := jobs_problem(limit)) is not None:
+        fail(problem)
     store = open_db(db, create=limit is not None)
     reap_lost(store)
     if limit is not None:

@@ -38,6 +38,7 @@ from store import StoreError
 from store.db import check_writable, write
 from store.files import RunFiles
 from store.files import check_usable as check_run_files
+from store.queue import jobs_problem
 from store.reader import list_runs
 from store.runs import RunRow
 
@@ -83,8 +84,8 @@ def sweep(
     from store.reader import configs
 
     try:
-        if jobs is not None and jobs < 1:
-            raise UsageError(f"--jobs must be at least 1, got {jobs}")
+        if jobs is not None and (problem := jobs_problem(jobs, "--jobs")) is not None:
+            raise UsageError(problem)
         if lanes < 1:
             raise UsageError(f"--lanes must be at least 1, got {lanes}")
         where = check_backend(backend, address, checkpoint_dir)

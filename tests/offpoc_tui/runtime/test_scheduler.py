@@ -61,7 +61,7 @@ def test_the_limit_changes_for_the_queue_and_bad_values_are_one_line(tmp_path: P
     assert "at most 3 runs at a time" in offpoc(db, "jobs", "3").stdout
     assert "at most 3 runs at a time" in offpoc(db, "jobs").stdout
     bad = offpoc(db, "jobs", "0", check=False)
-    assert bad.returncode == 2 and bad.stderr.strip() == "error: jobs must be at least 1, got 0"
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: jobs must be from 1 to 4,096, got 0"
     bad = offpoc(db, "run", "td3", "Hopper-v4", "--jobs", "0", check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "at most 3 runs at a time" in offpoc(db, "jobs").stdout  # nothing changed
