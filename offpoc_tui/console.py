@@ -29,8 +29,21 @@ err = Console(stderr=True, soft_wrap=True, markup=False)
 
 DbOption = Annotated[Path, typer.Option("--db", envvar="OFFPOC_DB", help="The store (SQLite file).", show_default=True)]
 DEFAULT_DB = Path("offpoc.db")
+
+
+def _tags(values: list[str] | None) -> list[str] | None:
+    """A filter's tags as stored (lower case); a tag no run could carry (empty, malformed) is a usage error."""
+    from store.tags import TagError, check_tag
+
+    try:
+        return None if values is None else [check_tag(value) for value in values]
+    except TagError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
 TagFilter = Annotated[
-    list[str] | None, typer.Option("--tag", help="Only runs carrying this tag (repeatable: runs carrying every one).")
+    list[str] | None,
+    typer.Option("--tag", help="Only runs carrying this tag (repeatable: runs carrying every one).", callback=_tags),
 ]
 WhereFilter = Annotated[
     str | None,

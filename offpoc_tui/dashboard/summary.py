@@ -48,6 +48,9 @@ def summary(
     ``until``: the budget every task is compared at (default: each task's, :mod:`store.budget`)."""
     window = window or FinalWindow()
     runs = label_variants(db, list_runs(db, sources=sources, tags=tags))
+    if not runs and (sources or tags):  # the store has runs, perhaps: none passes the filters
+        asked = [f"--source {s}" for s in sources or ()] + [f"--tag {t}" for t in tags or ()]
+        return Text(f"no runs match {' '.join(asked)} (offpoc ps --all lists the store's)")
     if not runs:
         return Text("no runs in this store yet: start some with `offpoc run`")
     parts: list[RenderableType] = [Text(f"{len(runs)} runs", style="bold"), runs_table(runs), Text("")]

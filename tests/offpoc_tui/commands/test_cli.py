@@ -278,3 +278,9 @@ def test_an_export_that_matches_no_run_says_so(filled_store: Path) -> None:
     result = offpoc(filled_store, "export", "--algo", "bogus")
     assert result.stdout.count("\n") == 1 and "no runs match these filters" in result.stderr
     assert "no runs match" not in offpoc(filled_store, "export", "--algo", "td3").stderr
+
+
+def test_a_filter_no_run_passes_is_not_called_an_empty_store(filled_store: Path) -> None:
+    """`dashboard --once --tag nosuch` said "no runs in this store yet" of a store with runs."""
+    shown = offpoc(filled_store, "dashboard", "--once", "--tag", "nosuch").stdout
+    assert "no runs match --tag nosuch" in shown and "no runs in this store yet" not in shown

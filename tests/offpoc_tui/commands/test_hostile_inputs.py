@@ -61,6 +61,9 @@ CASES = [
     ("names", ["tag", "1", "+a,b"], "tag 'a,b': letters, digits and _ . : / @ - only"),
     ("names", ["tag", "1", "+" + "x" * 300], "is 300 characters; at most 64"),
     ("names", [*PENDULUM, "--name", "n" * 100_000], "--name is 100,000 characters; at most 200"),
+    ("names", ["ps", "--tag", ""], "a tag cannot be empty"),
+    ("names", ["export", "--tag", "Bad Tag"], "letters, digits and _ . : / @ - only"),
+    ("names", ["dashboard", "--once", "--tag", ""], "a tag cannot be empty"),
     ("names", ["sweep", "FILE:name = '" + "n" * 1_000 + "'\n" + SWEEP], "name is 1,000 characters; at most 200"),
     # ---- files that are not what they claim
     ("files", ["ps", "--db", "FIFO"], "is not a regular file (a FIFO, device or socket)"),
