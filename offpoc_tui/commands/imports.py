@@ -9,6 +9,7 @@ are listed and skipped, and the command then exits with status 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import chain
@@ -140,6 +141,10 @@ def reference(path: PathArgument, db: DbOption = DEFAULT_DB) -> None:
     _run(db, "published curves", len(files) + len(refused), chain(refused, reference_curves(path, files)))
 
 
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}")
+"""An algorithm, environment or correction named on the command line for imported curves (``ALE/Pong-v5``)."""
+
+
 @import_app.command()
 def zoo(
     path: PathArgument,
@@ -152,6 +157,9 @@ def zoo(
     """rl-baselines3-zoo / Stable-Baselines3 EvalCallback `evaluations.npz` files (one, or all under a folder)."""
     if seed is not None and not 0 <= seed < 2**63:
         fail(f"--seed must be in 0 to 2^63 - 1, got {seed}")
+    for option, value in (("--algo", algo), ("--env", env), ("--correction", correction)):
+        if value is not None and not LABEL.fullmatch(value):  # a label the tables and filters show and take back
+            fail(f"{option} {value!r}: letters, digits and _ . : / - only, starting with a letter or digit")
     try:
         files = zoo_files(path)
     except ImportProblem as problem:

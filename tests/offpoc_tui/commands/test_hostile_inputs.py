@@ -62,6 +62,8 @@ CASES = [
     ("names", ["tag", "1", "+" + "x" * 300], "is 300 characters; at most 64"),
     ("names", [*PENDULUM, "--name", "n" * 100_000], "--name is 100,000 characters; at most 200"),
     ("names", ["ps", "--tag", ""], "a tag cannot be empty"),
+    ("names", ["import", "zoo", "x.npz", "--correction", "bo gus!"], "--correction 'bo gus!': letters, digits"),
+    ("names", ["import", "zoo", "x.npz", "--env", "Not an env"], "--env 'Not an env': letters, digits"),
     ("names", ["export", "--tag", "Bad Tag"], "letters, digits and _ . : / @ - only"),
     ("names", ["dashboard", "--once", "--tag", ""], "a tag cannot be empty"),
     ("names", ["sweep", "FILE:name = '" + "n" * 1_000 + "'\n" + SWEEP], "name is 1,000 characters; at most 200"),
