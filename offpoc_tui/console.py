@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import inspect
 import os
-import stat
-import tempfile
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from offpoc_tui.outputs import fresh_tmp, is_special, output_place
 from store import StoreError, open_store
 
 USAGE = 2
@@ -110,7 +109,7 @@ def check_output(path: Path, db: Path) -> None:
         fail(f"cannot write {path}: it is {part}; write the output elsewhere")
     if path.is_dir() or not output_place(path).parent.is_dir():
         fail(f"cannot write {path}: not a file in an existing directory")
-    if _special(path):  # a FIFO, a terminal, /dev/stdout: written straight into; asked, not tried (a FIFO would wait)
+    if is_special(path):  # a FIFO, a terminal, /dev/stdout: written straight into; asked, not tried (a FIFO would wait)
         if not os.access(path, os.W_OK):
             fail(f"cannot write {path}: permission denied")
         return
@@ -128,59 +127,6 @@ def save_figure(fig: Any, output: Path) -> None:
         save(fig, output)
     except OSError as error:
         fail(f"cannot write {output}: {error.strerror or error}", code=1)
-
-
-def output_place(path: Path) -> Path:
-    """Where an output named ``path`` is made: the file a symlink there points to (made if missing, as a shell's
-    ``>`` does), so the link stays a link; ``path`` itself otherwise."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
-
-
-def _special(path: Path) -> bool:
-    """Whether ``path`` (its link followed) is something other than a regular file: a FIFO, a device, a socket."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-@contextmanager
-def written(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
-    """A file to write an output named ``path`` into. A regular file (or a new one) is written beside it and
-    renamed into place, so a failed write leaves no half file, at the place a symlink there points to (the link
-    kept); a FIFO, a terminal or ``/dev/stdout`` is written straight into, as a shell's ``>`` would: never
-    replaced by a regular file of the same name."""
-    mode, newline = ("wb", None) if binary else ("w", "")
-    if _special(path):
-        with open(path, mode, newline=newline) as direct:
-            yield direct
-        return
-    place = output_place(path)
-    tmp = fresh_tmp(place)
-    try:
-        with open(tmp, mode, newline=newline) as handle:
-            yield handle
-        tmp.replace(place)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def fresh_tmp(path: Path) -> Path:
-    """A new empty file beside ``path`` (``.NAME.XXXXXXXX.tmp``), made by this call and no one else's (O_EXCL):
-    where an output is written before it is renamed into place. Removing it never removes a file of
-    the user's, such as a store that happens to be named like a temporary file."""
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:  # the mode an output written in place would have (mkstemp makes it private)
-        os.fchmod(handle, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
-    finally:
-        os.close(handle)
-    return Path(name)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def resolve_runs(db: Any, tokens: list[str]) -> list[int]:

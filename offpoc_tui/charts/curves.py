@@ -155,7 +155,7 @@ def style(
 def save(fig: Figure, path: Path) -> None:
     """Write the figure in the format its suffix names (:func:`offpoc_tui.console.written`: a failed write leaves
     no half file, a symlink stays one, a FIFO is written into); OSError where it cannot be written."""
-    from offpoc_tui.console import written
+    from offpoc_tui.outputs import written
 
     with written(path, binary=True) as handle:
         # tight: the figure grows to hold every title and legend (a narrow panel's would be cut at its edge)

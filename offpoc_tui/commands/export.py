@@ -22,8 +22,8 @@ from offpoc_tui.console import (
     open_db,
     resolve_runs,
     where_ids,
-    written,
 )
+from offpoc_tui.outputs import written
 from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
 from store.runs import reap_lost
