@@ -120,6 +120,8 @@ def _drop_stdout() -> None:
 
 
 def main() -> None:
+    if sys.stdout is None:  # started with standard output closed (`>&-`): what it prints goes nowhere, as asked
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
     app(prog_name="offpoc")
 
 

@@ -104,7 +104,10 @@ def check_output(path: Path, db: Path) -> None:
     store ``db``, its WAL or its run files (an export written there would destroy what it reads)."""
     from store.files import part_of_store
 
-    part = part_of_store(path, db)
+    try:
+        part = part_of_store(path, db)
+    except (RuntimeError, OSError):  # links in a loop (Path.resolve raises RuntimeError for those in 3.11)
+        fail(f"cannot write {path}: too many levels of symbolic links")
     if part is not None:
         fail(f"cannot write {path}: it is {part}; write the output elsewhere")
     if path.is_dir() or not output_place(path).parent.is_dir():

@@ -62,8 +62,9 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     for row in rows:
         if row.training and row.n_too_short:
             text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''})"
-        elif row.training and row.n_short:
-            text = f"none at {row.budget:,} ({row.n_short} short)" if row.budget is not None else "no evaluations"
+        elif row.training and row.n_short and row.budget is not None:
+            unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
+            text = f"none at {row.budget:,} ({row.n_short} short{unevaluated})"
         elif row.training:
             text = "no evaluations"
         else:
@@ -125,25 +126,26 @@ def budget_note(rows: list[SummaryRow]) -> str:
     if not budgets:
         return ""
     shown = "; ".join(f"{algo} {family} at {step:,} steps" for algo, family, step in budgets)
-    text = f"Each task's methods are compared at one budget, every seed cut there: {shown}."
+    unit = "run" if any(r.correction == POOLED for r in rows) else "seed"
+    text = f"Each task's methods are compared at one budget, every {unit} cut there: {shown}."
     mixed = sorted({f for _, f, _ in budgets if len({b for _, g, b in budgets if g == f}) > 1})
     if mixed:
         text += f" The {', '.join(mixed)} column{'s mix' if len(mixed) > 1 else ' mixes'} budgets: compare within"
         text += " an algorithm, not across."
     short = sum(r.n_short for r in rows)
     if short:
-        text += f" {_seeds(short)} short of the budget (still training, or ended before it) {_are(short)} left out;"
-        text += " a row with none there says so."
+        text += f" {_count(short, unit)} short of the budget (still training, or ended before it)"
+        text += f" {_are(short)} left out; a row with none there says so."
     too_short = sum(r.n_too_short for r in rows)
     if too_short:
-        text += f" {_seeds(too_short)} too short for the window (no evaluation after learning starts within it)"
-        text += f" {_are(too_short)} left out."
+        text += f" {_count(too_short, unit)} too short for the window (no evaluation in it: all at or before learning"
+        text += f" starts, or none up to the budget) {_are(too_short)} left out."
     unevaluated = sum(r.n_unevaluated for r in rows)
     if unevaluated:
-        text += f" {_seeds(unevaluated)} with no evaluation (queued, or ended before the first)"
+        text += f" {_count(unevaluated, unit)} with no evaluation (queued, or ended before the first)"
         text += f" {_are(unevaluated)} left out."
     if short or too_short or unevaluated:
-        text += ' A row missing seeds says "(n of N seeds)".'
+        text += f' A row missing {unit}s says "(n of N {unit}s)".'
     return text + "\n"
 
 
@@ -152,8 +154,8 @@ def _unit(rows: list[SummaryRow]) -> str:
     return "runs (every method's runs of a value pooled)" if any(r.correction == POOLED for r in rows) else "seeds"
 
 
-def _seeds(count: int) -> str:
-    return f"{count} seed{'s' if count != 1 else ''}"
+def _count(count: int, unit: str) -> str:
+    return f"{count} {unit}{'s' if count != 1 else ''}"
 
 
 def _are(count: int) -> str:

@@ -5,7 +5,8 @@ published Hopper-v2 curves share a panel; in each, every method's mean return ov
 with its 95% Student-t band. Where a panel mixes sources, imported curves are dashed.
 A panel is its task's comparison, as the summary's (:mod:`store.budget`): every curve cut at the
 task's budget (``--until``: that step), and a seed short of it left out and counted in its line's
-legend, so a line's mean is over the same seeds from its first step to its last.
+legend (as are seeds with no evaluation up to it), so a line's mean is over the same seeds from its first step
+to its last.
 Uses matplotlib's object API (no pyplot, no GUI backend): safe in a headless worker.
 """
 
@@ -26,7 +27,7 @@ from store.reader import configs, eval_series
 from store.runs import RunRow
 from store.stats import band, smooth
 from store.summary import method_label, method_rank, pooled_key, series_order
-from store.tasks import env_family, env_version, source_of, task_of
+from store.tasks import env_version, source_of, task_of
 
 FORMATS = ("png", "svg", "pdf")
 PANEL_SIZE_IN = (4.2, 3.2)
@@ -47,7 +48,8 @@ class Panel:
     budget: int | None = None
     """The step the panel's curves are cut at (its task's budget, or ``--until``)."""
     short: dict[Series, int] = field(default_factory=dict)
-    """Each line's seeds short of the budget (still training, or ended before it): left out, and said."""
+    """Each line's seeds not drawn: short of the budget (still training, or ended before it), with no evaluation
+    yet (queued, or failed before the first), or with none at or before the budget; left out, and said."""
 
 
 def panels(
@@ -66,22 +68,25 @@ def panels(
     budgets = task_budgets(runs, reach, until)
     found: dict[tuple[str, str], dict[Series, list[tuple[np.ndarray, np.ndarray]]]] = {}
     short: dict[tuple[str, str], dict[Series, int]] = {}
+    evaluated = {task_of(run) for run in runs if run["id"] in reach}  # a panel: a task with an evaluation
     for run in runs:
-        if run["id"] not in reach:  # no evaluation yet
-            continue
         sampler = run.get("sampler") or "uniform"
         series = (run["env"], run["correction"], run["divergence"], source_of(run), sampler, run.get("variant", ""))
         if group_by:
             series = pooled_key(run, group_by, settings.get(run["id"], {}))[1:]
-        panel = (run["algo"], env_family(run["env"]))
-        budget = budgets[task_of(run)]
-        if not budget.counts(reach[run["id"]]):  # a mean over fewer seeds past its end would read as all of them
-            short.setdefault(panel, {})[series] = short.get(panel, {}).get(series, 0) + 1
-            found.setdefault(panel, {})
+        panel = task_of(run)
+        if panel not in evaluated:
             continue
-        raw_steps, _, raw_returns = curves[run["id"]]
-        steps, returns = cut(np.asarray(raw_steps, dtype=np.int64), np.asarray(raw_returns), budget.step)
-        found.setdefault(panel, {}).setdefault(series, []).append((steps, smooth(returns, window)))
+        found.setdefault(panel, {})
+        budget = budgets[panel]
+        steps, returns = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if budget.counts(reach.get(run["id"])):
+            raw_steps, _, raw_returns = curves[run["id"]]
+            steps, returns = cut(np.asarray(raw_steps, dtype=np.int64), np.asarray(raw_returns), budget.step)
+        if not len(steps):  # short of the budget, not evaluated, or none up to it: a mean over fewer seeds
+            short.setdefault(panel, {})[series] = short.get(panel, {}).get(series, 0) + 1  # reads as all of them
+            continue
+        found[panel].setdefault(series, []).append((steps, smooth(returns, window)))
     return [
         Panel(algo, family, found[(algo, family)], budgets[(algo, family)].step, short.get((algo, family), {}))
         for algo, family in sorted(found)
@@ -117,13 +122,13 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
             seeds, missing = panel.series.get(series, []), panel.short.get(series, 0)
             line_colour = colour[(series[1], series[2], series[4], series[5])]
             label = _label(panel.algo, series, mixed)
-            if not seeds:  # every seed short of the budget: a legend entry that says so, no line
-                axes.plot([], [], ":", color=line_colour, label=f"{label} (none at the budget: {missing} short)")
+            if not seeds:  # no seed at the budget: a legend entry that says so, no line
+                axes.plot([], [], ":", color=line_colour, label=f"{label} (none at the budget: {missing} left out)")
                 continue
             curve = band(seeds)
             x, mean, half = curve.steps, curve.mean, curve.half_width
             dashes = "--" if mixed and series[3] != "offpoc" else "-"
-            counted = f"n={len(seeds)}" + (f" of {len(seeds) + missing}, {missing} short left out" if missing else "")
+            counted = f"n={len(seeds)}" + (f" of {len(seeds) + missing}, {missing} left out" if missing else "")
             axes.plot(x, mean, dashes, color=line_colour, linewidth=1.2, label=f"{label} ({counted})")
             ok = ~np.isnan(half)
             axes.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=line_colour, alpha=0.18, linewidth=0)
@@ -133,7 +138,8 @@ def figure(panel_list: list[Panel], window: int = 1) -> Figure:
         axes.set_title(f"{algorithm_title(panel.algo)} · {where}{at}", fontsize=10)
         axes.xaxis.set_major_formatter(EngFormatter(sep=""))
         style(axes, "environment steps", "average return", legend=True)
-    note = "mean over the seeds at each panel's budget (seeds short of it left out), shaded: 95% Student-t CI"
+    note = "mean over the seeds at each panel's budget (seeds short of it or not evaluated up to it left out),"
+    note += " shaded: 95% Student-t CI"
     fig.suptitle(note + (f"; smoothed over {window} evaluations" if window > 1 else ""), fontsize=9)
     return fig
 

@@ -149,7 +149,7 @@ def rm(
         )
     if left:  # its records are gone; its files are not all: said, never "deleted" alone
         run_id, why = next(iter(left.items()))
-        more = f" (and {len(left) - 1} more run{'s' if len(left) > 2 else ''}'s)" if len(left) > 1 else ""
+        more = f" (and {len(left) - 1} more run{'s' if len(left) > 2 else ''})" if len(left) > 1 else ""
         fail(f"run {run_id}'s files could not all be removed{more}: {why}", code=1)
 
 

@@ -168,7 +168,11 @@ def export(
 
     matched = matching_runs(store, **filters)
     if not matched and table != "decisions":  # an empty table that says nothing reads as "no data": say why
-        err.print("note: no runs match these filters (offpoc ps --all lists the store's)", highlight=False)
+        filtered = any(value for value in filters.values()) or where is not None
+        said = (
+            "no runs match these filters (offpoc ps --all lists the store's)" if filtered else "the store has no runs"
+        )
+        err.print(f"note: {said}", highlight=False)
     if group_by is not None:
         check_group_by(store, matched, group_by)
     window = FinalWindow(last or LAST_EVALUATIONS, last_steps)

@@ -102,7 +102,7 @@ def plot(
     what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
     left_out = sum(sum(p.short.values()) for p in found)
     what += f" from {len(runs):,} run{'s' if len(runs) != 1 else ''}"
-    what += f" ({left_out} short of their panel's budget left out)" if left_out else ""
+    what += f" ({left_out} short of their panel's budget or not evaluated up to it, left out)" if left_out else ""
     err.print(f"wrote {output}: {what}", highlight=False)
 
 

@@ -11,11 +11,13 @@ A note is acted on only where the session it names is its scheduler's own (the s
 pid numbers it: Linux gives no process that number while the session has a member), so a note copied
 from elsewhere or written by hand can name no session to end but one whose leader has exited, never a live
 one's (a serving scheduler's, an open terminal's). The note also holds the machine's boot and the
-scheduler's start time: a note from an earlier boot is dropped unread, and only Ray processes started at or
-after the scheduler are ended, so a stale note whose pid a later session took (Ray processes a user started
-from a terminal since closed: ``ray start`` leaves them in its session) ends none that predate it. A note
-written by hand with made-up times can still name such a session; nothing marks a Ray process as offpoc's
-(the agents that outlive a scheduler overwrite their command line and environment: ``setproctitle``).
+scheduler's start time: a note from an earlier boot (its pids name other processes now) is dropped unread,
+and no Ray process that started before the note's scheduler is ended. What is left: a stale note of this
+boot whose scheduler pid a later session took, its leader since exited (Ray processes a user started from a
+terminal since closed: ``ray start`` leaves them in its session), names processes that started after the
+scheduler, and they would be ended; as would a note written by hand. Nothing marks a Ray process as offpoc's
+(the agents that outlive a scheduler overwrite their command line and environment: ``setproctitle``);
+recording the cluster's pids in the note would close it, and is not done.
 No Ray import here: ``ps`` must start fast.
 """
 

@@ -106,3 +106,27 @@ def test_a_figure_that_cannot_be_written_is_one_line(filled_store: Path, tmp_pat
         and result.stderr.splitlines()[-1] == f"error: cannot write {figure}: Operation not permitted"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_an_output_through_links_in_a_loop_is_one_line(filled_store: Path, tmp_path: Path) -> None:
+    (tmp_path / "a.csv").symlink_to("b.csv")
+    (tmp_path / "b.csv").symlink_to("a.csv")
+    result = offpoc(filled_store, "export", "-o", str(tmp_path / "a.csv"), check=False)
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"error: cannot write {tmp_path / 'a.csv'}: too many levels of symbolic links",
+    )
+
+
+def test_a_command_started_with_standard_output_closed_is_no_traceback(filled_store: Path, tmp_path: Path) -> None:
+    """`offpoc export >&-` ended in a TypeError (sys.stdout is None): what it prints goes nowhere, as asked."""
+    result = subprocess.run(
+        [sys.executable, "-m", "offpoc_tui.cli", "export", "-o", str(tmp_path / "rows.csv"), "--db", str(filled_store)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),  # the child's own descriptor, closed before it runs Python
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (tmp_path / "rows.csv").read_text().startswith("run_id,name")

@@ -106,29 +106,40 @@ def test_users_runs_share_the_panel_with_the_published_curves(reference_store: P
 
 
 def test_a_line_is_a_mean_over_the_same_seeds_at_the_budget_and_says_who_is_left_out(tmp_path: Path) -> None:
-    """A seed short of the panel's budget (stopped at 1,500 of 3,000 steps) once stayed in its line: beyond 1,500
+    """A seed short of the panel's budget (stopped at 1,000 of 3,000 steps) once stayed in its line: beyond 1,000
     the line went on as the other seeds' mean, labelled n=3, its band gone where one seed was left. The line is
-    the seeds at the budget now, and its label says the one left out; a line with no seed there says so."""
+    the seeds with evaluations up to the budget now, and its label counts the rest of its seeds: short of the
+    budget, not evaluated (queued, failed before the first), or evaluated only past the budget."""
+    from store.writer import RunWriter
+
     db_path = tmp_path / "s.db"
     db = open_store(db_path, create=True)
     ids = create_runs(db, [spec(correction=c, seed=s, env="Hopper-v4") for c in ("none", "acoffpoc") for s in range(3)])
-    ids += create_runs(db, [spec(correction="ipg", seed=0, env="Hopper-v4")])
-    for run_id in ids:
+    ids += create_runs(db, [spec(correction="ipg", seed=0, env="Hopper-v4"), spec(correction="none", seed=3)])
+    ids += create_runs(db, [spec(correction="acoffpoc", seed=3, env="Hopper-v4"), spec(correction="none", seed=4)])
+    late, failed = ids[7], ids[9]  # ids[8] stays queued
+    for run_id in ids[:7]:
         short = run_id in (ids[5], ids[6])
         fill_learning(db_path, run_id, 1_000 if short else 3_000, gain=1.0 + run_id)
         finish(db, run_id, "stopped" if short else "finished", only_from=("queued",))
-    (panel,) = panels(db, matching_runs(db))
-    assert panel.budget == 3_000 and sum(panel.short.values()) == 2
+    writer = RunWriter(db, late)  # evaluated only past the budget (an imported curve without step 0 alike)
+    for step in (4_000, 5_000):
+        writer.add_eval(step, 1.0, 10.0, 0.0, [10.0], [100])
+    writer.flush(5_000, 4_000)
+    finish(db, late, "finished", only_from=("queued",))
+    finish(db, failed, "failed", only_from=("queued",))
+    (panel,) = panels(db, matching_runs(db), until=3_000)
+    assert panel.budget == 3_000 and sum(panel.short.values()) == 5
     axes = next(a for a in figure([panel]).axes if a.get_visible())
     lines = {line.get_label(): line for line in axes.get_lines()}
-    assert set(lines) == {"TD3 (n=3)", "TD3 + AC-Off-POC (n=2 of 3, 1 short left out)",
-                          "TD3 + IPG (JSD) (none at the budget: 1 short)"}  # fmt: skip
-    x, y = lines["TD3 + AC-Off-POC (n=2 of 3, 1 short left out)"].get_data()
+    assert set(lines) == {"TD3 (n=3 of 5, 2 left out)", "TD3 + AC-Off-POC (n=2 of 4, 2 left out)",
+                          "TD3 + IPG (JSD) (none at the budget: 1 left out)"}, set(lines)  # fmt: skip
+    x, y = lines["TD3 + AC-Off-POC (n=2 of 4, 2 left out)"].get_data()
     both = [np.asarray(eval_series(db, {i: -1})[i][2]) for i in ids[3:5]]
     np.testing.assert_array_equal(x, np.arange(4) * 1000)
     np.testing.assert_allclose(y, np.mean(both, axis=0))  # the two seeds at every step, never one alone
-    written = invoke("plot", "-o", str(tmp_path / "f.png"), "--db", str(db_path))
-    assert "from 7 runs (2 short of their panel's budget left out)" in written.stderr
+    written = invoke("plot", "--until", "3000", "-o", str(tmp_path / "f.png"), "--db", str(db_path))
+    assert "from 10 runs (5 short of their panel's budget or not evaluated up to it, left out)" in written.stderr
 
 
 @pytest.mark.parametrize(
@@ -187,6 +198,7 @@ def test_group_by_draws_a_line_per_value_of_a_setting(tmp_path: Path) -> None:
     table = invoke("export", "--table", "summary", "--format", "md", "--group-by", "batch_size", "--db", str(db_path))
     assert "TD3 {batch_size=64}, all methods" in table.stdout and "TD3 {batch_size=256}, all methods" in table.stdout
     assert "Mean over runs (every method's runs of a value pooled, a seed once per method" in table.stdout  # not seeds
+    assert " seed" not in table.stdout.split("Bold:")[1], table.stdout  # its note counts runs too
     # A setting no run has, or none named, is refused in one line by export as by plot (issue 69, item 11).
     for command in (["export", "--table", "summary"], ["plot", "-o", str(tmp_path / "n.png")]):
         for name, said in (("nosuch", "no run here has the setting 'nosuch'"), ("", "--group-by needs a setting's")):

@@ -69,9 +69,8 @@ def test_a_killed_schedulers_leftover_is_ended(tmp_path: Path, started: list[int
 
 
 def test_a_note_from_another_boot_or_older_than_the_leftover_ends_nothing(tmp_path: Path, started: list[int]) -> None:
-    """A stale note whose scheduler's pid a later session took: from an earlier boot it is dropped unread; from
-    this one, the session's Ray processes that started before the note's scheduler are not its to end; a note
-    without its times (written by hand) is acted on by no one."""
+    """A note from an earlier boot is dropped unread; the session's Ray processes that started before the note's
+    scheduler are not its to end; a note without its times (written by hand) is acted on by no one."""
     session = _leftover(started)
     _note(tmp_path, session, session, boot="00000000-0000-0000-0000-000000000000")
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
