@@ -121,12 +121,11 @@ def test_an_output_through_links_in_a_loop_is_one_line(filled_store: Path, tmp_p
 def test_a_command_started_with_standard_output_closed_is_no_traceback(filled_store: Path, tmp_path: Path) -> None:
     """`offpoc export >&-` ended in a TypeError (sys.stdout is None): what it prints goes nowhere, as asked."""
     result = subprocess.run(
-        [sys.executable, "-m", "offpoc_tui.cli", "export", "-o", str(tmp_path / "rows.csv"), "--db", str(filled_store)],
+        [sys.executable, "-m", "offpoc_tui.cli", "export", "--table", "summary", "--db", str(filled_store)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         timeout=120,
         preexec_fn=lambda: os.close(1),  # the child's own descriptor, closed before it runs Python
     )
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    assert (tmp_path / "rows.csv").read_text().startswith("run_id,name")
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
