@@ -216,8 +216,8 @@ def needs_scheduler(db: sqlite_utils.Database, db_path: Path) -> int:
         return 0
     files = RunFiles.of(db, db_path)
     lock = files.root / LOCK
-    if not lock.parent.is_dir():  # no scheduler ever ran for this store
-        return len(queued)
+    if not files.owned():  # no scheduler ever ran here for this store: nothing is made in a folder not its own
+        return len(queued)  # (start_scheduler claims it, or says in one line why it cannot)
     try:
         with files.append_to(lock) as handle:  # a symlink, FIFO or folder in its place: StoreError, the command's line
             if not _lock(handle):

@@ -302,3 +302,25 @@ def test_a_link_put_in_place_of_the_held_lock_to_the_same_file_is_not_held(tmp_p
             lock.still_held()
     finally:
         lock.release()
+
+
+def test_an_empty_run_files_folder_made_beforehand_is_claimed_not_refused(tmp_path: Path) -> None:
+    """An empty `s.db-runs/` made by hand, and a run queued with no scheduler: `ps` made the scheduler's lock in
+    the unmarked folder, which was then "not offpoc's run-files folder" to every later command. The folder is
+    claimed (marked) by the scheduler `ps` starts, and nothing is made in it before."""
+    from store import open_store
+    from store.runs import create_runs
+    from tests.support.storefill import spec
+
+    db = tmp_path / "s.db"
+    store = open_store(db, create=True)
+    create_runs(store, [spec(env="Pendulum-v1")])
+    store.close()
+    (tmp_path / "s.db-runs").mkdir()
+    try:
+        listed = offpoc(db, "ps", check=False)
+        assert listed.returncode == 0 and "started the store's scheduler" in listed.stderr, listed.stderr
+        assert (tmp_path / "s.db-runs" / "store.json").is_file()
+        assert offpoc(db, "ps", check=False).returncode == 0
+    finally:
+        offpoc(db, "stop", "1", check=False)
