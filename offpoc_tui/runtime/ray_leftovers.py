@@ -10,14 +10,14 @@ processes of that session, and only those (a worker of that session, still train
 A note is acted on only where the session it names is its scheduler's own (the scheduler led it, and its
 pid numbers it: Linux gives no process that number while the session has a member), so a note copied
 from elsewhere or written by hand can name no session to end but one whose leader has exited, never a live
-one's (a serving scheduler's, an open terminal's). The note also holds the machine's boot and the
-scheduler's start time: a note from an earlier boot (its pids name other processes now) is dropped unread,
-and no Ray process that started before the note's scheduler is ended. What is left: a stale note of this
-boot whose scheduler pid a later session took, its leader since exited (Ray processes a user started from a
-terminal since closed: ``ray start`` leaves them in its session), names processes that started after the
-scheduler, and they would be ended; as would a note written by hand. Nothing marks a Ray process as offpoc's
-(the agents that outlive a scheduler overwrite their command line and environment: ``setproctitle``);
-recording the cluster's pids in the note would close it, and is not done.
+one's (a serving scheduler's, an open terminal's). The note also holds the machine's boot, the scheduler's
+start time and the cluster's processes as ``ray.init`` left them (each pid with its start time: the agents
+that outlive a killed scheduler are among them). A note from an earlier boot is dropped unread; and only
+those processes, or their children started since (a task's worker, by the recorded raylet), are ended, never
+one older than the scheduler. So a stale note whose scheduler pid a later session took (Ray processes a user
+started from a terminal since closed: ``ray start`` leaves them in its session) ends nothing of that
+session's: its processes are not the recorded ones (a pid and a start time name one process per boot). Only
+a note written by hand, naming live processes with their start times, could still name others'.
 No Ray import here: ``ps`` must start fast.
 """
 
@@ -33,6 +33,8 @@ from store.files import read_own, write_new
 from store.runs import pid_alive
 
 NOTE = "ray-cluster.json"
+NOTE_BYTES = 65_536
+"""The most of a note that is read (a cluster's processes are a few dozen)."""
 _RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/")
 """What a Ray process's command line holds (an offpoc worker's never does: see :func:`_is_ray`)."""
 
@@ -45,9 +47,11 @@ def note_cluster(root: Path) -> None:
     are not its to end. The note is a new file of its own, never written through a symlink in its place; where
     none can be made there (a folder in its place), none is, and a killed scheduler's cluster is not ended."""
     session = os.getsid(0)
-    if session != os.getpid() or not any(True for _ in ray_processes(session)):
+    members = _with_starts(ray_processes(session)) if session == os.getpid() else []
+    if not members:
         return
     note = {"scheduler": os.getpid(), "session": session, "boot": boot_id(), "started": started_at(os.getpid())}
+    note["ray"] = [list(member) for member in members]
     with contextlib.suppress(OSError):  # a symlink there: the link goes, never what it points to
         write_new(root / NOTE, json.dumps(note))
 
@@ -60,9 +64,10 @@ def forget_cluster(root: Path) -> None:
 def reap_leftovers(root: Path) -> int:
     """End the Ray processes a killed scheduler left behind; how many were signalled."""
     try:
-        note = json.loads(read_own(root / NOTE, 4096))  # a FIFO or a link to /dev/zero in its place: OSError
+        note = json.loads(read_own(root / NOTE, NOTE_BYTES))  # a FIFO or a link to /dev/zero there: OSError
         scheduler, session, started = int(note["scheduler"]), int(note["session"]), int(note["started"])
         boot = str(note["boot"])
+        recorded = {(int(pid), int(start)) for pid, start in note["ray"]}
     except (OSError, ValueError, KeyError, TypeError):
         return 0
     if session != scheduler or pid_alive(scheduler):  # a note naming another's session is never acted on
@@ -70,13 +75,31 @@ def reap_leftovers(root: Path) -> int:
     if boot != boot_id():  # from before this boot: its cluster ended with the machine, its pids are others'
         forget_cluster(root)
         return 0
-    ended = 0
+    mine = []  # all chosen before any is ended: a child whose parent ended first is no longer that parent's
     for pid in ray_processes(session, since=started):
+        try:
+            fields = _stat(pid)
+            parent = int(fields[1])
+            if (pid, int(fields[19])) in recorded or (parent, started_at(parent)) in recorded:
+                mine.append(pid)
+        except (OSError, IndexError, ValueError):  # gone meanwhile, or its parent is
+            continue
+    ended = 0
+    for pid in mine:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             ended += 1
     forget_cluster(root)
     return ended
+
+
+def _with_starts(pids: list[int]) -> list[tuple[int, int]]:
+    """Each of ``pids`` still alive with its start time: what names one process for the whole boot."""
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            found.append((pid, started_at(pid)))
+    return found
 
 
 def ray_processes(session: int, since: int = 0) -> list[int]:

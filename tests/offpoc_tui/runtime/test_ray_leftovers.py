@@ -54,15 +54,17 @@ def _leftover(started: list[int]) -> int:
     return leader.pid
 
 
-def _note(root: Path, scheduler: int, session: int, **changed: Any) -> None:
-    """A note as a scheduler writes it, started when this test's process did (before any process it starts)."""
+def _note(root: Path, scheduler: int, session: int, ray: list[int], **changed: Any) -> None:
+    """A note as a scheduler writes it, started when this test's process did (before any process it starts), its
+    cluster the processes ``ray`` (each recorded with its start time)."""
     note = {"scheduler": scheduler, "session": session, "boot": boot_id(), "started": started_at(os.getpid())}
+    note["ray"] = [[pid, started_at(pid)] for pid in ray]
     (root / NOTE).write_text(json.dumps(note | changed))
 
 
 def test_a_killed_schedulers_leftover_is_ended(tmp_path: Path, started: list[int]) -> None:
     session = _leftover(started)
-    _note(tmp_path, session, session)
+    _note(tmp_path, session, session, started)
     assert reap_leftovers(tmp_path) == 1
     wait_for(lambda: not pid_alive(started[0]), timeout=30, what="the leftover to end")
     assert not (tmp_path / NOTE).exists()
@@ -72,14 +74,14 @@ def test_a_note_from_another_boot_or_older_than_the_leftover_ends_nothing(tmp_pa
     """A note from an earlier boot is dropped unread; the session's Ray processes that started before the note's
     scheduler are not its to end; a note without its times (written by hand) is acted on by no one."""
     session = _leftover(started)
-    _note(tmp_path, session, session, boot="00000000-0000-0000-0000-000000000000")
+    _note(tmp_path, session, session, started, boot="00000000-0000-0000-0000-000000000000")
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
     assert not (tmp_path / NOTE).exists()
-    _note(tmp_path, session, session, started=started_at(started[-1]) + 1)
+    _note(tmp_path, session, session, started, started=started_at(started[-1]) + 1)
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
     (tmp_path / NOTE).write_text(json.dumps({"scheduler": session, "session": session}))
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
-    _note(tmp_path, session, session, started=started_at(started[-1]))  # the same tick: its own
+    _note(tmp_path, session, session, started, started=started_at(started[-1]))  # the same tick: its own
     assert reap_leftovers(tmp_path) == 1
 
 
@@ -88,13 +90,51 @@ def test_a_note_naming_another_session_ends_nothing(tmp_path: Path, started: lis
     live one of a bystander's, with a Ray-looking process), is never acted on."""
     bystander = subprocess.Popen(SLEEPER, start_new_session=True)
     started.append(bystander.pid)
-    _note(tmp_path, _dead_pid(), bystander.pid)
+    _note(tmp_path, _dead_pid(), bystander.pid, [bystander.pid])
     assert reap_leftovers(tmp_path) == 0
     assert bystander.poll() is None
     # and a leftover's session named with another (dead) scheduler's pid: not its scheduler's, left alone too
     session = _leftover(started)
-    _note(tmp_path, _dead_pid(), session)
+    _note(tmp_path, _dead_pid(), session, started[-1:])
     assert reap_leftovers(tmp_path) == 0 and pid_alive(started[-1])
+
+
+def test_a_stale_note_ends_none_of_a_later_sessions_processes(tmp_path: Path, started: list[int]) -> None:
+    """A note whose scheduler's pid a later session took (its leader since exited, its Ray-looking process alive):
+    that process is not one the note recorded, so nothing is ended."""
+    session = _leftover(started)
+    other = subprocess.Popen(SLEEPER)  # a cluster's process once: recorded, alive, not in that session
+    started.append(other.pid)
+    _note(tmp_path, session, session, [other.pid])
+    assert reap_leftovers(tmp_path) == 0 and pid_alive(started[0]) and other.poll() is None
+
+
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "ray::IDLE"])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_recorded_processs_later_child_is_ended_with_it(tmp_path: Path, started: list[int]) -> None:
+    """A task's worker the recorded raylet started after the note (its parent recorded): ended too."""
+    code = (
+        "import subprocess as s, sys; p = s.Popen(sys.argv[1:], stdout=s.PIPE, text=True);"
+        " print(p.pid, p.stdout.readline().strip(), flush=True)"
+    )
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code, sys.executable, "-c", PARENT, "raylet"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out, _ = leader.communicate(timeout=60)
+    parent, child = map(int, out.split())
+    started += [parent, child]
+    _note(tmp_path, leader.pid, leader.pid, [parent])  # the child came after the note
+    assert reap_leftovers(tmp_path) == 2
+    wait_for(lambda: not pid_alive(parent) and not pid_alive(child), timeout=30, what="both to end")
 
 
 NOTING = """
@@ -125,7 +165,7 @@ def test_a_symlink_in_the_notes_place_is_replaced_never_written_through(tmp_path
     assert elsewhere.read_text() == "precious\n"
     assert not (tmp_path / NOTE).is_symlink()
     note = json.loads((tmp_path / NOTE).read_text())
-    assert note["scheduler"] == note["session"] and note["boot"] == boot_id()
+    assert note["scheduler"] == note["session"] and note["boot"] == boot_id() and len(note["ray"]) == 1
     now = float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")  # ticks since boot
     assert started_at(os.getpid()) <= note["started"] <= now  # the noting process's start: after this one's
 
