@@ -105,9 +105,13 @@ def check_output(path: Path, db: Path) -> None:
     from store.files import part_of_store
 
     try:
-        part = part_of_store(path, db)
+        path.resolve()
     except (RuntimeError, OSError):  # links in a loop (Path.resolve raises RuntimeError for those in 3.11)
         fail(f"cannot write {path}: too many levels of symbolic links")
+    try:
+        part = part_of_store(path, db)
+    except (RuntimeError, OSError):  # the store's own paths loop: nothing that resolves, as ``path`` does, is in them
+        part = None
     if part is not None:
         fail(f"cannot write {path}: it is {part}; write the output elsewhere")
     if path.is_dir() or not output_place(path).parent.is_dir():

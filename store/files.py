@@ -240,7 +240,7 @@ class RunFiles:
             if mark is not None:
                 self._check_at_path(mark)
                 set_aside = self._set_aside(mark) or set_aside
-            elif self.root.is_dir() and not any(self.root.iterdir()):
+            elif self.root.is_dir() and not self.root.is_symlink() and not any(self.root.iterdir()):
                 self.root.rmdir()  # empty: recreated below, marked
             elif self.root.exists() or self.root.is_symlink():
                 raise _taken(self.root, self.store_path)

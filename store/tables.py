@@ -61,7 +61,8 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
     cells: dict[tuple[str, str], tuple[str, bool]] = {}
     for row in rows:
         if row.training and row.n_too_short:
-            text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''})"
+            unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
+            text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''}{unevaluated})"
         elif row.training and row.n_short and row.budget is not None:
             unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
             text = f"none at {row.budget:,} ({row.n_short} short{unevaluated})"

@@ -99,10 +99,14 @@ def plot(
     with stage(f"drawing {len(found)} panel{'s' if len(found) > 1 else ''}…"):
         save_figure(figure(found, smooth), output)
     lines = sum(len(p.series) for p in found)
-    what = f"{len(found)} panel{'s' if len(found) > 1 else ''}, {lines} curve{'s' if lines > 1 else ''}"
+    what = f"{len(found)} panel{'s' if len(found) != 1 else ''}, {lines} curve{'s' if lines != 1 else ''}"
     left_out = sum(sum(p.short.values()) for p in found)
+    drawn = sum(len(seeds) for p in found for seeds in p.series.values())
+    unplaced = len(runs) - drawn - left_out  # runs of a task none of whose runs has an evaluation: no panel
     what += f" from {len(runs):,} run{'s' if len(runs) != 1 else ''}"
-    what += f" ({left_out} short of their panel's budget or not evaluated up to it, left out)" if left_out else ""
+    said = [f"{left_out} short of their panel's budget or not evaluated up to it, left out"] if left_out else []
+    said += [f"{unplaced} in tasks with no evaluation yet, no panel"] if unplaced else []
+    what += f" ({'; '.join(said)})" if said else ""
     err.print(f"wrote {output}: {what}", highlight=False)
 
 

@@ -34,6 +34,8 @@ from store.runs import pid_alive
 
 NOTE = "ray-cluster.json"
 NOTE_BYTES = 65_536
+PID_MAX = 4_194_304
+"""Linux's largest pid (``/proc/sys/kernel/pid_max`` is at most this): a number past it names no process."""
 """The most of a note that is read (a cluster's processes are a few dozen)."""
 _RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/")
 """What a Ray process's command line holds (an offpoc worker's never does: see :func:`_is_ray`)."""
@@ -68,7 +70,9 @@ def reap_leftovers(root: Path) -> int:
         scheduler, session, started = int(note["scheduler"]), int(note["session"]), int(note["started"])
         boot = str(note["boot"])
         recorded = {(int(pid), int(start)) for pid, start in note["ray"]}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):  # a note not ours: ignored
+        return 0
+    if not all(0 < pid <= PID_MAX for pid in (scheduler, session, *(pid for pid, _ in recorded))):
         return 0
     if session != scheduler or pid_alive(scheduler):  # a note naming another's session is never acted on
         return 0

@@ -334,6 +334,21 @@ def test_rm_deletes_a_runs_folder_only_in_the_stores_own_folder(tmp_path: Path) 
     db.close()
 
 
+def test_a_run_files_folder_that_is_a_link_to_an_empty_folder_is_refused_in_a_line(tmp_path: Path) -> None:
+    """A symlink in the folder's place, to an empty folder: taken (StoreError: one line), never rmdir'ed as the
+    empty folder it looks like (NotADirectoryError, exit 1), nothing made through it."""
+    from store.db import StoreError
+
+    path = tmp_path / "x.db"
+    db = open_store(path, create=True)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "x.db-runs").symlink_to("target")
+    with pytest.raises(StoreError, match="is not offpoc's run-files folder"):
+        RunFiles.of(db, path).ensure()
+    assert (tmp_path / "x.db-runs").is_symlink() and not any((tmp_path / "target").iterdir())
+    db.close()
+
+
 def test_rm_that_cannot_remove_a_runs_files_says_so_not_deleted_alone(tmp_path: Path) -> None:
     """A run folder holding a file that cannot be removed (immutable here; another user's, say): `rm` removes the
     records and whatever files can go, then says what was left, exit 1; it said "deleted 1 run" and exit 0."""

@@ -118,6 +118,21 @@ def test_an_output_through_links_in_a_loop_is_one_line(filled_store: Path, tmp_p
     )
 
 
+def test_links_looping_in_the_stores_own_paths_do_not_refuse_an_ordinary_output(
+    filled_store: Path, tmp_path: Path
+) -> None:
+    """The store's run-files folder a link loop: an ordinary new output is written, not blamed for the loop."""
+    runs = filled_store.with_name(filled_store.name + "-runs")
+    if runs.exists():
+        import shutil
+
+        shutil.rmtree(runs)
+    runs.symlink_to(runs.name + "-2")
+    runs.with_name(runs.name + "-2").symlink_to(runs.name)
+    offpoc(filled_store, "export", "--table", "summary", "-o", str(tmp_path / "out.csv"))
+    assert (tmp_path / "out.csv").read_text().startswith("algo,env")
+
+
 def test_a_command_started_with_standard_output_closed_is_no_traceback(filled_store: Path, tmp_path: Path) -> None:
     """`offpoc export >&-` ended in a TypeError (sys.stdout is None): what it prints goes nowhere, as asked."""
     result = subprocess.run(

@@ -118,6 +118,7 @@ def test_a_line_is_a_mean_over_the_same_seeds_at_the_budget_and_says_who_is_left
     ids += create_runs(db, [spec(correction="ipg", seed=0, env="Hopper-v4"), spec(correction="none", seed=3)])
     ids += create_runs(db, [spec(correction="acoffpoc", seed=3, env="Hopper-v4"), spec(correction="none", seed=4)])
     late, failed = ids[7], ids[9]  # ids[8] stays queued
+    create_runs(db, [spec(correction="none", seed=0, env="Walker2d-v4")])  # queued: a task with no evaluation
     for run_id in ids[:7]:
         short = run_id in (ids[5], ids[6])
         fill_learning(db_path, run_id, 1_000 if short else 3_000, gain=1.0 + run_id)
@@ -139,7 +140,8 @@ def test_a_line_is_a_mean_over_the_same_seeds_at_the_budget_and_says_who_is_left
     np.testing.assert_array_equal(x, np.arange(4) * 1000)
     np.testing.assert_allclose(y, np.mean(both, axis=0))  # the two seeds at every step, never one alone
     written = invoke("plot", "--until", "3000", "-o", str(tmp_path / "f.png"), "--db", str(db_path))
-    assert "from 10 runs (5 short of their panel's budget or not evaluated up to it, left out)" in written.stderr
+    said = "from 11 runs (5 short of their panel's budget or not evaluated up to it, left out; 1 in tasks with no"
+    assert said + " evaluation yet, no panel)" in written.stderr, written.stderr
 
 
 @pytest.mark.parametrize(

@@ -175,3 +175,22 @@ def test_a_scheduler_sharing_a_terminals_session_notes_nothing(tmp_path: Path) -
     cluster's, so nothing is noted for a later command to end."""
     _note_from(tmp_path, own_session=False)
     assert not (tmp_path / NOTE).exists()
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        '{"scheduler": 9, "session": 9, "boot": "%s", "started": 0, "ray": [[1e400, 1]]}',
+        '{"scheduler": 9, "session": 9, "boot": "%s", "started": 0, "ray": [[Infinity, 1]]}',
+        '{"scheduler": Infinity, "session": 9, "boot": "%s", "started": 0, "ray": []}',
+        '{"scheduler": 1000000000000000000000000000000, "session": 1000000000000000000000000000000,'
+        ' "boot": "%s", "started": 0, "ray": []}',
+        "[" * 1500 + "]" * 1500,
+    ],
+    ids=["1e400", "Infinity", "scheduler-inf", "huge", "deep"],
+)
+def test_a_malformed_note_is_ignored_never_a_traceback(tmp_path: Path, note: str) -> None:
+    """A note no scheduler wrote (numbers past any pid, a deep nesting): every `ps` and a starting scheduler
+    read it, so it ends nothing and raises nothing (1e400 was an OverflowError, the nesting a RecursionError)."""
+    (tmp_path / NOTE).write_text(note.replace("%s", boot_id()) if "%s" in note else note)
+    assert reap_leftovers(tmp_path) == 0
