@@ -54,8 +54,8 @@ def check_env_id(env_id: str) -> None:
     if colon:
         try:
             importlib.import_module(module)
-        except Exception as error:  # an import error, or whatever the module raises while registering
-            raise EnvError(f"cannot import {module!r} for environment {name!r}: {error}") from None
+        except (Exception, SystemExit) as error:  # an import error, whatever it raises while registering, an exit
+            raise EnvError(f"cannot import {module!r} for environment {name!r}: {_said(error)}") from None
     try:
         gym.spec(name if colon else env_id)
     except gym.error.Error as error:
@@ -73,8 +73,8 @@ def make_env(env_id: str) -> gym.Env:
     route_mujoco_warnings()
     try:
         env = gym.make(env_id)
-    except Exception as error:  # a registered env whose dependencies are missing, etc.
-        raise EnvError(f"cannot create environment {env_id!r}: {error}") from None
+    except (Exception, SystemExit) as error:  # a registered env whose dependencies are missing, an exit, etc.
+        raise EnvError(f"cannot create environment {env_id!r}: {_said(error)}") from None
     space = env.action_space
     if not isinstance(space, gym.spaces.Box):
         env.close()
@@ -93,3 +93,8 @@ def make_env(env_id: str) -> gym.Env:
 def env_dims(env: gym.Env) -> tuple[int, int]:
     """(obs_dim, action_dim)."""
     return int(env.observation_space.shape[0]), int(env.action_space.shape[0])  # type: ignore[index]
+
+
+def _said(error: BaseException) -> str:
+    """What a user's module raised, in words: ``it called sys.exit(3)`` for an exit (which said nothing)."""
+    return f"it called sys.exit({error.code!r})" if isinstance(error, SystemExit) else str(error)

@@ -192,6 +192,12 @@ def test_a_users_own_environment_module_trains(tmp_path: Path) -> None:
     store.close()
     code, _, stderr = invoke("run", "td3", "no_such_module:X-v0", "--db", str(db))
     assert code == 2 and "cannot import 'no_such_module' for environment 'X-v0'" in stderr
+    (tmp_path / "mine" / "exits.py").write_text("import sys\nsys.exit(3)\n")  # a module that exits: said, exit 2
+    result = offpoc(db, "run", "td3", "exits:X-v0", check=False, env=env)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: cannot import 'exits' for environment 'X-v0': it called sys.exit(3)\n",
+    )
 
 
 def test_an_environment_module_in_the_current_folder_trains(tmp_path: Path) -> None:
