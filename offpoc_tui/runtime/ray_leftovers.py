@@ -34,9 +34,9 @@ from store.runs import pid_alive
 
 NOTE = "ray-cluster.json"
 NOTE_BYTES = 65_536
+"""The most of a note that is read (a cluster's processes are a few dozen)."""
 PID_MAX = 4_194_304
 """Linux's largest pid (``/proc/sys/kernel/pid_max`` is at most this): a number past it names no process."""
-"""The most of a note that is read (a cluster's processes are a few dozen)."""
 _RAY = ("raylet", "gcs_server", "ray::", "/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/")
 """What a Ray process's command line holds (an offpoc worker's never does: see :func:`_is_ray`)."""
 
@@ -49,11 +49,11 @@ def note_cluster(root: Path) -> None:
     are not its to end. The note is a new file of its own, never written through a symlink in its place; where
     none can be made there (a folder in its place), none is, and a killed scheduler's cluster is not ended."""
     session = os.getsid(0)
-    members = _with_starts(ray_processes(session)) if session == os.getpid() else []
+    members = _members(session) if session == os.getpid() else []
     if not members:
         return
     note = {"scheduler": os.getpid(), "session": session, "boot": boot_id(), "started": started_at(os.getpid())}
-    note["ray"] = [list(member) for member in members]
+    note["ray"] = [[pid, start] for pid, _, start in members]
     with contextlib.suppress(OSError):  # a symlink there: the link goes, never what it points to
         write_new(root / NOTE, json.dumps(note))
 
@@ -79,15 +79,13 @@ def reap_leftovers(root: Path) -> int:
     if boot != boot_id():  # from before this boot: its cluster ended with the machine, its pids are others'
         forget_cluster(root)
         return 0
-    mine = []  # all chosen before any is ended: a child whose parent ended first is no longer that parent's
-    for pid in ray_processes(session, since=started):
-        try:
-            fields = _stat(pid)
-            parent = int(fields[1])
-            if (pid, int(fields[19])) in recorded or (parent, started_at(parent)) in recorded:
-                mine.append(pid)
-        except (OSError, IndexError, ValueError):  # gone meanwhile, or its parent is
-            continue
+    members = _members(session)  # read once, all chosen before any is ended: a child whose parent ended first is
+    starts = {pid: start for pid, _, start in members}  # no longer that parent's (a recorded parent is a member)
+    mine = [
+        pid
+        for pid, parent, start in members
+        if start >= started and ((pid, start) in recorded or (parent, starts.get(parent)) in recorded)
+    ]
     ended = 0
     for pid in mine:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -97,17 +95,13 @@ def reap_leftovers(root: Path) -> int:
     return ended
 
 
-def _with_starts(pids: list[int]) -> list[tuple[int, int]]:
-    """Each of ``pids`` still alive with its start time: what names one process for the whole boot."""
-    found = []
-    for pid in pids:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            found.append((pid, started_at(pid)))
-    return found
+def ray_processes(session: int) -> list[int]:
+    """Live Ray processes of the session ``session``."""
+    return [pid for pid, _, _ in _members(session)]
 
 
-def ray_processes(session: int, since: int = 0) -> list[int]:
-    """Live Ray processes of the session ``session`` started at or after ``since`` (:func:`started_at`)."""
+def _members(session: int) -> list[tuple[int, int, int]]:
+    """(pid, parent pid, start time: :func:`started_at`) of each live Ray process of the session ``session``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -115,11 +109,10 @@ def ray_processes(session: int, since: int = 0) -> list[int]:
         try:
             fields = _stat(int(entry.name))
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if fields[0] not in ("Z", "X") and int(fields[3]) == session and _is_ray(command):
+                found.append((int(entry.name), int(fields[1]), int(fields[19])))
         except (OSError, IndexError, ValueError):
             continue
-        alive, in_session = fields[0] not in ("Z", "X"), int(fields[3]) == session
-        if alive and in_session and int(fields[19]) >= since and _is_ray(command):
-            found.append(int(entry.name))
     return found
 
 
