@@ -172,6 +172,14 @@ def resolve_one(db: Any, token: str) -> int:
     return ids[0]
 
 
+def check_bootstrap(bootstrap: int) -> None:
+    """``--bootstrap``: from 1 to :data:`~store.aggregate.MAX_BOOTSTRAP` resamples, or one line, exit 2."""
+    from store.aggregate import MAX_BOOTSTRAP
+
+    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
+        fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
+
+
 def check_sources(sources: list[str] | None) -> None:
     from store.tasks import SOURCES
 

@@ -18,7 +18,7 @@ import sqlite_utils
 
 from store import methods
 from store.aggregate import METRICS, MIN_SEEDS, improvement_interval, interval
-from store.budget import Budget, reach_of, source_budgets
+from store.budget import Budget, reach_of, source_budgets, steps_range
 from store.normalise import normaliser
 from store.reader import DEFAULT_SAMPLER, configs
 from store.stats import LAST_EVALUATIONS, FinalWindow, learning_start
@@ -169,23 +169,14 @@ BUDGET_COLUMNS = ("budget_min", "budget_max")
 budgets: the published curves' 1,000,000 beside runs' 100,000 is said in every format, not in a note alone)."""
 
 
-def row_budgets(
-    scores: MethodScores, budgets: dict[tuple[str, str, str], Budget]
-) -> dict[tuple[str, str, str], tuple[int | None, int | None]]:
-    """(algo, method name, source) → (least, greatest) budget over the method's tasks, in steps."""
-    found: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
+def method_steps(scores: MethodScores, budgets: dict[tuple[str, str, str], Budget]) -> dict[MethodKey, set[int]]:
+    """Each method's budgets over its tasks, in steps (its source's: :func:`task_budgets_of`); a task without
+    one adds none."""
+    found: dict[MethodKey, set[int]] = {}
     for key, tasks in scores.items():
-        steps = [budgets[(key[0], env_family(env), key[4])].step for env in tasks]
-        known = [step for step in steps if step is not None]
-        found[(key[0], method_name(key), key[4])] = (min(known), max(known)) if known else (None, None)
+        budgeted = (budgets.get((key[0], env_family(env), key[4])) for env in tasks)
+        found[key] = {b.step for b in budgeted if b is not None and b.step is not None}
     return found
-
-
-def budget_text(least: int | None, greatest: int | None) -> str:
-    """``100,000`` or ``3,000–100,000`` (steps)."""
-    if least is None or greatest is None:
-        return "–"
-    return f"{least:,}" if least == greatest else f"{least:,}–{greatest:,}"
 
 
 def final_table(
@@ -207,13 +198,14 @@ def final_table(
     data = aggregate_rows(scores, resamples) if table == "aggregate" else improvement_rows(scores, resamples)
     if fmt in ("md", "latex"):  # laid out for reading: an estimate with its interval, or "–" and why
         columns, data = markdown_rows(table, data)
-    steps = row_budgets(scores, budgets)
+    steps = {(key[0], method_name(key), key[4]): found for key, found in method_steps(scores, budgets).items()}
     if fmt in ("md", "latex"):
         columns += ("budget (steps)",)
-        data = [(*row, budget_text(*steps[(row[0], row[1], row[2])])) for row in data]
+        data = [(*row, steps_range(steps[(row[0], row[1], row[2])])) for row in data]
     else:
         columns += BUDGET_COLUMNS
-        data = [(*row, *steps[(row[0], row[1], row[2])]) for row in data]
+        edges = {key: (min(found), max(found)) if found else (None, None) for key, found in steps.items()}
+        data = [(*row, *edges[(row[0], row[1], row[2])]) for row in data]
     if fmt == "latex":
         out.write(latex_rows(columns, data))
         return len(data)

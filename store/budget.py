@@ -143,6 +143,15 @@ def mixed_note(budgets: Mapping[Any, Budget]) -> str:
     return f"budgets differ between tasks pooled: {listed} steps"
 
 
+def steps_range(steps: Iterable[int]) -> str:
+    """``100,000`` or ``3,000–100,000``: the least and the greatest of ``steps``; ``–`` for none."""
+    found = list(steps)
+    if not found:
+        return "–"
+    low, high = min(found), max(found)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
 def sources_steps(budgets: Mapping[tuple[str, str, str], Budget]) -> str:
     """``offpoc at 100,000 steps, published at 1,000,000``: where each source's tasks are compared, for a line that
     pools tasks (each source at its own budgets: :func:`source_budgets`), so rows of two sources side by side say
@@ -152,7 +161,7 @@ def sources_steps(budgets: Mapping[tuple[str, str, str], Budget]) -> str:
         if b.step is not None:
             steps.setdefault(source, []).append(b.step)
     parts = [
-        f"{source} at {min(found):,}" + (f"–{max(found):,}" if max(found) > min(found) else "")
+        f"{source} at {steps_range(found)}"
         for source, found in sorted(steps.items(), key=lambda item: item[0] != "offpoc")
     ]
     if parts:

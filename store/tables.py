@@ -60,11 +60,10 @@ def layouts(rows: list[SummaryRow], pm: str) -> list[Layout]:
             best[key] = max(best.get(key, -math.inf), row.mean)
     cells: dict[tuple[str, str], tuple[str, bool]] = {}
     for row in rows:
+        unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
         if row.training and row.n_too_short:
-            unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
             text = f"too short for the window ({row.n_too_short} seed{'s' if row.n_too_short > 1 else ''}{unevaluated})"
         elif row.training and row.n_short and row.budget is not None:
-            unevaluated = f", {row.n_unevaluated} not evaluated" if row.n_unevaluated else ""
             text = f"none at {row.budget:,} ({row.n_short} short{unevaluated})"
         elif row.training:
             text = "no evaluations"
@@ -113,7 +112,7 @@ def markdown(rows: list[SummaryRow], window: str) -> str:
                 text += "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |\n"
         parts.append(text)
     note = f"Mean over seeds of the {window} ± its 95% Student-t interval over the seeds (the paper's ±, the"
-    if any(r.correction == POOLED for r in rows):  # --group-by: a row pools every method's runs of one value
+    if _pooled(rows):  # --group-by: a row pools every method's runs of one value
         note = "Mean over runs (every method's runs of a value pooled, a seed once per method: n_seeds counts runs)"
         note += f" of the {window} ± its 95% Student-t interval over the runs (the paper's ±, the"
     note += " mean per-point half-width, is the paper_pm column of --format csv or json)."
@@ -127,7 +126,7 @@ def budget_note(rows: list[SummaryRow]) -> str:
     if not budgets:
         return ""
     shown = "; ".join(f"{algo} {family} at {step:,} steps" for algo, family, step in budgets)
-    unit = "run" if any(r.correction == POOLED for r in rows) else "seed"
+    unit = "run" if _pooled(rows) else "seed"
     text = f"Each task's methods are compared at one budget, every {unit} cut there: {shown}."
     mixed = sorted({f for _, f, _ in budgets if len({b for _, g, b in budgets if g == f}) > 1})
     if mixed:
@@ -150,9 +149,14 @@ def budget_note(rows: list[SummaryRow]) -> str:
     return text + "\n"
 
 
+def _pooled(rows: list[SummaryRow]) -> bool:
+    """Whether the rows pool every method's runs of a setting's value (``--group-by``): over runs, not seeds."""
+    return any(r.correction == POOLED for r in rows)
+
+
 def _unit(rows: list[SummaryRow]) -> str:
     """What a row's statistics are over: seeds, or runs where rows pool every method's runs (``--group-by``)."""
-    return "runs (every method's runs of a value pooled)" if any(r.correction == POOLED for r in rows) else "seeds"
+    return "runs (every method's runs of a value pooled)" if _pooled(rows) else "seeds"
 
 
 def _count(count: int, unit: str) -> str:

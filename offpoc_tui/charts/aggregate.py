@@ -14,11 +14,10 @@ from matplotlib.figure import Figure
 
 from offpoc_tui.charts.curves import COLOURS, DPI, style
 from store.aggregate import METRICS, MIN_SEEDS, interval, profile_band
-from store.aggregate_tables import MethodKey, MethodScores, improvement_rows
-from store.budget import Budget
+from store.aggregate_tables import MethodKey, MethodScores, improvement_rows, method_steps
+from store.budget import Budget, steps_range
 from store.methods import algorithm_title
 from store.summary import method_label, method_rank
-from store.tasks import env_family
 
 KINDS = ("curves", "aggregate", "profile", "improvement")
 METRIC_TITLES = {"mean": "Mean", "median": "Median", "iqm": "IQM", "optimality_gap": "Optimality gap"}
@@ -38,19 +37,11 @@ def budget_texts(scores: MethodScores, budgets: Budgets) -> tuple[dict[tuple[str
     """What to say of the steps the scores were taken at: per (algorithm, source), `` · at 3,000 steps``
     where they differ, or else "" each and ``at 1,000,000 steps`` once, for the title."""
     steps: dict[tuple[str, str], set[int]] = {}
-    for key, tasks in scores.items():
-        found = {
-            budgets[(key[0], env_family(task), key[4])].step
-            for task in tasks
-            if (key[0], env_family(task), key[4]) in budgets
-        }
-        steps.setdefault((key[0], key[4]), set()).update(s for s in found if s is not None)
+    for key, found in method_steps(scores, budgets).items():
+        steps.setdefault((key[0], key[4]), set()).update(found)
 
     def text(values: set[int]) -> str:
-        if not values:
-            return "at its last step"
-        low, high = min(values), max(values)
-        return f"at {low:,} steps" if low == high else f"at {low:,}–{high:,} steps"
+        return f"at {steps_range(values)} steps" if values else "at its last step"
 
     texts = {group: text(values) for group, values in steps.items()}
     if len(set(texts.values())) <= 1:

@@ -13,6 +13,7 @@ from offpoc_tui.console import (
     DbOption,
     TagFilter,
     WhereFilter,
+    check_bootstrap,
     check_group_by,
     check_output,
     check_sources,
@@ -24,7 +25,6 @@ from offpoc_tui.console import (
     where_ids,
 )
 from offpoc_tui.outputs import written
-from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
 from store.runs import reap_lost
 
@@ -144,8 +144,7 @@ def export(
         fail(f"--dedupe applies to --table {', '.join(FINAL_TABLES)} only")
     if normalise not in NORMALISATIONS:
         fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
-    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
-        fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
+    check_bootstrap(bootstrap)
     if last is not None and last_steps is not None:
         fail("--last counts evaluations and --last-steps steps: pass one of them")
     if last is not None and last < 1:

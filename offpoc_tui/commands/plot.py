@@ -12,6 +12,7 @@ from offpoc_tui.console import (
     DbOption,
     TagFilter,
     WhereFilter,
+    check_bootstrap,
     check_group_by,
     check_output,
     err,
@@ -21,7 +22,6 @@ from offpoc_tui.console import (
     stage,
     where_ids,
 )
-from store.aggregate import MAX_BOOTSTRAP
 from store.reader import RunFilters
 
 
@@ -74,8 +74,7 @@ def plot(
         fail(f"unknown --kind {kind!r}: choose one of {', '.join(KINDS)}")
     if normalise not in NORMALISATIONS:
         fail(f"unknown --normalise {normalise!r}: choose one of {', '.join(NORMALISATIONS)}")
-    if not 1 <= bootstrap <= MAX_BOOTSTRAP:
-        fail(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP:,} resamples, got {bootstrap:,}")
+    check_bootstrap(bootstrap)
     store = open_db(db)
     run_ids = where_ids(store, where)
     from offpoc_tui.charts.curves import figure, panels
